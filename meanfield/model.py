@@ -1,0 +1,226 @@
+"""The attention model shared by the PDE (`meanfield`) and the particles (`particles`).
+
+.. autosummary::
+   Model
+   ATTENTION_KINDS
+
+One frozen, validated object says which dynamics is meant (MATH.md sections 2 and 3):
+inverse temperature ``beta``, attention kind, optional matrices ``Q, K, V`` or ``heads``,
+a sign ``value`` (``+1``: attractive ``V = I``, ``-1``: repulsive ``V = -I``), and the noise
+``sigma`` of the entropy term. It knows no discretisation.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+ATTENTION_KINDS = ("softmax", "unnormalized", "l2", "sigmoid", "sinkhorn")
+"""Attention kinds: ``softmax`` = SA (2.3), ``unnormalized`` = USA, and the variants of the
+second paper (``l2``, ``sigmoid``, ``sinkhorn``)."""
+
+_ALIASES = {"sa": "softmax", "usa": "unnormalized"}
+
+
+def _as_matrix(name: str, value: Any) -> np.ndarray | None:
+    if value is None:
+        return None
+    a = np.array(value, dtype=float)
+    if a.ndim != 2 or a.shape[0] != a.shape[1]:
+        msg = f"{name} must be a square matrix, got shape {a.shape}"
+        raise ValueError(msg)
+    if not np.all(np.isfinite(a)):
+        msg = f"{name} contains non-finite entries"
+        raise ValueError(msg)
+    a.setflags(write=False)
+    return a
+
+
+@dataclass(frozen=True, eq=False)
+class Model:
+    """Self-attention dynamics (MATH.md sections 2-3).
+
+    Args:
+        beta: inverse temperature, ``beta >= 0`` and finite; ``beta = 0`` is the limit.
+        attention: ``"softmax"`` (SA), ``"unnormalized"`` (USA), ``"l2"``, ``"sigmoid"``
+            or ``"sinkhorn"``.
+        value: ``+1`` (attractive, ``V = I``) or ``-1`` (repulsive, ``V = -I``); multiplies
+            ``V`` when ``V`` is given.
+        noise: ``sigma >= 0``, adds ``sigma * Laplacian(rho)`` (entropy term).
+        Q, K, V: optional square ``d x d`` matrices (default: identity).
+        heads: optional sequence of ``(Q, K, V)`` triples (multi-head attention, (2.7));
+            exclusive with ``Q, K, V``.
+        causal: token ``i`` attends to ``j <= i`` only (particles only).
+        sigmoid_bias: the bias ``b`` of sigmoid attention.
+        sinkhorn_iterations: maximum number of Sinkhorn iterations.
+        sinkhorn_tol: stop Sinkhorn once row and column sums are within this of 1.
+    """
+
+    beta: float
+    attention: str = "softmax"
+    value: int = 1
+    noise: float = 0.0
+    Q: Any = None
+    K: Any = None
+    V: Any = None
+    heads: Any = None
+    causal: bool = False
+    sigmoid_bias: float = 0.0
+    sinkhorn_iterations: int = 200
+    sinkhorn_tol: float = 1e-10
+    _dim: int | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
+        try:
+            beta = float(self.beta)
+        except (TypeError, ValueError):
+            msg = f"beta must be a real number, got {self.beta!r}"
+            raise ValueError(msg) from None
+        if not math.isfinite(beta) or beta < 0:
+            msg = f"beta must be finite and >= 0, got {self.beta!r}"
+            raise ValueError(msg)
+        set_("beta", beta)
+        kind = str(self.attention).lower()
+        kind = _ALIASES.get(kind, kind)
+        if kind not in ATTENTION_KINDS:
+            msg = f"attention must be one of {ATTENTION_KINDS}, got {self.attention!r}"
+            raise ValueError(msg)
+        set_("attention", kind)
+        if self.value not in (1, -1):
+            msg = f"value must be +1 (attractive) or -1 (repulsive), got {self.value!r}"
+            raise ValueError(msg)
+        set_("value", int(self.value))
+        noise = float(self.noise)
+        if not math.isfinite(noise) or noise < 0:
+            msg = f"noise must be finite and >= 0, got {self.noise!r}"
+            raise ValueError(msg)
+        set_("noise", noise)
+        dims = set()
+        for name in ("Q", "K", "V"):
+            m = _as_matrix(name, getattr(self, name))
+            set_(name, m)
+            if m is not None:
+                dims.add(m.shape[0])
+        if self.heads is not None:
+            if any(getattr(self, n) is not None for n in ("Q", "K", "V")):
+                msg = "heads and Q, K, V are exclusive: give the matrices inside heads"
+                raise ValueError(msg)
+            heads = []
+            for h, triple in enumerate(self.heads):
+                if len(triple) != 3:
+                    msg = f"heads[{h}] must be a (Q, K, V) triple, got {len(triple)} items"
+                    raise ValueError(msg)
+                mats = tuple(_as_matrix(f"heads[{h}].{n}", m) for n, m in zip("QKV", triple))
+                dims.update(m.shape[0] for m in mats)
+                heads.append(mats)
+            if not heads:
+                msg = "heads must contain at least one (Q, K, V) triple"
+                raise ValueError(msg)
+            set_("heads", tuple(heads))
+        if len(dims) > 1:
+            msg = f"Q, K, V (and heads) must share one dimension d, got sizes {sorted(dims)}"
+            raise ValueError(msg)
+        set_("_dim", dims.pop() if dims else None)
+        set_("causal", bool(self.causal))
+        bias = float(self.sigmoid_bias)
+        if not math.isfinite(bias):
+            msg = f"sigmoid_bias must be finite, got {self.sigmoid_bias!r}"
+            raise ValueError(msg)
+        set_("sigmoid_bias", bias)
+        if int(self.sinkhorn_iterations) < 1:
+            msg = f"sinkhorn_iterations must be >= 1, got {self.sinkhorn_iterations!r}"
+            raise ValueError(msg)
+        set_("sinkhorn_iterations", int(self.sinkhorn_iterations))
+        if not float(self.sinkhorn_tol) > 0:
+            msg = f"sinkhorn_tol must be > 0, got {self.sinkhorn_tol!r}"
+            raise ValueError(msg)
+        set_("sinkhorn_tol", float(self.sinkhorn_tol))
+
+    # -- derived -------------------------------------------------------------------------
+
+    @property
+    def dim(self) -> int | None:
+        """The dimension ``d`` fixed by the matrices, or ``None`` (identity, any ``d``)."""
+        return self._dim
+
+    @property
+    def is_identity(self) -> bool:
+        """True when ``Q = K = I`` and ``V = value * I`` (the setting of the PDE solvers)."""
+        if self.heads is not None:
+            return False
+        return all(getattr(self, n) is None for n in ("Q", "K", "V"))
+
+    @property
+    def sign(self) -> float:
+        """``+1.0`` for attraction, ``-1.0`` for repulsion (``V = value * I``)."""
+        return float(self.value)
+
+    def check_dim(self, d: int) -> None:
+        """Raise ``ValueError`` if the model's matrices do not act on ``R^d``."""
+        if self._dim is not None and self._dim != d:
+            msg = f"the model's Q, K, V are {self._dim} x {self._dim} but tokens live in R^{d}"
+            raise ValueError(msg)
+
+    def matrices(self, d: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """The ``(Q, K, V)`` triples for tokens in ``R^d``, sign included in ``V``.
+
+        One triple without heads; identity where a matrix is not given.
+        """
+        self.check_dim(d)
+        eye = np.eye(d)
+        if self.heads is not None:
+            return [(q, k, self.value * v) for q, k, v in self.heads]
+        q = eye if self.Q is None else self.Q
+        k = eye if self.K is None else self.K
+        v = eye if self.V is None else self.V
+        return [(q, k, self.value * v)]
+
+    def replace(self, **changes: Any) -> Model:
+        """A copy with some fields changed (validated again)."""
+        kw = {n: getattr(self, n) for n in _FIELDS}
+        kw.update(changes)
+        return Model(**kw)
+
+    # -- serialisation -------------------------------------------------------------------
+
+    def state(self) -> dict[str, Any]:
+        """A JSON-able dict that :meth:`from_state` turns back into an equal model."""
+        out: dict[str, Any] = {}
+        for n in _FIELDS:
+            v = getattr(self, n)
+            if isinstance(v, np.ndarray):
+                v = v.tolist()
+            elif n == "heads" and v is not None:
+                v = [[m.tolist() for m in triple] for triple in v]
+            out[n] = v
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps(self.state())
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any] | str) -> Model:
+        if isinstance(state, str):
+            state = json.loads(state)
+        return cls(**{k: v for k, v in state.items() if k in _FIELDS})
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Model):
+            return NotImplemented
+        return self.state() == other.state()
+
+    def __hash__(self) -> int:
+        return hash(self.to_json())
+
+
+_FIELDS: Sequence[str] = (
+    "beta", "attention", "value", "noise", "Q", "K", "V", "heads", "causal",
+    "sigmoid_bias", "sinkhorn_iterations", "sinkhorn_tol",
+)
+
+__all__ = ["ATTENTION_KINDS", "Model"]

@@ -1,0 +1,1 @@
+"""particles: the finite-n self-attention system (MATH.md section 2)."""
