@@ -210,6 +210,12 @@ class Domain(ABC):
         l = self.degrees / max(self.degrees.max(), 1)
         return np.exp(-strength * l**order)
 
+    def real_mode(self, key: Any) -> np.ndarray:
+        """Grid values of one real basis function, named by a domain-specific ``key``
+        (circle: ``k`` for ``cos k theta``, ``-k`` for ``sin k theta``)."""
+        msg = f"{type(self).__name__} does not implement real_mode"
+        raise NotImplementedError(msg)
+
     def prolong(self, c: np.ndarray, coarse: Domain) -> np.ndarray:
         """Coefficients ``c`` of ``coarse`` expressed on this (finer or equal) domain."""
         msg = f"{type(self).__name__} does not implement prolong"

@@ -190,6 +190,14 @@ class Circle(Domain):
         out[-1] = 0.0
         return out
 
+    def real_mode(self, key: Any) -> np.ndarray:
+        """``cos(k theta)`` for ``key = k >= 0``, ``sin(|k| theta)`` for ``key = k < 0``."""
+        k = int(key)
+        if abs(k) >= self.N // 2:
+            msg = f"mode k={k} is not resolved by N={self.N} (need |k| < N/2)"
+            raise ValueError(msg)
+        return np.cos(k * self.grid) if k >= 0 else np.sin(-k * self.grid)
+
     def zonal_multipliers(self, kernel: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
         """``lambda_k = int_0^{2pi} W(cos theta) e^{-ik theta} d theta`` (trapezoid, exact
         for trigonometric polynomials; 8x oversampled)."""
