@@ -1,0 +1,344 @@
+"""The Gaussian reduction in ``R^d``: mean and covariance ODEs (MATH.md section 4).
+
+.. autosummary::
+   affine_field
+   gaussian_rhs
+   solve_gaussian
+   BlowUpError
+   GaussianFlowError
+   GAUSSIAN_KINDS
+
+Without layer normalisation (tokens in ``R^d``), softmax and L2 attention give a field that is
+affine in ``x`` when ``mu = N(m, Sigma)``, so the flow keeps Gaussians Gaussian. For one head
+``(Q, K, V)``, ``A = beta K^T Q`` and ``P = (I + beta Sigma K^T K)^{-1}`` (L2) or ``P = I``
+(softmax):
+
+    X[mu](x) = V P (m + Sigma A x) = b + B x,   b = V P m,   B = V P Sigma A
+
+and, summing ``b`` and ``B`` over heads, with noise ``sigma`` (the term ``sigma Lap rho``):
+
+    m' = b + B m,        Sigma' = B Sigma + Sigma B^T + 2 sigma I.
+
+The ODE is integrated for a factor ``Sigma = L L^T`` (``L' = B L + sigma L^{-T}``), so the
+covariance is symmetric positive semi-definite by construction. See ``docs/gaussian.md``
+for the derivations and the closed forms.
+"""
+
+from __future__ import annotations
+
+import json
+import time as _time
+from typing import Any
+
+import numpy as np
+import xarray as xr
+from scipy.integrate import solve_ivp
+
+from .model import Model
+
+GAUSSIAN_KINDS = ("softmax", "l2")
+"""Attention kinds whose mean-field flow keeps Gaussian measures Gaussian (affine field)."""
+
+_NOT_GAUSSIAN = {
+    "unnormalized": "its field carries the factor exp(beta <Qx, K m> + ...) and is not affine",
+    "sigmoid": "its field is not affine in x",
+    "sinkhorn": "its Gaussian reduction (entropic transport) is not implemented",
+}
+
+_SYMMETRY_RTOL = 1e-10
+"""Relative asymmetry ``|S - S^T| / |S|`` accepted in ``cov0`` (round-off of a computed
+covariance), beyond which the input is rejected as not symmetric."""
+
+
+class GaussianFlowError(RuntimeError):
+    """The Gaussian ODE could not be continued; ``partial`` holds the times reached.
+
+    Attributes:
+        time: the time at which integration stopped.
+        partial: an ``xarray.Dataset`` like the one :func:`solve_gaussian` returns, with the
+            requested times before ``time`` only (``attrs["successful"] == "false"``).
+        mean, cov: the state at ``time``.
+    """
+
+    def __init__(self, msg: str, *, time: float, mean: np.ndarray, cov: np.ndarray,
+                 partial: xr.Dataset | None = None) -> None:
+        super().__init__(msg)
+        self.time = time
+        self.mean = mean
+        self.cov = cov
+        self.partial = partial
+
+
+class BlowUpError(GaussianFlowError):
+    """The covariance diverged in finite time (MATH.md section 4, ``A + A^T`` indefinite).
+
+    Attributes (besides those of :class:`GaussianFlowError`):
+        eigenvalue: the largest eigenvalue of ``Sigma`` at ``time`` (above the threshold).
+        eigenvector: its unit eigenvector (the diverging direction).
+        blowup_time: the extrapolated time at which it becomes infinite,
+            ``time + lambda / lambda'`` (``1/lambda`` is linear in ``t`` near a pole).
+    """
+
+    def __init__(self, msg: str, *, eigenvalue: float, eigenvector: np.ndarray,
+                 blowup_time: float, **kw: Any) -> None:
+        super().__init__(msg, **kw)
+        self.eigenvalue = eigenvalue
+        self.eigenvector = eigenvector
+        self.blowup_time = blowup_time
+
+
+# -- the field ------------------------------------------------------------------------------
+
+
+def _check_model(model: Model) -> None:
+    if not isinstance(model, Model):
+        msg = f"model must be a meanfield.Model, got {type(model).__name__}"
+        raise ValueError(msg)
+    if model.attention not in GAUSSIAN_KINDS:
+        msg = (f"attention {model.attention!r} has no Gaussian reduction: "
+               f"{_NOT_GAUSSIAN[model.attention]}; supported: {GAUSSIAN_KINDS}")
+        raise ValueError(msg)
+    if model.causal:
+        msg = "causal (masked) attention has no Gaussian reduction; use causal=False"
+        raise ValueError(msg)
+
+
+def affine_field(model: Model, mean: np.ndarray, cov: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The field ``X[N(mean, cov)](x) = b + B x`` of the model, as ``(b, B)`` (MATH.md 4).
+
+    Summed over heads; ``P = I`` for softmax and ``P = (I + beta cov K^T K)^{-1}`` for L2
+    (the mean of the tilted law, whose covariance is ``(cov^{-1} + beta K^T K)^{-1}``).
+    The noise term is not a field and is not included. ``cov`` may be singular.
+    """
+    _check_model(model)
+    mean = np.asarray(mean, dtype=float)
+    cov = np.asarray(cov, dtype=float)
+    d = mean.shape[0]
+    b = np.zeros(d)
+    big_b = np.zeros((d, d))
+    for q, k, v in model.matrices(d):
+        a = model.beta * (k.T @ q)
+        if model.attention == "l2":
+            p = np.linalg.solve(np.eye(d) + model.beta * cov @ (k.T @ k), np.eye(d))
+            vp = v @ p
+        else:
+            vp = v
+        b += vp @ mean
+        big_b += vp @ (cov @ a)
+    return b, big_b
+
+
+def gaussian_rhs(model: Model, mean: np.ndarray, cov: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(m', Sigma')`` at ``N(mean, cov)``: ``b + B m`` and ``B Sigma + Sigma B^T + 2 sigma I``."""
+    b, big_b = affine_field(model, mean, cov)
+    bs = big_b @ np.asarray(cov, dtype=float)
+    dcov = bs + bs.T + 2.0 * model.noise * np.eye(len(b))
+    return b + big_b @ np.asarray(mean, dtype=float), dcov
+
+
+# -- inputs ---------------------------------------------------------------------------------
+
+
+def _check_state(model: Model, mean0: Any, cov0: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Validate ``(mean0, cov0)``; return them and a factor ``L`` with ``cov0 = L L^T``."""
+    mean = np.array(mean0, dtype=float)
+    cov = np.array(cov0, dtype=float)
+    if mean.ndim != 1 or mean.size == 0:
+        msg = f"mean0 must be a non-empty vector of shape (d,), got shape {mean.shape}"
+        raise ValueError(msg)
+    d = mean.shape[0]
+    if cov.shape != (d, d):
+        msg = f"cov0 must have shape (d, d) = ({d}, {d}) to match mean0, got shape {cov.shape}"
+        raise ValueError(msg)
+    if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(cov))):
+        msg = "mean0 and cov0 must be finite"
+        raise ValueError(msg)
+    asym = np.linalg.norm(cov - cov.T) / max(np.linalg.norm(cov), np.finfo(float).tiny)
+    if asym > _SYMMETRY_RTOL:
+        msg = f"cov0 is not symmetric: |cov0 - cov0^T| / |cov0| = {asym:.3g}"
+        raise ValueError(msg)
+    cov = 0.5 * (cov + cov.T)
+    try:
+        factor = np.linalg.cholesky(cov)
+    except np.linalg.LinAlgError:
+        lam = np.linalg.eigvalsh(cov)[0]
+        msg = f"cov0 is not positive definite: smallest eigenvalue {lam:.3g}"
+        raise ValueError(msg) from None
+    model.check_dim(d)
+    return mean, cov, factor
+
+
+def _check_times(t: Any) -> np.ndarray:
+    times = np.atleast_1d(np.array(t, dtype=float))
+    if times.ndim != 1 or times.size == 0:
+        msg = f"t must be a non-empty 1-d array of times, got shape {np.shape(t)}"
+        raise ValueError(msg)
+    if not np.all(np.isfinite(times)):
+        msg = "t must be finite"
+        raise ValueError(msg)
+    if np.any(np.diff(times) <= 0):
+        msg = "t must be strictly increasing"
+        raise ValueError(msg)
+    return times
+
+
+# -- the solver -----------------------------------------------------------------------------
+
+
+def _dataset(model: Model, times: np.ndarray, means: np.ndarray, covs: np.ndarray,
+             attrs: dict[str, Any]) -> xr.Dataset:
+    d = means.shape[-1] if means.ndim == 2 else covs.shape[-1]
+    ds = xr.Dataset(
+        {
+            "mean": (("time", "dim"), means.reshape(len(times), d),
+                     {"long_name": "mean m(t) of the Gaussian"}),
+            "cov": (("time", "dim", "dim_"), covs.reshape(len(times), d, d),
+                    {"long_name": "covariance Sigma(t) of the Gaussian"}),
+        },
+        coords={
+            "time": ("time", times, {"units": "1", "long_name": "time (depth)"}),
+            "dim": ("dim", np.arange(d)),
+            "dim_": ("dim_", np.arange(d)),
+        },
+    )
+    ds.attrs.update(attrs)
+    return ds
+
+
+def solve_gaussian(model: Model, mean0: Any, cov0: Any, t: Any, *, rtol: float = 1e-10,
+                   atol: float = 1e-12, method: str = "DOP853",
+                   max_eigenvalue: float | None = None, throw: bool = True) -> xr.Dataset:
+    """Evolve ``N(mean0, cov0)`` under the mean-field flow of ``model`` (MATH.md section 4).
+
+    Args:
+        model: softmax or L2 attention, any ``Q, K, V``, ``heads``, ``beta``, ``value`` and
+            ``noise``.
+        mean0: initial mean, shape ``(d,)``.
+        cov0: initial covariance, symmetric positive definite, shape ``(d, d)``.
+        t: strictly increasing output times; ``t[0]`` is the initial time.
+        rtol, atol: tolerances of ``scipy.integrate.solve_ivp`` on ``(m, L)``, ``Sigma = L L^T``.
+        method: an adaptive ``solve_ivp`` method (``"DOP853"``, ``"RK45"``, ``"Radau"``, ...).
+        max_eigenvalue: blow-up threshold on the largest eigenvalue of ``Sigma``; default
+            ``1e10 * max(1, largest eigenvalue of cov0)``.
+        throw: raise :class:`BlowUpError` (or :class:`GaussianFlowError`) on failure; if
+            False, return the partial Dataset with ``attrs["successful"] == "false"``.
+
+    Returns:
+        ``xarray.Dataset`` with ``mean`` (time, dim) and ``cov`` (time, dim, dim_); ``attrs``
+        hold ``model``, ``solver`` (JSON), ``successful``, ``stop_reason`` and statistics.
+
+    Raises:
+        ValueError: bad input (shapes, a covariance that is not symmetric positive definite,
+            an attention kind without a Gaussian reduction, a model of another dimension).
+        BlowUpError: finite-time blow-up (the partial Dataset is its ``partial``).
+    """
+    _check_model(model)
+    mean, cov, factor = _check_state(model, mean0, cov0)
+    times = _check_times(t)
+    for name, tol in (("rtol", rtol), ("atol", atol)):
+        if not (np.isfinite(tol) and tol > 0):
+            msg = f"{name} must be finite and > 0, got {tol!r}"
+            raise ValueError(msg)
+    d = mean.shape[0]
+    lam0 = float(np.linalg.eigvalsh(cov)[-1])
+    threshold = 1e10 * max(1.0, lam0) if max_eigenvalue is None else float(max_eigenvalue)
+    if not threshold > lam0:
+        msg = f"max_eigenvalue = {threshold!r} must exceed the largest eigenvalue of cov0 {lam0:.6g}"
+        raise ValueError(msg)
+    sigma = model.noise
+
+    def split(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return y[:d], y[d:].reshape(d, d)
+
+    def rhs(_t: float, y: np.ndarray) -> np.ndarray:
+        m, lf = split(y)
+        b, big_b = affine_field(model, m, lf @ lf.T)
+        dl = big_b @ lf
+        if sigma > 0:
+            # d(L L^T) = B S + S B^T + 2 sigma I with L' = B L + sigma L^{-T}
+            dl = dl + sigma * np.linalg.inv(lf).T
+        return np.concatenate([b + big_b @ m, dl.ravel()])
+
+    log_thr = np.log(threshold)
+
+    def blowup(_t: float, y: np.ndarray) -> float:
+        lf = split(y)[1]
+        s = np.linalg.norm(lf, 2)
+        return 2.0 * np.log(s) - log_thr if np.isfinite(s) and s > 0 else 1.0
+
+    blowup.terminal = True  # type: ignore[attr-defined]
+    blowup.direction = 1.0  # type: ignore[attr-defined]
+
+    y0 = np.concatenate([mean, factor.ravel()])
+    solver = {"method": method, "rtol": rtol, "atol": atol, "form": "factor Sigma = L L^T",
+              "max_eigenvalue": threshold}
+    attrs: dict[str, Any] = {
+        "model": model.to_json(),
+        "solver": json.dumps(solver),
+        "initial": json.dumps({"mean0": mean.tolist(), "cov0": cov.tolist()}),
+        "reference": "MATH.md section 4; docs/gaussian.md",
+    }
+    start = _time.perf_counter()
+    if times.size == 1:
+        sol_t, sol_y, status, message, events = times, y0[:, None], 0, "single time", None
+        nfev = 0
+    else:
+        with np.errstate(over="ignore", invalid="ignore"):
+            sol = solve_ivp(rhs, (times[0], times[-1]), y0, method=method, t_eval=times,
+                            rtol=rtol, atol=atol, events=blowup)
+        sol_t, sol_y, status, message, nfev = sol.t, sol.y, sol.status, sol.message, sol.nfev
+        events = sol
+    ys = sol_y.T
+    means = ys[:, :d]
+    lfs = ys[:, d:].reshape(-1, d, d)
+    covs = lfs @ np.transpose(lfs, (0, 2, 1))
+    covs = 0.5 * (covs + np.transpose(covs, (0, 2, 1)))  # exactly symmetric
+    if len(sol_t):
+        covs[0] = cov  # the first output time is the initial time: return the input exactly
+    attrs.update({"nfev": int(nfev), "wall_time_s": _time.perf_counter() - start})
+    if status == 0:
+        attrs.update({"successful": "true", "stop_reason": "reached the final time"})
+        return _dataset(model, sol_t, means, covs, attrs)
+
+    # failure: blow-up (terminal event) or the integrator gave up
+    if status == 1 and events is not None and len(events.t_events[0]):
+        t_stop = float(events.t_events[0][0])
+        m_stop, l_stop = split(events.y_events[0][0])
+    else:
+        # the integrator stopped: take the last accepted state it reports
+        t_stop = float(sol_t[-1]) if len(sol_t) else float(times[0])
+        m_stop, l_stop = split(ys[-1] if len(sol_t) else y0)
+    c_stop = 0.5 * (l_stop @ l_stop.T + (l_stop @ l_stop.T).T)
+    lam, vec = np.linalg.eigh(c_stop)
+    lam_max, v_max = float(lam[-1]), vec[:, -1]
+    blown = status == 1 or not np.isfinite(lam_max) or lam_max > threshold
+    if blown and np.isfinite(lam_max):
+        dm, dc = gaussian_rhs(model, m_stop, c_stop)
+        rate = float(v_max @ dc @ v_max)  # d lambda_max / dt (Hellmann-Feynman)
+        t_star = t_stop + lam_max / rate if rate > 0 else float("inf")
+        reason = (f"finite-time blow-up: the largest eigenvalue of the covariance reached "
+                  f"{lam_max:.6g} (threshold {threshold:.3g}) at t = {t_stop:.12g}, along "
+                  f"{np.array2string(v_max, precision=4)}; extrapolated blow-up time "
+                  f"t* = {t_star:.12g}")
+    else:
+        t_star = float("nan")
+        reason = f"the integrator stopped at t = {t_stop:.12g}: {message}"
+    attrs.update({"successful": "false", "stop_reason": reason, "stop_time": t_stop,
+                  "blowup_time": t_star})
+    partial = _dataset(model, sol_t, means, covs, attrs)
+    if not throw:
+        return partial
+    if blown:
+        raise BlowUpError(reason, time=t_stop, mean=m_stop, cov=c_stop, partial=partial,
+                          eigenvalue=lam_max, eigenvector=v_max, blowup_time=t_star)
+    raise GaussianFlowError(reason, time=t_stop, mean=m_stop, cov=c_stop, partial=partial)
+
+
+__all__ = [
+    "GAUSSIAN_KINDS",
+    "BlowUpError",
+    "GaussianFlowError",
+    "affine_field",
+    "gaussian_rhs",
+    "solve_gaussian",
+]

@@ -1,0 +1,334 @@
+"""Tests of the Gaussian reduction in R^d (MATH.md section 4, docs/gaussian.md)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import scipy.linalg as sla
+import xarray as xr
+
+from meanfield.gaussian import (
+    BlowUpError,
+    affine_field,
+    gaussian_rhs,
+    solve_gaussian,
+)
+from meanfield.model import Model
+
+# Tight solver tolerances for the closed-form tests: the local tolerance 1e-13 on O(1)
+# unknowns accumulates over a few hundred steps to well below the 1e-10 asked of the
+# closed forms.
+TIGHT = {"rtol": 1e-13, "atol": 1e-15}
+
+COV0 = np.array([[1.0, 0.3, 0.0], [0.3, 2.0, 0.1], [0.0, 0.1, 0.5]])
+MEAN0 = np.array([1.0, -0.5, 0.2])
+
+
+def _rand(seed: int, d: int = 3, scale: float = 1.0) -> np.ndarray:
+    return scale * np.random.default_rng(seed).normal(size=(d, d))
+
+
+def _spd(seed: int, d: int) -> np.ndarray:
+    g = np.random.default_rng(seed).normal(size=(d, d))
+    return g @ g.T / d + 0.2 * np.eye(d)
+
+
+def _blowup_time(a: np.ndarray, cov0: np.ndarray, v: float = 1.0) -> float:
+    """First zero of det(cov0^{-1} - v (A + A^T) t): 1 / largest generalized eigenvalue."""
+    w = sla.eigh(v * (a + a.T), np.linalg.inv(cov0), eigvals_only=True)
+    return 1.0 / w.max() if w.max() > 0 else np.inf
+
+
+def _closed_form_cov(a: np.ndarray, cov0: np.ndarray, times: np.ndarray, v: float = 1.0):
+    p0 = np.linalg.inv(cov0)
+    return np.array([np.linalg.inv(p0 - v * (a + a.T) * s) for s in times])
+
+
+def _rel(x: np.ndarray, y: np.ndarray) -> float:
+    return float(np.abs(x - y).max() / np.abs(y).max())
+
+
+# -- closed forms ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", [1, -1])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_closed_form_v_identity(value: int, seed: int) -> None:
+    """V = value * I: Sigma(t) = (Sigma_0^{-1} - value (A + A^T) t)^{-1}, to 1e-10."""
+    q, k, beta = _rand(seed), _rand(seed + 10), 0.7
+    model = Model(beta=beta, Q=q, K=k, value=value)
+    a = beta * k.T @ q
+    t_star = _blowup_time(a, COV0, value)
+    t_end = min(3.0, 0.8 * t_star)  # stay away from a pole (there Sigma is ill-conditioned)
+    times = np.linspace(0.0, t_end, 9)
+    ds = solve_gaussian(model, MEAN0, COV0, times, **TIGHT)
+    assert _rel(ds.cov.values, _closed_form_cov(a, COV0, times, value)) < 1e-10
+
+
+def test_closed_form_multihead_sums_a() -> None:
+    """Heads (Q_h, K_h, I): the closed form holds with A = sum_h beta K_h^T Q_h."""
+    beta = 0.4
+    heads = [(_rand(2), _rand(3), np.eye(3)), (_rand(4), _rand(5), np.eye(3))]
+    model = Model(beta=beta, heads=heads)
+    a = sum(beta * k.T @ q for q, k, _ in heads)
+    times = np.linspace(0.0, min(2.0, 0.8 * _blowup_time(a, COV0)), 7)
+    ds = solve_gaussian(model, MEAN0, COV0, times, **TIGHT)
+    assert _rel(ds.cov.values, _closed_form_cov(a, COV0, times)) < 1e-10
+
+
+@pytest.mark.parametrize(("v", "a"), [(1.0, 0.3), (1.0, -0.8), (-1.0, 0.5), (0.5, -0.2)])
+def test_scalar_case(v: float, a: float) -> None:
+    """d = 1: sigma(t) = sigma0 / (1 - 2 v a sigma0 t), m(t) = m0 e^{vt} sqrt(sigma/sigma0)."""
+    model = Model(beta=1.0, Q=[[a]], K=[[1.0]], V=[[v]])
+    s0, m0 = 0.8, 1.3
+    t_star = 1.0 / (2 * v * a * s0) if v * a > 0 else np.inf
+    times = np.linspace(0.0, min(2.0, 0.8 * t_star), 11)
+    ds = solve_gaussian(model, [m0], [[s0]], times, **TIGHT)
+    sig = s0 / (1.0 - 2.0 * v * a * s0 * times)
+    mean = m0 * np.exp(v * times) * np.sqrt(sig / s0)
+    assert _rel(ds.cov.values[:, 0, 0], sig) < 1e-10
+    assert _rel(ds["mean"].values[:, 0], mean) < 1e-10
+
+
+def test_beta_zero_mean_is_matrix_exponential() -> None:
+    """beta = 0: the field is V m (uniform attention), so m(t) = e^{Vt} m0 and Sigma is constant."""
+    v = _rand(7, scale=0.5)
+    model = Model(beta=0.0, V=v)
+    times = np.linspace(0.0, 2.0, 5)
+    ds = solve_gaussian(model, MEAN0, COV0, times, **TIGHT)
+    expected = np.array([sla.expm(v * s) @ MEAN0 for s in times])
+    assert _rel(ds["mean"].values, expected) < 1e-10
+    # Sigma' = 0 exactly (B = 0), so only round-off can move it.
+    assert np.abs(ds.cov.values - COV0).max() < 1e-14
+
+
+def test_noise_adds_two_sigma_t() -> None:
+    """V = 0 (no drift), noise sigma: the heat flow, Sigma(t) = Sigma0 + 2 sigma t I."""
+    model = Model(beta=1.0, V=np.zeros((3, 3)), noise=0.3)
+    times = np.linspace(0.0, 2.0, 5)
+    ds = solve_gaussian(model, MEAN0, COV0, times, **TIGHT)
+    expected = COV0 + 2 * 0.3 * times[:, None, None] * np.eye(3)
+    assert _rel(ds.cov.values, expected) < 1e-10
+
+
+def test_rank_of_the_limit_when_k_is_minus_q() -> None:
+    """K = -Q, V = I: A = -beta Q^T Q <= 0, Sigma^{-1}(t) = Sigma0^{-1} + 2 beta t Q^T Q, so
+    Sigma(t) -> N (N^T Sigma0^{-1} N)^{-1} N^T (N a basis of ker Q): rank d - rank Q."""
+    d, r, beta = 4, 2, 1.5
+    rng = np.random.default_rng(3)
+    q = rng.normal(size=(r, d))
+    q = np.vstack([q, np.zeros((d - r, d))])  # rank r
+    cov0 = _spd(4, d)
+    model = Model(beta=beta, Q=q, K=-q)
+    times = np.array([0.0, 1e2, 1e4, 1e6])
+    ds = solve_gaussian(model, np.zeros(d), cov0, times, rtol=1e-10, atol=1e-14)
+    null = sla.null_space(q)
+    limit = null @ np.linalg.inv(null.T @ np.linalg.inv(cov0) @ null) @ null.T
+    lam = np.linalg.eigvalsh(ds.cov.values[-1])
+    # the r contracting eigenvalues decay like 1 / (2 beta lambda_i(Q^T Q) t): ~1e-6 at t = 1e6,
+    # while the d - r others converge to the positive eigenvalues of the limit (> 0.1 here)
+    assert np.linalg.matrix_rank(limit) == d - r
+    assert np.all(lam[:r] < 1e-5) and np.all(lam[r:] > 0.1)
+    # distance to the limit is O(1/t) (the contracting part); 1e-5 at t = 1e6
+    assert np.abs(ds.cov.values[-1] - limit).max() < 1e-5
+    assert np.abs(ds.cov.values[1] - limit).max() > 1e-4  # ... and was not there at t = 100
+
+
+# -- L2 attention ---------------------------------------------------------------------------
+
+
+def _quadrature_field(model: Model, mean: np.ndarray, cov: np.ndarray, x: np.ndarray,
+                      nodes: int = 80) -> np.ndarray:
+    """The attention field at x for mu = N(mean, cov), by tensor Gauss-Hermite quadrature.
+
+    Written from the definition (MATH.md section 2, weights rows of softmax or L2), not
+    from the affine formula.
+    """
+    d = mean.shape[0]
+    z, w = np.polynomial.hermite_e.hermegauss(nodes)  # weight exp(-z^2/2)
+    grids = np.meshgrid(*([z] * d), indexing="ij")
+    zs = np.stack([g.ravel() for g in grids], axis=1)
+    ws = np.prod(np.meshgrid(*([w] * d), indexing="ij"), axis=0).ravel()
+    y = mean + zs @ np.linalg.cholesky(cov).T
+    out = np.zeros(d)
+    for q, k, v in model.matrices(d):
+        if model.attention == "l2":
+            logits = -0.5 * model.beta * np.sum((q @ x - y @ k.T) ** 2, axis=1)
+        else:
+            logits = model.beta * (y @ k.T) @ (q @ x)
+        wt = ws * np.exp(logits - logits.max())
+        out += v @ (wt @ y) / wt.sum()
+    return out
+
+
+@pytest.mark.parametrize("attention", ["l2", "softmax"])
+def test_field_matches_quadrature(attention: str) -> None:
+    """The affine field b + B x equals the attention field computed by quadrature.
+
+    The integrands are Gaussians times polynomials of degree <= 1 in z, smooth and decaying,
+    so 80-point Gauss-Hermite quadrature converges spectrally to round-off; 1e-10 leaves room
+    for the cancellation in the ratio of two integrals.
+    """
+    heads = [(_rand(11, 2, 0.8), _rand(12, 2, 0.8), _rand(13, 2)),
+             (_rand(14, 2, 0.8), _rand(15, 2, 0.8), _rand(16, 2))]
+    model = Model(beta=0.9, attention=attention, heads=heads)
+    mean, cov = np.array([0.3, -0.2]), np.array([[0.6, 0.2], [0.2, 0.4]])
+    b, big_b = affine_field(model, mean, cov)
+    for x in ([0.0, 0.0], [0.5, -0.7], [-1.0, 0.4]):
+        x = np.array(x)
+        assert np.abs(b + big_b @ x - _quadrature_field(model, mean, cov, x)).max() < 1e-10
+
+
+def test_l2_differs_from_softmax() -> None:
+    """The L2 preconditioner (I + beta Sigma K^T K)^{-1} matters: the two fields differ."""
+    q, k = _rand(21), _rand(22)
+    soft = affine_field(Model(beta=1.0, Q=q, K=k), MEAN0, COV0)
+    l2 = affine_field(Model(beta=1.0, Q=q, K=k, attention="l2"), MEAN0, COV0)
+    assert np.abs(soft[1] - l2[1]).max() > 0.1
+
+
+@pytest.mark.parametrize(("v", "q", "k"), [(1.0, 0.7, 1.2), (-1.0, 0.5, 0.8), (1.0, -0.6, 0.9)])
+def test_l2_scalar_invariant(v: float, q: float, k: float) -> None:
+    """d = 1, L2: sigma' = 2 v a sigma^2 / (1 + beta k^2 sigma), a = beta k q, so
+    F(sigma) = -1/sigma + beta k^2 log(sigma) - 2 v a t is constant in time."""
+    beta, s0 = 0.8, 0.6
+    a = beta * k * q
+    model = Model(beta=beta, attention="l2", Q=[[q]], K=[[k]], V=[[v]])
+    times = np.linspace(0.0, 1.5, 7)
+    ds = solve_gaussian(model, [0.4], [[s0]], times, **TIGHT)
+    sig = ds.cov.values[:, 0, 0]
+    invariant = -1.0 / sig + beta * k**2 * np.log(sig) - 2.0 * v * a * times
+    # F is O(1) here (|F| < 5); round-off of log and 1/sigma is 1e-15
+    assert np.ptp(invariant) < 1e-10
+    assert np.ptp(sig) > 0.05  # sigma did move
+
+
+# -- PSD and blow-up ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("attention", ["softmax", "l2"])
+@pytest.mark.parametrize("seed", range(4))
+def test_covariance_stays_symmetric_psd(attention: str, seed: int) -> None:
+    """Sigma = L L^T is symmetric PSD by construction; checked for contracting flows, where
+    eigenvalues approach 0 and an unfactored integration may step below it."""
+    d = 3
+    q = _rand(seed, d)
+    model = Model(beta=2.0, attention=attention, heads=[(q, -q, np.eye(d)),
+                                                         (_rand(seed + 50, d), -_rand(seed + 50, d),
+                                                          0.3 * _rand(seed + 60, d))])
+    times = np.linspace(0.0, 50.0, 51)
+    ds = solve_gaussian(model, MEAN0, _spd(seed, d), times, rtol=1e-6, atol=1e-9,
+                        throw=False)
+    cov = ds.cov.values
+    np.testing.assert_array_equal(cov, np.transpose(cov, (0, 2, 1)))  # symmetrised exactly
+    lam = np.linalg.eigvalsh(cov)
+    # eigvalsh of a PSD matrix is accurate to ~eps * |Sigma| (Weyl)
+    assert lam.min() >= -1e-14 * np.abs(lam).max()
+
+
+@pytest.mark.parametrize("seed", [0, 1, 5])
+def test_blowup_detected_at_the_right_time(seed: int) -> None:
+    """V = I with A + A^T indefinite: Sigma blows up at t* = 1 / lambda_max(A + A^T, Sigma0^{-1})."""
+    q, k, beta = _rand(seed), _rand(seed + 10), 0.7
+    a = beta * k.T @ q
+    t_star = _blowup_time(a, COV0)
+    assert np.isfinite(t_star)
+    model = Model(beta=beta, Q=q, K=k)
+    times = np.linspace(0.0, 2.0 * t_star, 9)
+    with pytest.raises(BlowUpError, match="finite-time blow-up") as info:
+        solve_gaussian(model, MEAN0, COV0, times)
+    err = info.value
+    # near the pole lambda_max ~ c / (t* - t), so stopping at lambda_max = 1e10 |Sigma0| leaves
+    # t* - t ~ 1e-10 t*; the extrapolation t + lambda / lambda' is exact to first order and the
+    # integration (rtol 1e-10) moves the pole by about rtol * t*.
+    assert err.time <= t_star and (t_star - err.time) / t_star < 1e-8
+    assert abs(err.blowup_time - t_star) / t_star < 1e-8
+    assert err.eigenvalue > 1e9
+    # the diverging direction: the null vector of Sigma0^{-1} - (A + A^T) t*
+    null = sla.null_space(np.linalg.inv(COV0) - (a + a.T) * t_star, rcond=1e-8)[:, 0]
+    assert abs(abs(err.eigenvector @ null) / np.linalg.norm(null) - 1.0) < 1e-6
+    partial = err.partial
+    assert partial.attrs["successful"] == "false"
+    assert np.all(partial.time.values < t_star)
+    np.testing.assert_array_equal(partial.time.values, times[times < err.time])
+    # throw=False returns the same partial result with a flag
+    ds = solve_gaussian(model, MEAN0, COV0, times, throw=False)
+    assert ds.attrs["successful"] == "false" and "blow-up" in ds.attrs["stop_reason"]
+    assert ds.sizes["time"] == partial.sizes["time"]
+
+
+def test_no_blowup_when_a_is_negative() -> None:
+    """K = -Q gives A + A^T <= 0: Sigma stays bounded, no error over a long time."""
+    q = _rand(8)
+    ds = solve_gaussian(Model(beta=1.0, Q=q, K=-q), MEAN0, COV0, [0.0, 100.0])
+    assert ds.attrs["successful"] == "true"
+    assert np.linalg.eigvalsh(ds.cov.values[-1])[-1] <= np.linalg.eigvalsh(COV0)[-1]
+
+
+# -- bad input ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"cov0": [[1.0, 0.5, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]}, "not symmetric"),
+        ({"cov0": np.diag([1.0, -0.1, 1.0])}, "not positive definite"),
+        ({"cov0": np.diag([1.0, 0.0, 1.0])}, "not positive definite"),
+        ({"cov0": np.eye(2)}, r"cov0 must have shape \(d, d\)"),
+        ({"mean0": np.zeros((3, 1))}, "mean0 must be"),
+        ({"cov0": np.full((3, 3), np.nan)}, "finite"),
+        ({"t": [0.0, 1.0, 0.5]}, "increasing"),
+        ({"model": Model(beta=1.0, Q=np.eye(2))}, "R\\^3"),
+        ({"model": Model(beta=1.0, attention="unnormalized")}, "no Gaussian reduction"),
+        ({"model": Model(beta=1.0, attention="sinkhorn")}, "no Gaussian reduction"),
+        ({"model": Model(beta=1.0, causal=True)}, "causal"),
+        ({"rtol": 0.0}, "rtol"),
+    ],
+)
+def test_bad_input_raises_value_error(kwargs: dict, match: str) -> None:
+    args = {"model": Model(beta=1.0), "mean0": MEAN0, "cov0": COV0, "t": [0.0, 1.0]}
+    args.update(kwargs)
+    model, mean0, cov0, t = (args.pop(n) for n in ("model", "mean0", "cov0", "t"))
+    with pytest.raises(ValueError, match=match):
+        solve_gaussian(model, mean0, cov0, t, **args)
+
+
+# -- output ---------------------------------------------------------------------------------
+
+
+def test_dataset_layout_and_round_trip(tmp_path) -> None:
+    """Named dims, settings in attrs as JSON, NetCDF round trip."""
+    model = Model(beta=0.5, attention="l2", Q=_rand(1), K=_rand(2), noise=0.1)
+    ds = solve_gaussian(model, MEAN0, COV0, np.linspace(0, 1, 4))
+    assert ds["mean"].dims == ("time", "dim") and ds.cov.dims == ("time", "dim", "dim_")
+    assert ds.sizes == {"time": 4, "dim": 3, "dim_": 3}
+    assert Model.from_state(ds.attrs["model"]) == model
+    assert json.loads(ds.attrs["solver"])["rtol"] == 1e-10
+    np.testing.assert_array_equal(ds.cov.values[0], COV0)
+    path = tmp_path / "g.nc"
+    ds.to_netcdf(path)  # the default engine (h5netcdf needs h5py, absent here)
+    back = xr.load_dataset(path)
+    xr.testing.assert_identical(back, ds)
+
+
+def test_rhs_is_the_moment_equation() -> None:
+    """gaussian_rhs is d/dt of the mean and covariance of points moved by the affine field:
+    E[X(x)] and E[(X(x) - E X)(x - m)^T] + transpose, computed from samples exactly (the
+    identity is linear in the sample moments, so it holds for the empirical ones)."""
+    model = Model(beta=0.8, attention="l2", Q=_rand(31), K=_rand(32), V=_rand(33))
+    b, big_b = affine_field(model, MEAN0, COV0)
+    x = np.random.default_rng(0).multivariate_normal(MEAN0, COV0, size=50)
+    m, c = x.mean(0), np.cov(x.T, bias=True)
+    field = b + x @ big_b.T
+    dm = field.mean(0)
+    dc = (field - dm).T @ (x - m) / len(x)
+    dm_ode, dc_ode = gaussian_rhs(model, m, c)  # B depends on Sigma; use the samples' moments
+    b2, big_b2 = affine_field(model, m, c)
+    field2 = b2 + x @ big_b2.T
+    dm2 = field2.mean(0)
+    dc2 = (field2 - dm2).T @ (x - m) / len(x)
+    np.testing.assert_allclose(dm_ode, dm2, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(dc_ode, dc2 + dc2.T, rtol=1e-12, atol=1e-13)
+    assert np.abs(dm - dm2).max() > 1e-3  # the samples' field differs from the population's
