@@ -332,3 +332,35 @@ def test_rhs_is_the_moment_equation() -> None:
     np.testing.assert_allclose(dm_ode, dm2, rtol=1e-12, atol=1e-13)
     np.testing.assert_allclose(dc_ode, dc2 + dc2.T, rtol=1e-12, atol=1e-13)
     assert np.abs(dm - dm2).max() > 1e-3  # the samples' field differs from the population's
+
+
+# -- figures and command line ---------------------------------------------------------------
+
+
+def test_plots_write_png(tmp_path) -> None:
+    from meanfield.gaussian_plots import plot_eigenvalues, plot_ellipses, save_png
+
+    ds2 = solve_gaussian(Model(beta=1.0, Q=_rand(1, 2), K=_rand(2, 2)), [1.0, 0.0], np.eye(2),
+                         np.linspace(0, 0.2, 5), throw=False)
+    ds3 = solve_gaussian(Model(beta=1.0), MEAN0, COV0, np.linspace(0, 0.2, 5), throw=False)
+    for fig, name in ((plot_ellipses(ds2), "e.png"), (plot_eigenvalues(ds3), "v.png"),
+                      (plot_ellipses(ds3, dims=(0, 2)), "m.png")):
+        path = save_png(fig, tmp_path / name)
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(ValueError, match="d = 2"):
+        plot_ellipses(ds3)
+
+
+def test_cli_blowup_writes_partial_result(tmp_path, capsys) -> None:
+    from meanfield.cli import main
+
+    out = tmp_path / "g.nc"
+    common = ["gaussian", "--Q", "[[1,0.5],[0,1]]", "--K", "[[1,0],[-0.3,1]]", "--mean", "[1,0]"]
+    # t* = 1 / lambda_max(A + A^T) = 1/2.2 for this A (Sigma0 = I)
+    code = main([*common, "--cov", "[[1,0],[0,1]]", "--t-end", "1", "--out", str(out)])
+    assert code == 1
+    assert "t* = 0.4545454545" in capsys.readouterr().err
+    ds = xr.load_dataset(out)
+    assert ds.attrs["successful"] == "false" and float(ds.time[-1]) < 1 / 2.2
+    assert main([*common, "--cov", "[[1,2],[0,1]]", "--t-end", "1"]) == 2
+    assert "not symmetric" in capsys.readouterr().err
