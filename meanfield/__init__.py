@@ -11,5 +11,19 @@ __version__ = "0.1.0"
 
 from .model import ATTENTION_KINDS, Model
 from .domains import Circle, Domain
+from . import initial
+from .flow import make_flow
+from .solve import ResolutionError, StopReason, solve
 
-__all__ = ["ATTENTION_KINDS", "Circle", "Domain", "Model", "__version__"]
+__all__ = [
+    "ATTENTION_KINDS",
+    "Circle",
+    "Domain",
+    "Model",
+    "ResolutionError",
+    "StopReason",
+    "__version__",
+    "initial",
+    "make_flow",
+    "solve",
+]

@@ -88,6 +88,8 @@ def constant_mode_energy_factor(beta: float, d: int) -> float:
     ``lambda_0/|S^{d-1}| = 0F1(; d/2; beta^2/4)``; for small ``beta`` the series
     ``beta/(2d) + beta^3/(8 d (d+2))`` is exact to round-off.
     """
+    if beta == 0.0:
+        return 0.0
     if beta < 2.0:
         # 0F1(; a; z) - 1 = sum_{j>=1} z^j / ((a)_j j!), z = beta^2/4, a = d/2: no cancellation.
         a, z = 0.5 * d, 0.25 * beta * beta

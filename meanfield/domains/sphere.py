@@ -1,0 +1,392 @@
+r"""Spherical harmonics on ``S^2`` (ducc0.sht), for the mean-field PDE of MATH.md section 3.
+
+.. autosummary::
+   Sphere
+
+Coefficients ``c_lm`` (``0 <= m <= l <= lmax``, ducc0/healpy order ``m``-major) of a real
+function
+
+.. math::  f = \sum_{l} c_{l0} B_{l0} + 2\,\mathrm{Re} \sum_{l, m>0} c_{lm} B_{lm},
+           \qquad B_{lm} = \sqrt{4\pi}\, Y_{lm},
+
+with ``Y_lm`` the orthonormal harmonics of ducc0 (Condon–Shortley phase). The factor
+``sqrt(4 pi)`` makes ``B_00 = 1``, so ``c_00`` is the mean of ``f`` (the base class's
+``mass = c_00 |S^2|``) and the ``m = 0`` column agrees with :class:`ZonalSphere` at ``d = 3``.
+Parseval: ``int f g dA = sum_lm w_m Re(c_lm conj(d_lm))`` with ``w_0 = 4 pi``, ``w_m = 8 pi``.
+
+Grids are Gauss–Legendre in colatitude (``lmax + 1`` rings, exact analysis) times an
+equispaced longitude grid. Products are formed on the 3/2-rule grid (``ntheta >= (3 lmax +
+2)/2``, ``nphi >= 3 lmax + 1``): there the quadrature integrates ``rho * grad(phi) . grad(Y)``
+exactly, so quadratic terms are free of aliasing. Gradients are spin-1 syntheses (ducc0 mode
+``DERIV1``: ``(d_theta f, d_phi f / sin theta)``); the divergence is minus its adjoint
+(``int Y div F = -int grad Y . F``), a weighted spin-1 adjoint synthesis.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import cached_property
+from typing import Any, Callable
+
+import ducc0
+import numpy as np
+from scipy.special import roots_legendre
+
+from .base import Domain
+
+_SQRT4PI = math.sqrt(4.0 * math.pi)
+_EPS_GENERAL = 1e-12  # NUFFT accuracy of ducc0's synthesis_general (double precision floor 2e-13)
+
+
+def _even_good_size(n: int) -> int:
+    """Smallest even FFT-friendly size ``>= n``."""
+    m = ducc0.fft.good_size(int(n), True)
+    while m % 2:
+        m = ducc0.fft.good_size(m + 1, True)
+    return m
+
+
+def _check_int(name: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        msg = f"{name} must be an integer, got {value!r}"
+        raise ValueError(msg)
+    if value < minimum:
+        msg = f"{name} must be >= {minimum}, got {name}={value}"
+        raise ValueError(msg)
+    return int(value)
+
+
+def _legendre_table(x: np.ndarray, lmax: int) -> np.ndarray:
+    """``sqrt(2l+1) P_l(x)`` for ``l = 0..lmax``, shape ``x.shape + (lmax+1,)``."""
+    out = np.empty(np.shape(x) + (lmax + 1,))
+    p0, p1 = np.ones_like(x), np.asarray(x, dtype=float)
+    out[..., 0] = p0
+    if lmax >= 1:
+        out[..., 1] = p1
+    for l in range(1, lmax):
+        p0, p1 = p1, ((2 * l + 1) * x * p1 - l * p0) / (l + 1)
+        out[..., l + 1] = p1
+    return out * np.sqrt(2 * np.arange(lmax + 1) + 1.0)
+
+
+class Sphere(Domain):
+    """Spherical-harmonic domain on ``S^2`` up to degree ``lmax`` (MATH.md section 3).
+
+    Args:
+        lmax: largest degree kept (``>= 3``).
+        nthreads: threads for ducc0 (``>= 1``).
+
+    Attributes:
+        grid: ``(colatitude, longitude)``: the Gauss–Legendre colatitudes (ascending) and
+            the longitudes ``2 pi j / nphi``.
+    """
+
+    name = "sphere"
+    dims = ("colatitude", "longitude")
+
+    def __init__(self, lmax: int, nthreads: int = 1) -> None:
+        self.lmax = _check_int("lmax", lmax, 3)
+        self.nthreads = _check_int("nthreads", nthreads, 1)
+        L = self.lmax
+        self.ntheta = L + 1
+        self.nphi = _even_good_size(2 * L + 2)
+        self.ntheta_padded = (3 * L + 3) // 2  # >= (3L + 2)/2: 2n - 1 >= 3L
+        self.nphi_padded = _even_good_size(3 * L + 1)
+        self.nalm = (L + 1) * (L + 2) // 2
+
+    # -- description ---------------------------------------------------------------------
+
+    @property
+    def d(self) -> int:
+        return 3
+
+    @property
+    def resolution(self) -> int:
+        return self.lmax
+
+    def with_resolution(self, resolution: int) -> Sphere:
+        return Sphere(resolution, nthreads=self.nthreads)
+
+    def state(self) -> dict[str, Any]:
+        return {"name": self.name, "lmax": self.lmax, "nthreads": self.nthreads}
+
+    def index(self, l: int, m: int) -> int:
+        """Position of ``c_lm`` (``0 <= m <= l <= lmax``) in a coefficient array."""
+        l, m = int(l), int(m)
+        if not 0 <= m <= l <= self.lmax:
+            msg = f"(l, m) = ({l}, {m}) is not a stored mode (need 0 <= m <= l <= {self.lmax})"
+            raise ValueError(msg)
+        return m * (2 * self.lmax + 1 - m) // 2 + l
+
+    @cached_property
+    def orders(self) -> np.ndarray:
+        """Order ``m`` of each stored coefficient."""
+        L = self.lmax
+        return np.concatenate([np.full(L + 1 - m, m, dtype=float) for m in range(L + 1)])
+
+    @cached_property
+    def degrees(self) -> np.ndarray:
+        L = self.lmax
+        return np.concatenate([np.arange(m, L + 1, dtype=float) for m in range(L + 1)])
+
+    @cached_property
+    def parseval_weights(self) -> np.ndarray:
+        return np.where(self.orders == 0, 4 * np.pi, 8 * np.pi)
+
+    @staticmethod
+    def _rings(ntheta: int) -> np.ndarray:
+        x, _ = roots_legendre(ntheta)
+        return np.arccos(-x)  # ducc0's GL rings run from the north pole down
+
+    @staticmethod
+    def _ring_weights(ntheta: int, nphi: int) -> np.ndarray:
+        return ducc0.sht.get_gridweights("GL", ntheta) / nphi
+
+    @cached_property
+    def grid(self) -> tuple[np.ndarray, np.ndarray]:
+        return self._rings(self.ntheta), 2 * np.pi * np.arange(self.nphi) / self.nphi
+
+    @property
+    def coords(self) -> dict[str, np.ndarray]:
+        theta, phi = self.grid
+        return {"colatitude": theta, "longitude": phi}
+
+    @cached_property
+    def points(self) -> np.ndarray:
+        theta, phi = self.grid
+        st = np.sin(theta)[:, None]
+        return np.stack(
+            [st * np.cos(phi), st * np.sin(phi), np.broadcast_to(np.cos(theta)[:, None], (theta.size, phi.size))],
+            axis=-1,
+        )
+
+    @cached_property
+    def _w(self) -> np.ndarray:
+        return self._ring_weights(self.ntheta, self.nphi)
+
+    @cached_property
+    def _w_padded(self) -> np.ndarray:
+        return self._ring_weights(self.ntheta_padded, self.nphi_padded)
+
+    @cached_property
+    def weights(self) -> np.ndarray:
+        return np.repeat(self._w[:, None], self.nphi, axis=1)
+
+    @cached_property
+    def padded_weights(self) -> np.ndarray:
+        return np.repeat(self._w_padded[:, None], self.nphi_padded, axis=1)
+
+    @cached_property
+    def padded_grid(self) -> tuple[np.ndarray, np.ndarray]:
+        n = self.nphi_padded
+        return self._rings(self.ntheta_padded), 2 * np.pi * np.arange(n) / n
+
+    @property
+    def min_spacing(self) -> float:
+        """``pi / (lmax + 1)``: the resolution of a degree-``lmax`` band limit.
+
+        The longitude spacing near the poles is smaller, but a spectral method on the sphere
+        has an isotropic resolution, and its explicit step is bounded by ``|X| lmax``.
+        """
+        return math.pi / (self.lmax + 1)
+
+    # -- transforms ----------------------------------------------------------------------
+
+    def _alm(self, c: np.ndarray) -> np.ndarray:
+        c = np.asarray(c)
+        if c.shape != (self.nalm,):
+            msg = f"expected {self.nalm} coefficients for lmax={self.lmax}, got shape {c.shape}"
+            raise ValueError(msg)
+        return np.ascontiguousarray(c, dtype=complex).reshape(1, -1)
+
+    def _scale(self, ntheta: int) -> np.ndarray:
+        """``sqrt(4 pi)`` per ring (``B_lm = sqrt(4 pi) Y_lm``), cached per ring count."""
+        cache = self.__dict__.setdefault("_scale_cache", {})
+        if ntheta not in cache:
+            cache[ntheta] = np.full(ntheta, _SQRT4PI)
+        return cache[ntheta]
+
+    @cached_property
+    def _adjoint_factor(self) -> np.ndarray:
+        return self._w / _SQRT4PI
+
+    @cached_property
+    def _adjoint_factor_padded(self) -> np.ndarray:
+        return self._w_padded / _SQRT4PI
+
+    def _synth(self, c: np.ndarray, ntheta: int, nphi: int, mode: str = "STANDARD") -> np.ndarray:
+        spin = 1 if mode == "DERIV1" else 0
+        return ducc0.sht.synthesis_2d(
+            alm=self._alm(c), spin=spin, lmax=self.lmax, geometry="GL", ntheta=ntheta,
+            nphi=nphi, nthreads=self.nthreads, mode=mode,
+            ringfactor=self._scale(ntheta),
+        )
+
+    def _adjoint(self, f: np.ndarray, factor: np.ndarray, mode: str = "STANDARD") -> np.ndarray:
+        """Quadrature (``factor`` = ring weights / sqrt(4 pi)) then adjoint synthesis."""
+        spin = 1 if mode == "DERIV1" else 0
+        alm = ducc0.sht.adjoint_synthesis_2d(
+            map=f, spin=spin, lmax=self.lmax, geometry="GL", nthreads=self.nthreads,
+            mode=mode, ringfactor=factor,
+        )
+        return alm[0]
+
+    def forward(self, f: np.ndarray) -> np.ndarray:
+        f = np.asarray(f, dtype=float)
+        if f.shape != (self.ntheta, self.nphi):
+            msg = f"expected values on the {self.ntheta} x {self.nphi} grid, got shape {f.shape}"
+            raise ValueError(msg)
+        return self._adjoint(np.ascontiguousarray(f)[None], self._adjoint_factor)
+
+    def backward(self, c: np.ndarray) -> np.ndarray:
+        return self._synth(c, self.ntheta, self.nphi)[0]
+
+    def synthesize_padded(self, c: np.ndarray) -> np.ndarray:
+        return self._synth(c, self.ntheta_padded, self.nphi_padded)[0]
+
+    def gradient_padded(self, c: np.ndarray) -> np.ndarray:
+        """``(d_theta f, d_phi f / sin theta)``: components on the unit vectors
+        ``e_theta, e_phi`` of the 3/2-rule grid."""
+        return self._synth(c, self.ntheta_padded, self.nphi_padded, mode="DERIV1")
+
+    def divergence_padded(self, flux: np.ndarray) -> np.ndarray:
+        flux = np.asarray(flux, dtype=float)
+        shape = (2, self.ntheta_padded, self.nphi_padded)
+        if flux.shape != shape:
+            msg = f"expected a tangent field of shape {shape}, got {flux.shape}"
+            raise ValueError(msg)
+        out = self._adjoint(np.ascontiguousarray(flux), self._adjoint_factor_padded, mode="DERIV1")
+        out *= -1.0
+        return out
+
+    def gradient(self, c: np.ndarray) -> np.ndarray:
+        """``(d_theta f, d_phi f / sin theta)`` on the working grid."""
+        return self._synth(c, self.ntheta, self.nphi, mode="DERIV1")
+
+    def prolong(self, c: np.ndarray, coarse: Domain) -> np.ndarray:
+        """Coefficients of ``coarse`` (any ``lmax``) on this domain: zero-padded, or
+        truncated when ``coarse`` is finer."""
+        if not isinstance(coarse, Sphere):
+            msg = f"cannot prolong from {coarse!r} to {self!r}"
+            raise ValueError(msg)
+        c = np.asarray(c)
+        out = np.zeros(self.nalm, dtype=complex)
+        lk = min(self.lmax, coarse.lmax)
+        for m in range(lk + 1):
+            src = coarse.index(m, m)
+            dst = self.index(m, m)
+            out[dst : dst + lk + 1 - m] = c[src : src + lk + 1 - m]
+        return out
+
+    def rotate(self, c: np.ndarray, psi: float, theta: float, phi: float) -> np.ndarray:
+        """Coefficients of ``f o R^{-1}`` for the active rotation ``R`` with Euler angles
+        ``(psi, theta, phi)`` (z-y-z, ducc0.sht.rotate_alm)."""
+        alm = ducc0.sht.rotate_alm(
+            np.ascontiguousarray(self._alm(c)[0]), self.lmax, psi, theta, phi, self.nthreads
+        )
+        return alm
+
+    # -- named functions -----------------------------------------------------------------
+
+    def real_mode_coefficients(self, key: Any) -> np.ndarray:
+        """Coefficients of :meth:`real_mode`."""
+        try:
+            l, m = (int(k) for k in key)
+        except (TypeError, ValueError):
+            msg = f"a sphere mode is named by (l, m), got {key!r}"
+            raise ValueError(msg) from None
+        if not 0 <= abs(m) <= l <= self.lmax:
+            msg = f"mode (l, m) = ({l}, {m}) is not resolved (need |m| <= l <= lmax={self.lmax})"
+            raise ValueError(msg)
+        c = np.zeros(self.nalm, dtype=complex)
+        i = self.index(l, abs(m))
+        c[i] = 1.0 if m == 0 else (1.0 if m > 0 else -1j) / math.sqrt(2.0)
+        return c
+
+    def real_mode(self, key: Any) -> np.ndarray:
+        """The real harmonic ``(l, m)`` on the grid, with mean square 1 over the sphere:
+        ``B_l0`` for ``m = 0``; ``sqrt(2) Re B_lm`` (``~ cos m phi``) for ``m > 0``;
+        ``sqrt(2) Im B_l|m|`` (``~ sin |m| phi``) for ``m < 0``."""
+        return self.backward(self.real_mode_coefficients(key))
+
+    def zonal_multipliers(self, kernel: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+        """``lambda_l = 2 pi int_{-1}^1 W(t) P_l(t) dt`` (Funk–Hecke, MATH.md section 3) by
+        Gauss–Legendre quadrature on ``4 (lmax + 1) + 1024`` nodes, per coefficient."""
+        t, w = roots_legendre(4 * (self.lmax + 1) + 1024)
+        vals = np.asarray(kernel(t), dtype=float)
+        table = _legendre_table(t, self.lmax) / np.sqrt(2 * np.arange(self.lmax + 1) + 1.0)
+        lam = 2 * np.pi * (w * vals) @ table
+        return lam[self.degrees.astype(int)]
+
+    # -- particles -----------------------------------------------------------------------
+
+    @staticmethod
+    def angles(x: np.ndarray) -> np.ndarray:
+        """``(colatitude, longitude)`` pairs, shape (n, 2), of points given as (n, 3)."""
+        x = np.asarray(x, dtype=float)
+        if x.ndim != 2 or x.shape[1] != 3:
+            msg = f"points on S^2 must have shape (n, 3), got {x.shape}"
+            raise ValueError(msg)
+        r = np.linalg.norm(x, axis=1)
+        if np.any(r == 0) or not np.all(np.isfinite(r)):
+            msg = "points on S^2 must be finite and nonzero"
+            raise ValueError(msg)
+        theta = np.arccos(np.clip(x[:, 2] / r, -1.0, 1.0))
+        phi = np.mod(np.arctan2(x[:, 1], x[:, 0]), 2 * np.pi)
+        return np.stack([theta, phi], axis=-1)
+
+    def evaluate(self, c: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """Values of ``sum c B`` at points ``x`` (n, 3) (ducc0 NUFFT, accuracy 1e-12)."""
+        loc = self.angles(x)
+        out = ducc0.sht.synthesis_general(
+            alm=self._alm(c), spin=0, lmax=self.lmax, loc=loc, epsilon=_EPS_GENERAL,
+            nthreads=self.nthreads,
+        )
+        return out[0] * _SQRT4PI
+
+    def project(self, x: np.ndarray) -> np.ndarray:
+        """``c_lm = (1/n) sum_i conj(B_lm(x_i)) / (4 pi)``: the coefficients of the empirical
+        measure (MATH.md section 6), by ducc0's adjoint NUFFT synthesis."""
+        loc = self.angles(x)
+        n = loc.shape[0]
+        alm = ducc0.sht.adjoint_synthesis_general(
+            map=np.full((1, n), 1.0 / (n * _SQRT4PI)), spin=0, lmax=self.lmax, loc=loc,
+            epsilon=_EPS_GENERAL, nthreads=self.nthreads,
+        )
+        return alm[0]
+
+    def sample(self, rho: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+        """``n`` i.i.d. points (n, 3) from ``rho`` (negative values clipped to 0).
+
+        Rejection sampling from the uniform law under ``M = 1.1 max rho`` (the maximum taken
+        on a 2x finer grid); should a proposal exceed ``M``, ``M`` grows and sampling
+        restarts, so the accepted points follow ``rho`` exactly.
+        """
+        n = _check_int("n", n, 0)
+        c = self.forward(rho)
+        if self.mass(c) <= 0:
+            msg = "cannot sample from a density of non-positive mass"
+            raise ValueError(msg)
+        fine = self._synth(c, 2 * self.ntheta, 2 * self.nphi)[0]
+        bound = 1.1 * float(fine.max())
+        mean = max(float(np.real(c[0])), 1e-300)
+        out: list[np.ndarray] = []
+        have = 0
+        while have < n:
+            batch = int(min(4_000_000, 1.2 * (n - have) * bound / mean + 64))
+            z = rng.uniform(-1.0, 1.0, batch)
+            phi = rng.uniform(0.0, 2 * np.pi, batch)
+            r = np.sqrt(np.maximum(1.0 - z * z, 0.0))
+            x = np.stack([r * np.cos(phi), r * np.sin(phi), z], axis=-1)
+            val = self.evaluate(c, x)
+            if val.max() > bound:
+                bound = 1.2 * float(val.max())
+                out, have = [], 0
+                continue
+            keep = x[rng.uniform(0.0, bound, batch) < val]
+            out.append(keep)
+            have += keep.shape[0]
+        return np.concatenate(out)[:n] if out else np.empty((0, 3))
+
+
+__all__ = ["Sphere"]

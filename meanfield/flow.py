@@ -1,0 +1,278 @@
+r"""The right-hand side of the mean-field equation, written once against :class:`Domain`.
+
+.. autosummary::
+   Flow
+   ContinuityFlow
+   GradientFlow
+   InteractionEnergy
+   WassersteinMetric
+   AttentionMetric
+   make_flow
+
+``d rho/dt = -div(rho X[rho]) + sigma Laplacian(rho)`` (MATH.md section 3, (3.4)), in
+coefficients. The drift ``N(c) = -div(rho X)`` is evaluated on the dealiased grid; the
+diffusion ``sigma Laplacian`` is diagonal (``sigma * laplacian_eigenvalues``) and is treated
+exactly by the integrator (integrating factor), so it is not part of :meth:`Flow.drift`.
+
+Two forms, equal up to round-off:
+
+* :class:`ContinuityFlow` evaluates the velocity of (3.4) directly:
+  USA ``X = grad(G_beta * mu)``; SA ``X = grad(K_beta * mu) / (beta K_beta * mu)``;
+  times the sign of ``V = +-I``.
+* :class:`GradientFlow` builds it from an energy and a metric: ``X = s grad(dE/drho) / m``
+  with the Wasserstein metric (``m = 1``, USA) or the attention metric (``m = Z_mu``, SA,
+  section 3.4.2 with MATH.md's erratum). Any zonal kernel ``W`` is allowed.
+
+The factor ``e^beta`` of ``K_beta`` is carried separately: the multipliers are stored as
+``lambda_l e^{-beta}``, so that ``beta`` up to ~700 neither overflows nor loses accuracy.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from .domains.base import Domain
+from .model import Model
+from .special import constant_mode_energy_factor
+
+
+def _check_pde_model(model: Model) -> None:
+    if model.attention not in ("softmax", "unnormalized"):
+        msg = (
+            f"attention={model.attention!r} has no mean-field PDE solver yet; the spectral "
+            "solvers support 'softmax' (SA) and 'unnormalized' (USA)"
+        )
+        raise ValueError(msg)
+    if not model.is_identity:
+        msg = (
+            "the spherical PDE solvers need Q = K = I and V = value*I (zonal interaction); "
+            "use the particle system or solve_gaussian for general matrices"
+        )
+        raise ValueError(msg)
+
+
+class Flow(ABC):
+    """A mean-field right-hand side on one domain (abstract).
+
+    Attributes:
+        domain: the spectral domain.
+        noise: ``sigma`` of the exact diffusion term.
+        max_speed: largest ``|X|`` seen by the last :meth:`drift` call (for the CFL bound).
+    """
+
+    def __init__(self, domain: Domain, noise: float) -> None:
+        self.domain = domain
+        self.noise = float(noise)
+        self.max_speed = 0.0
+
+    @property
+    def linear(self) -> np.ndarray:
+        """Diagonal linear part ``sigma * Laplacian`` (per coefficient)."""
+        return self.noise * self.domain.laplacian_eigenvalues
+
+    @abstractmethod
+    def velocity_padded(self, c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(rho, X, Z)`` on the dealiased grid: density, velocity, metric weight."""
+
+    def drift(self, c: np.ndarray) -> np.ndarray:
+        """``-div(rho X[rho])`` in coefficients."""
+        rho, X, _ = self.velocity_padded(c)
+        flux = X * rho
+        self.max_speed = float(np.max(np.abs(X)))  # componentwise max: within sqrt(d) of |X|
+        out = self.domain.divergence_padded(flux)
+        out *= -1.0
+        return out
+
+    def rhs(self, c: np.ndarray) -> np.ndarray:
+        """The whole right-hand side ``drift + sigma Laplacian``."""
+        return self.drift(c) + self.linear * c
+
+    @abstractmethod
+    def energy(self, c: np.ndarray) -> float:
+        """The energy the flow ascends (or descends, repulsive), MATH.md (3.5)."""
+
+    @abstractmethod
+    def potential(self, c: np.ndarray) -> np.ndarray:
+        """Coefficients of the first variation ``dE/drho``."""
+
+    def dissipation(self, c: np.ndarray) -> float:
+        """The right-hand side of the dissipation identity, so that ``dE/dt = dissipation``.
+
+        ``s int |X|^2 m rho dA`` (Lemma 3.7, (3.6); ``m = 1`` USA, ``Z_mu`` SA) plus, with
+        noise, ``sigma int rho Laplacian(dE/drho) dA``.
+        """
+        rho, X, weight = self.velocity_padded(c)
+        d = self.domain
+        drift = self.sign * float(np.sum(d.padded_weights * d.dot(X, X) * weight * rho))
+        if self.noise:
+            lap = d.laplacian_eigenvalues * self.potential(c)
+            drift += self.noise * d.inner(c, lap)
+        return drift
+
+    sign: float = 1.0
+
+
+@dataclass(frozen=True)
+class InteractionEnergy:
+    """``E[rho] = 1/2 iint W(<x,y>) rho rho`` for a zonal kernel (MATH.md (3.5)).
+
+    With ``kernel=None`` it is ``W(t) = (e^{beta t} - 1)/beta`` (the project's convention,
+    finite as ``beta -> 0``). A user kernel ``W`` is any vectorised function of ``t``.
+    """
+
+    beta: float = 1.0
+    kernel: Callable[[np.ndarray], np.ndarray] | None = None
+
+    def multipliers(self, domain: Domain) -> tuple[np.ndarray, float]:
+        """``(mu_l, scale)``: the Funk–Hecke multipliers of ``W`` are ``scale * mu_l``
+        for ``l >= 1`` (``scale = e^beta`` for the exponential kernel, which keeps ``mu_l``
+        finite)."""
+        if self.kernel is None:
+            return domain.kernel_multipliers_over_beta(self.beta), math.exp(self.beta)
+        lam = np.asarray(domain.zonal_multipliers(self.kernel), dtype=float)
+        return np.where(domain.degrees > 0, lam, 0.0), 1.0
+
+    def constant_part(self, domain: Domain) -> float:
+        """``(lambda_0 / |S| - W-mean correction)``: energy of the constant mode per ``M^2``."""
+        if self.kernel is None:
+            return constant_mode_energy_factor(self.beta, domain.d)
+        lam0 = float(np.ravel(domain.zonal_multipliers(self.kernel))[0])
+        return lam0 / domain.area
+
+
+class WassersteinMetric:
+    """``<u, v>_mu = int <u, v> dmu``: mobility 1 (USA is this gradient flow, Lemma 3.6)."""
+
+    name = "wasserstein"
+
+
+class AttentionMetric:
+    """``<u, v>_mu = int <u, v> Z_mu dmu``, ``Z_mu = K_beta * mu`` (SA, Section 3.4.2)."""
+
+    name = "attention"
+
+
+class GradientFlow(Flow):
+    """``d rho/dt = -div(rho s grad(dE/drho) / m) + sigma Laplacian(rho)``.
+
+    Args:
+        domain: spectral domain.
+        energy: an :class:`InteractionEnergy`.
+        metric: :class:`WassersteinMetric` (``m = 1``) or :class:`AttentionMetric`
+            (``m = Z_mu``, needs the exponential kernel).
+        sign: ``+1`` ascends ``E`` (attraction), ``-1`` descends it (repulsion).
+        noise: ``sigma >= 0``.
+    """
+
+    def __init__(
+        self,
+        domain: Domain,
+        energy: InteractionEnergy,
+        metric: WassersteinMetric | AttentionMetric,
+        sign: float = 1.0,
+        noise: float = 0.0,
+    ) -> None:
+        super().__init__(domain, noise)
+        self.energy_functional = energy
+        self.metric = metric
+        self.sign = float(sign)
+        mult, self._scale = energy.multipliers(domain)
+        self._potential_mult = mult
+        self._constant = energy.constant_part(domain)
+        if isinstance(metric, AttentionMetric):
+            if energy.kernel is not None:
+                msg = "the attention metric is defined for the exponential kernel only (kernel=None)"
+                raise ValueError(msg)
+            # Z e^{-beta}: the e^beta of grad(dE) = e^beta grad(mu_l c) cancels against it.
+            self._z_mult = domain.scaled_kernel_multipliers(energy.beta)
+        elif not isinstance(metric, WassersteinMetric):
+            msg = f"metric must be WassersteinMetric() or AttentionMetric(), got {metric!r}"
+            raise ValueError(msg)
+
+    def potential(self, c: np.ndarray) -> np.ndarray:
+        return self._scale * self._potential_mult * c
+
+    def velocity_padded(self, c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        d = self.domain
+        rho = d.synthesize_padded(c)
+        grad = d.gradient_padded(self._potential_mult * c)
+        if isinstance(self.metric, AttentionMetric):
+            z = d.synthesize_padded(self._z_mult * c)  # Z e^{-beta}
+            X = grad * (self.sign / z)
+            return rho, X, z * self._scale
+        X = grad * (self.sign * self._scale)
+        return rho, X, np.ones_like(rho)
+
+    def energy(self, c: np.ndarray) -> float:
+        d = self.domain
+        mass = d.mass(c)
+        pos = d.degrees > 0
+        quad = np.sum((d.parseval_weights * self._potential_mult * np.abs(c) ** 2)[pos])
+        return 0.5 * (self._constant * mass**2 + self._scale * float(quad))
+
+
+class ContinuityFlow(Flow):
+    """The velocity field of (3.4) evaluated directly from the model (MATH.md section 3).
+
+    USA: ``X = s grad(G_beta * mu)``, ``G_beta = e^{beta t}/beta``.
+    SA:  ``X = s grad(K_beta * mu) / (beta K_beta * mu)``.
+    """
+
+    def __init__(self, model: Model, domain: Domain) -> None:
+        _check_pde_model(model)
+        super().__init__(domain, model.noise)
+        self.model = model
+        self.sign = model.sign
+        beta = model.beta
+        self._exp_beta = math.exp(beta)
+        self._grad_mult = domain.kernel_multipliers_over_beta(beta)  # lambda e^{-b}/b
+        self._kernel_mult = domain.scaled_kernel_multipliers(beta)  # lambda e^{-b}
+        self._softmax = model.attention == "softmax"
+        self._energy = GradientFlow(domain, InteractionEnergy(beta), WassersteinMetric())
+
+    def velocity_padded(self, c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        d = self.domain
+        rho = d.synthesize_padded(c)
+        grad = d.gradient_padded(self._grad_mult * c)  # grad(K * mu)/beta, times e^{-beta}
+        if self._softmax:
+            z = d.synthesize_padded(self._kernel_mult * c)  # (K * mu) e^{-beta}
+            X = grad * (self.sign / z)
+            return rho, X, z * self._exp_beta
+        X = grad * (self.sign * self._exp_beta)
+        return rho, X, np.ones_like(rho)
+
+    def potential(self, c: np.ndarray) -> np.ndarray:
+        return self._energy.potential(c)
+
+    def energy(self, c: np.ndarray) -> float:
+        return self._energy.energy(c)
+
+
+def make_flow(model: Model, domain: Domain, form: str = "continuity") -> Flow:
+    """The flow of ``model`` on ``domain`` in the ``continuity`` or ``gradient`` form."""
+    if form == "continuity":
+        return ContinuityFlow(model, domain)
+    if form == "gradient":
+        _check_pde_model(model)
+        metric = AttentionMetric() if model.attention == "softmax" else WassersteinMetric()
+        return GradientFlow(
+            domain, InteractionEnergy(model.beta), metric, sign=model.sign, noise=model.noise
+        )
+    msg = f"form must be 'continuity' or 'gradient', got {form!r}"
+    raise ValueError(msg)
+
+
+__all__ = [
+    "AttentionMetric",
+    "ContinuityFlow",
+    "Flow",
+    "GradientFlow",
+    "InteractionEnergy",
+    "WassersteinMetric",
+    "make_flow",
+]

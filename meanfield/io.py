@@ -1,0 +1,59 @@
+"""Reading and writing results (NetCDF, written atomically).
+
+.. autosummary::
+   write_netcdf
+   read_netcdf
+   model_of
+   domain_of
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import xarray as xr
+
+from .domains.base import Domain
+from .model import Model
+
+
+def write_netcdf(ds: xr.Dataset, path: str | os.PathLike) -> Path:
+    """Write ``ds`` to ``path`` atomically: to a temporary name beside it, then rename.
+
+    An interrupted write never leaves a truncated file under ``path``.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        ds.to_netcdf(tmp, engine="h5netcdf")
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path
+
+
+def read_netcdf(path: str | os.PathLike) -> xr.Dataset:
+    """Load a result file fully into memory (the file is closed afterwards)."""
+    path = Path(path)
+    if not path.exists():
+        msg = f"no such file: {path}"
+        raise ValueError(msg)
+    with xr.open_dataset(path, engine="h5netcdf") as ds:
+        return ds.load()
+
+
+def model_of(ds: xr.Dataset) -> Model:
+    """The :class:`Model` recorded in a result's ``attrs``."""
+    return Model.from_state(json.loads(ds.attrs["model"]))
+
+
+def domain_of(ds: xr.Dataset) -> Domain:
+    """The (final) :class:`Domain` recorded in a result's ``attrs``."""
+    return Domain.from_state(json.loads(ds.attrs["domain"]))
+
+
+__all__ = ["domain_of", "model_of", "read_netcdf", "write_netcdf"]
