@@ -30,7 +30,6 @@ from typing import Any, Callable
 
 import ducc0
 import numpy as np
-from scipy.special import roots_legendre
 
 from .base import Domain
 
@@ -135,8 +134,7 @@ class Sphere(Domain):
 
     @staticmethod
     def _rings(ntheta: int) -> np.ndarray:
-        x, _ = roots_legendre(ntheta)
-        return np.arccos(-x)  # ducc0's GL rings run from the north pole down
+        return ducc0.misc.GL_thetas(ntheta)  # from the north pole down, as ducc0.sht uses them
 
     @staticmethod
     def _ring_weights(ntheta: int, nphi: int) -> np.ndarray:
@@ -311,8 +309,9 @@ class Sphere(Domain):
 
     def zonal_multipliers(self, kernel: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
         """``lambda_l = 2 pi int_{-1}^1 W(t) P_l(t) dt`` (Funk–Hecke, MATH.md section 3) by
-        Gauss–Legendre quadrature on ``4 (lmax + 1) + 1024`` nodes, per coefficient."""
-        t, w = roots_legendre(4 * (self.lmax + 1) + 1024)
+        Gauss–Legendre quadrature (ducc0's nodes and weights) on ``4 (lmax + 1) + 1024`` nodes, per coefficient."""
+        n = 4 * (self.lmax + 1) + 1024
+        t, w = np.cos(ducc0.misc.GL_thetas(n)), ducc0.misc.GL_weights(n, 1) / (2 * np.pi)
         vals = np.asarray(kernel(t), dtype=float)
         table = _legendre_table(t, self.lmax) / np.sqrt(2 * np.arange(self.lmax + 1) + 1.0)
         lam = 2 * np.pi * (w * vals) @ table

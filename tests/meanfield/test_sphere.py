@@ -1,0 +1,302 @@
+"""Tests of :class:`meanfield.domains.sphere.Sphere` and of the PDE solved on it (issue 4).
+
+Transforms, calculus, Funk–Hecke multipliers, particles; then, through ``meanfield.solve``,
+the linear growth rates of MATH.md section 3, rotation equivariance, conservation laws and
+the resolution monitor.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import special
+
+from meanfield.domains.base import Domain
+from meanfield.domains.sphere import Sphere
+
+# Round-off floor of one GL transform pair at the sizes used here (lmax <= 48): the
+# Legendre recurrences of ducc0 lose a few ulps per degree, so 1e-13 relative is safe while
+# any wrong weight, sign or normalisation would be O(1).
+ROUNDOFF = 1e-13
+
+
+def random_coefficients(S: Sphere, rng: np.random.Generator, lmax: int | None = None) -> np.ndarray:
+    """A random real band-limited field (``m = 0`` coefficients real)."""
+    c = rng.standard_normal(S.nalm) + 1j * rng.standard_normal(S.nalm)
+    c[S.orders == 0] = c[S.orders == 0].real
+    if lmax is not None:
+        c[S.degrees > lmax] = 0.0
+    return c
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(20261129)
+
+
+# -- construction --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", [2, -1, 3.0, True, "8", None])
+def test_bad_lmax_is_rejected(bad):
+    with pytest.raises(ValueError, match="lmax"):
+        Sphere(bad)
+
+
+def test_bad_nthreads_is_rejected():
+    with pytest.raises(ValueError, match="nthreads"):
+        Sphere(8, nthreads=0)
+
+
+def test_state_round_trip_and_resolution():
+    S = Sphere(12)
+    assert Domain.from_state(S.state_json()) == S
+    assert S.name == "sphere" and S.dims == ("colatitude", "longitude")
+    T = S.with_resolution(24)
+    assert T.lmax == 24 and T.resolution == 24
+    theta, phi = S.grid
+    assert theta.shape == (13,) and np.all(np.diff(theta) > 0) and 0 < theta[0] < theta[-1] < np.pi
+    assert S.weights.shape == (theta.size, phi.size) == S.grid_shape
+    assert S.points.shape == S.grid_shape + (3,)
+    # The 3/2 rule: GL exact to degree 2n - 1 >= 3 lmax, trapezoid exact for |m| < nphi.
+    assert 2 * S.ntheta_padded - 1 >= 3 * S.lmax and S.nphi_padded >= 3 * S.lmax + 1
+
+
+# -- transforms ----------------------------------------------------------------------------
+
+
+def test_round_trip_of_band_limited_fields(rng):
+    S = Sphere(24)
+    c = random_coefficients(S, rng)
+    assert np.max(np.abs(S.forward(S.backward(c)) - c)) < ROUNDOFF * np.max(np.abs(c)) * 10
+
+
+def test_weights_integrate_exactly():
+    S = Sphere(10)
+    x = S.points
+    # int 1 = 4 pi; int z^2 = 4 pi / 3; int x^4 = 4 pi / 5 (GL x trapezoid, exact).
+    assert S.integrate(np.ones(S.grid_shape)) == pytest.approx(4 * np.pi, rel=ROUNDOFF)
+    assert S.integrate(x[..., 2] ** 2) == pytest.approx(4 * np.pi / 3, rel=ROUNDOFF)
+    assert S.integrate(x[..., 0] ** 4) == pytest.approx(4 * np.pi / 5, rel=ROUNDOFF)
+    assert S.padded_weights.sum() == pytest.approx(4 * np.pi, rel=ROUNDOFF)
+
+
+def test_parseval_and_mass(rng):
+    S = Sphere(16)
+    a, b = random_coefficients(S, rng), random_coefficients(S, rng)
+    f, g = S.backward(a), S.backward(b)
+    assert S.inner(a, b) == pytest.approx(S.integrate(f * g), rel=ROUNDOFF * 10)
+    assert S.mass(a) == pytest.approx(S.integrate(f), rel=ROUNDOFF * 10)
+    # The mean coefficient: B_00 = 1, so the uniform density has c_00 = 1 / (4 pi).
+    c = S.forward(S.uniform())
+    assert abs(c[0] - 1 / (4 * np.pi)) < ROUNDOFF and np.max(np.abs(c[1:])) < ROUNDOFF
+
+
+def test_forward_rejects_wrong_shapes():
+    S = Sphere(8)
+    with pytest.raises(ValueError, match="grid"):
+        S.forward(np.zeros((3, 3)))
+    with pytest.raises(ValueError, match="coefficients"):
+        S.backward(np.zeros(5))
+    with pytest.raises(ValueError, match="tangent field"):
+        S.divergence_padded(np.zeros((1,) + S.padded_weights.shape))
+
+
+def test_real_modes_are_the_real_harmonics():
+    S = Sphere(8)
+    theta, phi = np.meshgrid(*S.grid, indexing="ij")
+    # Mean square 1, Condon–Shortley phase: B_1^{+1} ~ -sqrt(3) sin(theta) cos(phi).
+    expected = {
+        (0, 0): np.ones_like(theta),
+        (1, 0): math.sqrt(3) * np.cos(theta),
+        (1, 1): -math.sqrt(3) * np.sin(theta) * np.cos(phi),
+        (1, -1): -math.sqrt(3) * np.sin(theta) * np.sin(phi),
+        (2, 0): math.sqrt(5) * (1.5 * np.cos(theta) ** 2 - 0.5),
+    }
+    for key, f in expected.items():
+        assert np.max(np.abs(S.real_mode(key) - f)) < ROUNDOFF * 10, key
+    keys = [(l, m) for l in range(4) for m in range(-l, l + 1)]
+    modes = np.stack([S.real_mode(k) for k in keys])
+    gram = np.einsum("aij,bij,ij->ab", modes, modes, S.weights) / (4 * np.pi)
+    assert np.max(np.abs(gram - np.eye(len(keys)))) < ROUNDOFF * 10
+    for bad in [(9, 0), (2, 3), 5]:
+        with pytest.raises(ValueError):
+            S.real_mode(bad)
+
+
+def test_prolong_pads_and_truncates(rng):
+    coarse, fine = Sphere(8), Sphere(20)
+    c = random_coefficients(coarse, rng)
+    up = fine.prolong(c, coarse)
+    assert np.allclose(fine.backward(up)[::1], fine.backward(up))  # shape sanity
+    th, ph = fine.grid
+    # Same function: compare at the fine grid through evaluation at its points.
+    assert np.max(np.abs(coarse.evaluate(c, fine.points.reshape(-1, 3)) - fine.backward(up).ravel())) < 1e-10
+    assert np.array_equal(coarse.prolong(up, fine), c)
+
+
+# -- calculus ------------------------------------------------------------------------------
+
+
+def test_gradient_of_coordinate_functions():
+    S = Sphere(12)
+    theta, phi = np.meshgrid(*S.padded_grid, indexing="ij")
+    ct, st, cp, sp = np.cos(theta), np.sin(theta), np.cos(phi), np.sin(phi)
+    x = S.points
+    # grad z = -sin(theta) e_theta; grad x = cos(theta) cos(phi) e_theta - sin(phi) e_phi;
+    # grad(xz) = (cos 2theta cos phi) e_theta - cos(theta) sin(phi) e_phi.
+    cases = [
+        (x[..., 2], (-st, 0 * st)),
+        (x[..., 0], (ct * cp, -sp)),
+        (x[..., 0] * x[..., 2], (np.cos(2 * theta) * cp, -ct * sp)),
+    ]
+    for f, (gt, gp) in cases:
+        g = S.gradient_padded(S.forward(f))
+        assert g.shape == (2,) + S.padded_weights.shape
+        assert np.max(np.abs(g[0] - gt)) < ROUNDOFF * 10
+        assert np.max(np.abs(g[1] - gp)) < ROUNDOFF * 10
+
+
+def test_divergence_of_gradient_is_the_laplacian(rng):
+    S = Sphere(20)
+    c = random_coefficients(S, rng)
+    lap = S.divergence_padded(S.gradient_padded(c))
+    scale = np.max(np.abs(S.laplacian_eigenvalues * c))
+    assert np.max(np.abs(lap - S.laplacian_eigenvalues * c)) < ROUNDOFF * scale * 10
+
+
+def test_divergence_of_a_rotation_field_vanishes():
+    S = Sphere(10)
+    theta, _ = np.meshgrid(*S.padded_grid, indexing="ij")
+    # The rotation about e_z, e_z x x = sin(theta) e_phi: divergence-free.
+    flux = np.stack([0 * theta, np.sin(theta)])
+    assert np.max(np.abs(S.divergence_padded(flux))) < ROUNDOFF
+
+
+def test_products_are_dealiased(rng):
+    """``div(rho grad phi)`` of band-limited fields equals its exact projection, which a
+    grid three times finer (also exact) supplies."""
+    S, F = Sphere(12), Sphere(36)
+    a, b = random_coefficients(S, rng), random_coefficients(S, rng)
+    coarse = S.divergence_padded(S.synthesize_padded(a) * S.gradient_padded(b))
+    A, B = F.prolong(a, S), F.prolong(b, S)
+    exact = S.prolong(F.divergence_padded(F.synthesize_padded(A) * F.gradient_padded(B)), F)
+    assert np.max(np.abs(coarse - exact)) < ROUNDOFF * np.max(np.abs(exact)) * 10
+    # Without the 3/2 rule (the working grid) the same product aliases at O(1).
+    rho, grad = S.backward(a), S.gradient(b)
+    w = S._w / math.sqrt(4 * math.pi)
+    import ducc0
+
+    aliased = -ducc0.sht.adjoint_synthesis_2d(
+        map=np.ascontiguousarray(rho * grad), spin=1, lmax=S.lmax, geometry="GL", mode="DERIV1", ringfactor=w
+    )[0]
+    assert np.max(np.abs(aliased - exact)) > 1e-3 * np.max(np.abs(exact))
+
+
+# -- Funk–Hecke ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("beta", [0.3, 4.0, 30.0])
+def test_kernel_multipliers_match_spherical_bessel(beta):
+    S = Sphere(16)
+    l = np.arange(17)
+    ref = 4 * np.pi * special.spherical_in(l, beta)  # MATH.md section 3, d = 3
+    got = S.scaled_kernel_multipliers(beta)[: 17] * math.exp(beta)  # m = 0 column: l = 0..16
+    # ive vs spherical_in: both accurate to a few ulps for these orders; 1e-12 relative.
+    assert np.allclose(got, ref, rtol=1e-12, atol=0)
+    bessel = (2 * np.pi) ** 1.5 * beta**-0.5 * special.iv(l + 0.5, beta)
+    assert np.allclose(got, bessel, rtol=1e-12, atol=0)
+
+
+def test_kernel_multipliers_at_beta_500_are_finite_and_right():
+    S = Sphere(16)
+    beta = 500.0
+    lam = S.scaled_kernel_multipliers(beta)[:17]  # lambda_l e^{-beta}: no overflow
+    # (2 pi)^{3/2} beta^{-1/2} ive(l + 1/2, beta): scaled Bessel, evaluated independently.
+    ref = (2 * np.pi) ** 1.5 * beta**-0.5 * special.ive(np.arange(17) + 0.5, beta)
+    assert np.all(np.isfinite(lam)) and np.allclose(lam, ref, rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("beta", [1.0, 9.0])
+def test_zonal_multipliers_by_quadrature(beta):
+    S = Sphere(12)
+    lam = S.zonal_multipliers(lambda t: np.exp(beta * (t - 1)))  # e^{-beta} K_beta
+    ref = S.scaled_kernel_multipliers(beta)
+    # Quadrature of an oscillating integrand: absolute error ~ eps * lambda_0, not relative
+    # to the (fast-decaying) lambda_l.
+    assert np.max(np.abs(lam - ref)) < 1e-14 * ref[0] * 10
+
+
+# -- rotations and particles ---------------------------------------------------------------
+
+
+def rotation_matrix(psi: float, theta: float, phi: float) -> np.ndarray:
+    """``R_z(phi) R_y(theta) R_z(psi)`` (active), ducc0.sht.rotate_alm's convention."""
+
+    def rz(a):
+        return np.array([[np.cos(a), -np.sin(a), 0], [np.sin(a), np.cos(a), 0], [0, 0, 1]])
+
+    def ry(a):
+        return np.array([[np.cos(a), 0, np.sin(a)], [0, 1, 0], [-np.sin(a), 0, np.cos(a)]])
+
+    return rz(phi) @ ry(theta) @ rz(psi)
+
+
+def test_rotate_matches_rotated_points(rng):
+    S = Sphere(10)
+    c = random_coefficients(S, rng)
+    angles = (0.3, 1.1, -0.7)
+    R = rotation_matrix(*angles)
+    x = rng.standard_normal((50, 3))
+    x /= np.linalg.norm(x, axis=1)[:, None]
+    # (f o R^{-1})(R x) = f(x)
+    assert np.allclose(S.evaluate(S.rotate(c, *angles), x @ R.T), S.evaluate(c, x), atol=1e-10)
+
+
+def test_project_gives_empirical_inner_products(rng):
+    S = Sphere(16)
+    c = random_coefficients(S, rng)
+    x = rng.standard_normal((200, 3))
+    x /= np.linalg.norm(x, axis=1)[:, None]
+    p = S.project(x)
+    # <mu_n, f> = (1/n) sum f(x_i) = sum w Re(p conj c); NUFFT accuracy 1e-12 relative.
+    assert S.inner(p, c) == pytest.approx(np.mean(S.evaluate(c, x)), abs=1e-10)
+    assert S.mass(p) == pytest.approx(1.0, abs=1e-12)
+    with pytest.raises(ValueError, match="shape"):
+        S.project(x[:, :2])
+
+
+def test_projected_samples_have_the_exact_kernel_noise(rng):
+    """``E ||mu_n - mu||_beta^2 = (1/n) (sum_l lambda_l (2l+1)/(4 pi) - ||mu||_beta^2)`` for
+    i.i.d. samples (addition theorem ``sum_m |B_lm|^2 = 2l + 1``; MATH.md section 6)."""
+    S = Sphere(20)
+    beta, n, reps = 10.0, 1000, 40
+    rho = S.uniform() * (1 + 0.5 * S.real_mode((1, 0)) / math.sqrt(3))
+    c = S.forward(rho)
+    lam = S.scaled_kernel_multipliers(beta) * math.exp(beta)
+    m0 = S.orders == 0
+    expected = (np.sum(lam[m0] * (2 * S.degrees[m0] + 1)) / (4 * np.pi) - S.inner(lam * c, c)) / n
+    got = np.mean([S.kernel_distance(S.project(S.sample(rho, n, rng)), c, beta) ** 2 for _ in range(reps)])
+    # beta = 10 spreads the distance over many modes; the mean of 40 draws has a relative
+    # standard deviation of ~5% (measured over repeated means); 20% is ~4 sigma, while a
+    # wrong normalisation (a factor 2 or 4 pi) is far outside.
+    assert got == pytest.approx(expected, rel=0.2)
+
+
+def test_sample_has_the_right_law(rng):
+    S = Sphere(12)
+    a = 0.8
+    rho = (1 + a * S.points[..., 2] + 0.5 * S.points[..., 0] * S.points[..., 1]) / (4 * np.pi)
+    n = 40_000
+    x = S.sample(rho, n, rng)
+    assert x.shape == (n, 3) and np.allclose(np.linalg.norm(x, axis=1), 1.0)
+    # E z = a/3, E[xy] = 0.5 * E[x^2 y^2] = 0.5/15, E x = 0; standard errors <= 0.6/sqrt(n):
+    # 5 sigma bounds (a wrong law would miss by >= 0.05).
+    se = 0.6 / math.sqrt(n)
+    assert abs(x[:, 2].mean() - a / 3) < 5 * se
+    assert abs((x[:, 0] * x[:, 1]).mean() - 0.5 / 15) < 5 * se
+    assert abs(x[:, 0].mean()) < 5 * se
+    with pytest.raises(ValueError, match="mass"):
+        S.sample(-np.ones(S.grid_shape), 10, rng)

@@ -1,0 +1,213 @@
+"""Tests of :class:`meanfield.domains.zonal_sphere.ZonalSphere` and of the PDE solved on it.
+
+Quadrature, the orthonormal Gegenbauer basis for ``d`` from 3 to the hundreds, calculus,
+Funk–Hecke multipliers, agreement with :class:`Sphere` at ``d = 3``, particles; then,
+through ``meanfield.solve``, growth rates for ``d in {3, 8, 64}`` and the d = 3 comparison.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import special
+
+from meanfield.domains.base import Domain
+from meanfield.domains.sphere import Sphere
+from meanfield.domains.zonal_sphere import ZonalSphere, gauss_jacobi, log_harmonic_dimension
+from meanfield.special import sphere_area
+
+DIMS = [3, 8, 64, 256]
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(20261129)
+
+
+def weighted_error(Z: ZonalSphere, f: np.ndarray, g: np.ndarray, padded: bool = False) -> float:
+    """``||f - g|| / ||g||`` in ``L^2(dA)``: the norm the Galerkin method controls (pointwise
+    values at nodes of negligible weight carry amplified round-off for large ``d``)."""
+    w = Z.padded_weights if padded else Z.weights
+    return float(np.sqrt(np.sum(w * (f - g) ** 2) / np.sum(w * g**2)))
+
+
+# -- construction --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("d", "degree", "field"),
+    [(2, 8, "d"), (3.0, 8, "d"), (True, 8, "d"), (5, 1, "degree"), (5, 4.5, "degree"), (2000, 8, "d=2000")],
+)
+def test_bad_arguments_are_rejected(d, degree, field):
+    with pytest.raises(ValueError, match=field):
+        ZonalSphere(d, degree)
+
+
+def test_state_and_grid():
+    Z = ZonalSphere(8, 20)
+    assert Domain.from_state(Z.state_json()) == Z
+    assert Z.name == "zonal" and Z.dims == ("s",) and Z.resolution == 20
+    assert Z.with_resolution(40).degree == 40
+    s = Z.grid
+    assert s.shape == (21,) and np.all(np.diff(s) > 0) and -1 < s[0] and s[-1] < 1
+    assert Z.points.shape == (21, 8) and np.allclose(np.linalg.norm(Z.points, axis=1), 1.0)
+    assert 2 * Z.npoints_padded - 1 >= 3 * Z.degree  # the 3/2 rule
+
+
+# -- quadrature and basis ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("d", [3, 4, 8, 64])
+def test_gauss_jacobi_matches_scipy(d):
+    s, w = gauss_jacobi(d, 40)
+    x, wj = special.roots_jacobi(40, (d - 3) / 2, (d - 3) / 2)
+    # Golub–Welsch eigenvalues and Christoffel weights: both exact to ~10 ulps.
+    assert np.max(np.abs(s - x)) < 1e-14
+    assert np.allclose(w, wj * sphere_area(d - 1), rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("d", DIMS + [400])
+def test_quadrature_integrates_moments(d):
+    s, w = gauss_jacobi(d, 12)
+    area = sphere_area(d)
+    # int dA = |S^{d-1}|; E[s^2] = 1/d; E[s^4] = 3/(d(d+2)) on the uniform sphere.
+    assert w.sum() == pytest.approx(area, rel=1e-13)
+    assert np.sum(w * s**2) / area == pytest.approx(1 / d, rel=1e-12)
+    assert np.sum(w * s**4) / area == pytest.approx(3 / (d * (d + 2)), rel=1e-12)
+
+
+@pytest.mark.parametrize("d", DIMS)
+def test_basis_is_orthonormal_and_normalised(d):
+    Z = ZonalSphere(d, 40)
+    B = np.stack([Z.real_mode(l) for l in range(41)], axis=1)
+    gram = (B * Z.weights[:, None]).T @ B / Z.area
+    assert np.max(np.abs(gram - np.eye(41))) < 1e-12
+    # Q_l(1) = sqrt(N(d, l)) and Q_1 = sqrt(d) s (normalised Gegenbauer times sqrt(N)).
+    assert np.allclose(Z.evaluate(np.eye(41)[5], np.array([1.0])), np.exp(0.5 * log_harmonic_dimension(d, 5)), rtol=1e-12)
+    assert np.allclose(Z.real_mode(1), math.sqrt(d) * Z.grid, rtol=1e-13)
+    # C_l^alpha / C_l^alpha(1) from scipy, for moderate d where it does not overflow.
+    if d <= 64:
+        a = (d - 2) / 2
+        ref = special.eval_gegenbauer(7, a, Z.grid) / special.eval_gegenbauer(7, a, 1.0)
+        assert np.allclose(Z.real_mode(7) * np.exp(-0.5 * log_harmonic_dimension(d, 7)), ref, rtol=0, atol=1e-13)
+
+
+@pytest.mark.parametrize("d", DIMS)
+def test_round_trip_parseval_and_mass(d, rng):
+    Z = ZonalSphere(d, 30)
+    a, b = rng.standard_normal(31), rng.standard_normal(31)
+    f, g = Z.backward(a), Z.backward(b)
+    # Coefficient round trip in L^2(dA): exact quadrature, round-off only.
+    assert np.max(np.abs(Z.forward(f) - a)) < 1e-11 * np.max(np.abs(a))
+    assert Z.inner(a, b) == pytest.approx(Z.integrate(f * g), rel=1e-11)
+    assert Z.mass(a) == pytest.approx(Z.integrate(f), rel=1e-11)
+    c = Z.forward(Z.uniform())
+    assert c[0] == pytest.approx(1 / Z.area, rel=1e-13) and np.max(np.abs(c[1:])) < 1e-12 * c[0]
+
+
+# -- calculus ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("d", DIMS)
+def test_gradient_of_an_exponential(d):
+    Z = ZonalSphere(d, 40)
+    s = Z.padded_grid
+    c = Z.forward(np.exp(2 * Z.grid))
+    g = Z.gradient_padded(c)
+    assert g.shape == (1, s.size)
+    # grad e^{2s} = 2 e^{2s} sqrt(1 - s^2) u; degree-40 truncation error is ~2^41/41! ~ 1e-38.
+    assert weighted_error(Z, g[0], 2 * np.exp(2 * s) * np.sqrt(1 - s**2), padded=True) < 1e-11
+
+
+@pytest.mark.parametrize("d", DIMS)
+def test_divergence_of_gradient_is_the_laplacian(d, rng):
+    Z = ZonalSphere(d, 30)
+    c = rng.standard_normal(31)
+    lap = Z.divergence_padded(Z.gradient_padded(c))
+    ref = Z.laplacian_eigenvalues * c  # -l(l + d - 2)
+    assert np.max(np.abs(lap - ref)) < 1e-11 * np.max(np.abs(ref))
+
+
+@pytest.mark.parametrize("d", [3, 64])
+def test_products_are_dealiased(d, rng):
+    Z, F = ZonalSphere(d, 16), ZonalSphere(d, 48)
+    a, b = rng.standard_normal(17), rng.standard_normal(17)
+    coarse = Z.divergence_padded(Z.synthesize_padded(a) * Z.gradient_padded(b))
+    A, B = F.prolong(a, Z), F.prolong(b, Z)
+    exact = Z.prolong(F.divergence_padded(F.synthesize_padded(A) * F.gradient_padded(B)), F)
+    # Both exact: round-off only (scaled by the largest coefficient).
+    assert np.max(np.abs(coarse - exact)) < 1e-11 * np.max(np.abs(exact))
+
+
+def test_divergence_of_a_zonal_field_matches_the_formula():
+    """``div(h(s)(e - s x)) = (1 - s^2) h' - (d - 1) s h`` for ``h = e^s``."""
+    d = 8
+    Z = ZonalSphere(d, 40)
+    s = Z.padded_grid
+    flux = (np.exp(s) * np.sqrt(1 - s**2))[None, :]  # h |grad s| along u
+    div = Z.backward(Z.divergence_padded(flux))
+    x = Z.grid
+    ref = (1 - x**2) * np.exp(x) - (d - 1) * x * np.exp(x)
+    assert weighted_error(Z, div, ref) < 1e-12
+
+
+def test_agrees_with_the_sphere_at_d3(rng):
+    Z, S = ZonalSphere(3, 20), Sphere(20)
+    a = rng.standard_normal(21)
+    c = np.zeros(S.nalm, dtype=complex)
+    c[:21] = a  # the m = 0 column holds l = 0..20 first
+    # Same grid in s = cos(colatitude) (reversed), same function, same gradient (u = -e_theta).
+    assert np.allclose(np.cos(S.grid[0])[::-1], Z.grid, atol=1e-15)
+    assert np.allclose(S.backward(c)[::-1, 0], Z.backward(a), atol=1e-12)
+    assert np.allclose(S.gradient_padded(c)[0][::-1, 0], -Z.gradient_padded(a)[0], atol=1e-11)
+    assert np.allclose(S.parseval_weights[:21], Z.parseval_weights)
+
+
+# -- Funk–Hecke ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("d", [3, 8, 64])
+@pytest.mark.parametrize("beta", [0.5, 4.0, 40.0])
+def test_kernel_multipliers_match_bessel(d, beta):
+    Z = ZonalSphere(d, 12)
+    l = np.arange(13)
+    # (2 pi)^{d/2} beta^{1 - d/2} I_{l + d/2 - 1}(beta), MATH.md section 3, in logs with ive.
+    log_ref = 0.5 * d * math.log(2 * math.pi) + (1 - 0.5 * d) * math.log(beta) + np.log(special.ive(l + 0.5 * d - 1, beta))
+    assert np.allclose(np.log(Z.scaled_kernel_multipliers(beta)), log_ref, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("d", [3, 8, 64, 256])
+def test_zonal_multipliers_by_quadrature(d):
+    Z = ZonalSphere(d, 12)
+    beta = 6.0
+    lam = Z.zonal_multipliers(lambda t: np.exp(beta * (t - 1)))
+    ref = Z.scaled_kernel_multipliers(beta)
+    # Oscillating integrand: absolute error ~ eps * lambda_0 times the ~1000-term Christoffel
+    # sums behind the weights (measured 1.4e-13 at d = 256); a wrong constant would be O(1).
+    assert np.max(np.abs(lam - ref)) < 1e-12 * ref[0]
+
+
+# -- particles -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("d", [3, 8, 256])
+def test_project_and_sample(d, rng):
+    Z = ZonalSphere(d, 12)
+    a = 0.5
+    rho = (1 + a * Z.real_mode(1) / math.sqrt(d)) / Z.area  # 1 + a s: positive
+    n = 40_000
+    x = Z.sample(rho, n, rng)
+    assert x.shape == (n, d) and np.allclose(np.linalg.norm(x, axis=1), 1.0)
+    s = x[:, -1]
+    # E s = a E[s^2] = a/d; Var s <= 1/d: 5 standard errors (a wrong law misses by ~a/d).
+    assert abs(s.mean() - a / d) < 5 / math.sqrt(d * n)
+    p = Z.project(x)
+    assert Z.mass(p) == pytest.approx(1.0, rel=1e-12)
+    # <mu_n, f> = mean f(s_i) for any zonal f of degree <= 12.
+    c = rng.standard_normal(13)
+    assert Z.inner(p, c) == pytest.approx(np.mean(Z.evaluate(c, s)), rel=1e-10)
+    assert np.allclose(Z.project(s), p, rtol=1e-13)
+    with pytest.raises(ValueError, match="shape"):
+        Z.project(np.ones((3, d + 1)))
