@@ -300,3 +300,139 @@ def test_sample_has_the_right_law(rng):
     assert abs(x[:, 0].mean()) < 5 * se
     with pytest.raises(ValueError, match="mass"):
         S.sample(-np.ones(S.grid_shape), 10, rng)
+
+
+# -- the PDE on S^2 (meanfield.solve) ------------------------------------------------------
+
+from meanfield.controller import PIController  # noqa: E402
+from meanfield.model import Model  # noqa: E402
+from meanfield.solve import ResolutionError, solve  # noqa: E402
+
+
+class ModeRecorder:
+    """A tracker keeping ``(t, c[index])`` after every accepted step: the coefficients
+    themselves, free of the round-off of a grid round trip (which is ``eps * c_00``)."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.t: list[float] = []
+        self.a: list[complex] = []
+
+    def initialize(self, t0, t_end):
+        pass
+
+    def handle(self, t, c, domain):
+        self.t.append(t)
+        self.a.append(complex(c[self.index]))
+
+    def finalize(self, info):
+        pass
+
+
+def gamma_sphere(l: int, beta: float, attention: str) -> float:
+    """MATH.md section 3, S^2: ``l(l+1) i_l(beta)/beta`` (USA), ``/ i_0(beta)`` more (SA)."""
+    g = l * (l + 1) * special.spherical_in(l, beta) / beta
+    return g / special.spherical_in(0, beta) if attention == "softmax" else g
+
+
+@pytest.mark.parametrize("attention", ["unnormalized", "softmax"])
+@pytest.mark.parametrize("beta", [0.5, 4.0, 9.0])
+def test_growth_rates_on_the_sphere(attention, beta):
+    """``rho = 1/(4 pi) (1 + 1e-8 B_lm)`` grows like ``e^{gamma_l t}`` (l = 1..6, mixed m)."""
+    S = Sphere(12)  # l <= 6 stays out of the tail monitor's top third (l > 8)
+    gammas = [gamma_sphere(l, beta, attention) for l in range(1, 7)]
+    T = 1.0 / max(gammas)  # all modes grow by at most e: round-off noise stays negligible
+    for l in range(1, 7):
+        m = (-1) ** l * (l // 2)
+        rho = S.uniform() * (1 + 1e-8 * S.real_mode((l, m)))
+        rec = ModeRecorder(S.index(l, abs(m)))
+        control = PIController(rtol=1e-12, atol=1e-24, dtmax=T / 8)
+        solve(Model(beta, attention=attention), S, rho, [0.0, T], controller=control, trackers=[rec])
+        measured = math.log(abs(rec.a[-1]) / abs(rec.a[0])) / (rec.t[-1] - rec.t[0])
+        # Nonlinear terms change the rate by O(eps) = 1e-8 relative; dopri5 at rtol 1e-12 by
+        # ~1e-10; the prescribed bound is 1e-6.
+        assert measured == pytest.approx(gammas[l - 1], rel=1e-6), (l, m)
+
+
+def vmf(S: Sphere, center, kappa: float) -> np.ndarray:
+    x = S.points @ (np.asarray(center, dtype=float) / np.linalg.norm(center))
+    return np.exp(kappa * (x - 1.0))
+
+
+def test_rotation_equivariance():
+    """Solving from ``rho0 o R^{-1}`` gives ``rho(t) o R^{-1}`` (to 1e-8 of max rho)."""
+    S = Sphere(32)
+    rho0 = vmf(S, [1, 0.5, 0.2], 2.0) + 0.5 * vmf(S, [-0.3, 1, -0.5], 1.5)
+    angles = (0.4, 1.3, -2.1)
+    rho0_rot = S.backward(S.rotate(S.forward(rho0), *angles))
+    model = Model(4.0, attention="softmax")
+    control = PIController(rtol=1e-11, atol=1e-14)
+    a = solve(model, S, rho0, [0.0, 1.5], controller=control)
+    b = solve(model, S, rho0_rot, [0.0, 1.5], controller=control)
+    assert a.attrs["domain"] == b.attrs["domain"]  # both refined alike (or not at all)
+    F = Domain.from_state(a.attrs["domain"])
+    ra = F.backward(F.rotate(F.forward(a.density[-1].values), *angles))
+    rb = b.density[-1].values
+    # The two runs take different steps: their difference is the time error (~rtol) plus
+    # the truncation of a resolved field (tail < 1e-10): both well below 1e-8.
+    assert np.max(np.abs(ra - rb)) < 1e-8 * np.max(rb)
+    assert np.max(np.abs(a.density[-1].values - a.density[0].values)) > 1e-3 * np.max(rb)  # it moved
+
+
+@pytest.mark.parametrize(
+    ("attention", "value", "beta"), [("softmax", 1, 2.0), ("unnormalized", 1, 1.0), ("softmax", -1, 2.0)]
+)
+def test_mass_energy_and_dissipation(attention, value, beta):
+    S = Sphere(24)
+    rho0 = vmf(S, [0.2, 0.1, 1.0], 1.0) + 0.3 * vmf(S, [1.0, 0.0, -0.2], 2.0)
+    h = 1e-3
+    times = np.concatenate([[0.0], np.arange(-1, 2) * h + 0.15, np.arange(-1, 2) * h + 0.4])
+    ds = solve(Model(beta, attention=attention, value=value), S, rho0, times,
+               controller=PIController(rtol=1e-11, atol=1e-14))
+    # Mass: the l = 0 coefficient is untouched by a divergence (exactly, in coefficients).
+    assert np.max(np.abs(ds.mass.values - 1.0)) < 1e-12
+    E, D = ds.energy.values, ds.dissipation.values
+    # Energy monotone: up for attraction, down for repulsion (MATH.md section 3).
+    assert np.all(value * np.diff(E) > 0)
+    # dE/dt by central differences at t = 0.15, 0.4: error h^2 E'''/6 (measured <= 2e-7
+    # relative) plus the solve's error ~ 1e-11 / h = 1e-8; the identity must hold to 1e-5.
+    for k in (2, 5):
+        dEdt = (E[k + 1] - E[k - 1]) / (2 * h)
+        assert dEdt == pytest.approx(D[k], rel=1e-5)
+
+
+def test_bad_input_is_rejected():
+    S = Sphere(8)
+    model = Model(1.0)
+    bad = {
+        "shape": np.ones((3, 4)),
+        "non-finite": np.where(S.points[..., 2] > 0.9, np.nan, 1.0),
+        "negative": S.points[..., 2],
+        "integrates": np.zeros(S.grid_shape),
+    }
+    for word, rho in bad.items():
+        with pytest.raises(ValueError, match=word):
+            solve(model, S, rho, [0.0, 1.0])
+    with pytest.raises(ValueError, match="Q = K = I"):
+        solve(Model(1.0, Q=np.eye(3)), S, S.uniform(), [0.0, 1.0])
+    with pytest.raises(ValueError, match="not resolved"):
+        solve(model, S, vmf(S, [0, 0, 1], 40.0), [0.0, 1.0])
+
+
+def test_resolution_limit_stops_with_partial_results():
+    """Strong attraction concentrates the density; after one refinement (lmax 12 -> 24) the
+    grid no longer resolves it and the solve stops, keeping what it computed."""
+    S = Sphere(12)
+    rho0 = 1.0 + 0.5 * S.points[..., 2]
+    model = Model(9.0, attention="unnormalized")
+    with pytest.raises(ResolutionError, match="max_resolution=24") as info:
+        solve(model, S, rho0, [0.0, 1e-3, 40.0], max_resolution=24, rtol=1e-8, atol=1e-12)
+    err = info.value
+    assert 1e-3 < err.t < 40.0 and err.dataset is not None
+    ds = err.dataset
+    assert ds.attrs["successful"] == 0 and ds.time.values[-1] == pytest.approx(err.t)
+    assert ds.time.size == 3 and ds.resolution.values[0] == 12 and ds.resolution.values[-1] == 24
+    assert ds.density.dims == ("time", "colatitude", "longitude")
+    assert np.all(np.isfinite(ds.density.values)) and np.max(np.abs(ds.mass.values - 1)) < 1e-12
+    quiet = solve(model, S, rho0, [0.0, 1e-3, 40.0], max_resolution=24, rtol=1e-8, atol=1e-12, throw=False)
+    assert quiet.attrs["successful"] == 0 and quiet.time.values[-1] == pytest.approx(err.t)
