@@ -1,0 +1,263 @@
+"""Map a function over a parameter grid, on Dask, with per-cell files and resume.
+
+.. autosummary::
+   sweep
+   cell_seed
+
+A *grid* is an ordered mapping ``{name: values}``; its cells are the outer product, numbered
+in C order (the last name varies fastest). Each cell calls ``func(**params, rng=rng,
+**kwargs)`` where ``rng`` is a ``numpy.random.Generator`` seeded from ``(seed, cell index)``
+by ``numpy.random.SeedSequence``: the numbers do not depend on how many workers run, in
+which order the cells finish, or whether the sweep was resumed. ``func`` returns an
+``xarray.Dataset`` (or a mapping that ``xarray.Dataset`` accepts); the sweep returns one
+Dataset whose variables carry the grid dimensions in front of their own.
+
+With ``store`` set, every cell is written there as NetCDF as soon as it finishes (to a
+temporary name, then ``os.replace``), and ``resume=True`` skips the cells already written:
+a sweep interrupted by a crash, a ``KeyboardInterrupt`` or a lost client finishes where it
+stopped. Tasks on a lost worker are rerun by the Dask scheduler itself.
+
+Execution: ``workers=1`` without ``scheduler`` runs the cells in this process (no cluster to
+start); ``workers=K > 1`` starts a ``distributed.LocalCluster`` with ``K`` single-threaded
+workers; ``scheduler`` may be a scheduler address (``"tcp://host:8786"``), a
+``distributed.Client``, or ``"synchronous"`` (in this process, whatever ``workers``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xarray as xr
+from tqdm.auto import tqdm
+
+_MANIFEST = "sweep.json"
+
+
+def cell_seed(seed: int, index: int) -> np.random.SeedSequence:
+    """The seed of cell ``index``: ``SeedSequence(seed, spawn_key=(index,))``.
+
+    Equal to ``SeedSequence(seed).spawn(N)[index]`` for any ``N > index``.
+    """
+    return np.random.SeedSequence(int(seed), spawn_key=(int(index),))
+
+
+def _canonical_grid(grid: Mapping[str, Sequence[Any]]) -> dict[str, np.ndarray]:
+    if not isinstance(grid, Mapping) or not grid:
+        msg = f"grid must be a non-empty mapping {{name: values}}, got {grid!r}"
+        raise ValueError(msg)
+    out = {}
+    for name, values in grid.items():
+        arr = np.atleast_1d(np.asarray(values))
+        if arr.ndim != 1 or arr.size == 0:
+            msg = f"grid[{name!r}] must be a non-empty 1-d sequence, got {values!r}"
+            raise ValueError(msg)
+        out[str(name)] = arr
+    return out
+
+
+def _cell_params(grid: dict[str, np.ndarray], index: int) -> dict[str, Any]:
+    shape = tuple(len(v) for v in grid.values())
+    pos = np.unravel_index(index, shape)
+    return {name: values[p].item() for (name, values), p in zip(grid.items(), pos)}
+
+
+def _run_cell(func: Callable[..., Any], params: dict[str, Any], seed: int, index: int,
+              kwargs: dict[str, Any]) -> xr.Dataset:
+    rng = np.random.default_rng(cell_seed(seed, index))
+    result = func(**params, rng=rng, **kwargs)
+    ds = result if isinstance(result, xr.Dataset) else xr.Dataset(result)
+    return ds.load()
+
+
+def _cell_path(store: Path, index: int) -> Path:
+    return store / f"cell-{index:06d}.nc"
+
+
+def _write_atomic(ds: xr.Dataset, path: Path) -> None:
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        ds.to_netcdf(tmp, engine="h5netcdf")
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def _manifest(grid: dict[str, np.ndarray], seed: int, func: Callable[..., Any],
+              kwargs: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "function": f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', repr(func))}",
+        "seed": int(seed),
+        "grid": {k: v.tolist() for k, v in grid.items()},
+        "kwargs": json.loads(json.dumps(kwargs, default=repr)),
+    }
+
+
+def _prepare_store(store: Path, manifest: dict[str, Any], resume: bool) -> None:
+    store.mkdir(parents=True, exist_ok=True)
+    path = store / _MANIFEST
+    if resume and path.exists():
+        old = json.loads(path.read_text())
+        if old != manifest:
+            diff = sorted(k for k in manifest if old.get(k) != manifest[k])
+            msg = (f"resume: the sweep stored in {store} differs from this one in {diff}; "
+                   f"use another store or resume=False")
+            raise ValueError(msg)
+        return
+    tmp = path.with_name(f".{_MANIFEST}.{uuid.uuid4().hex}.tmp")
+    tmp.write_text(json.dumps(manifest, indent=1))
+    os.replace(tmp, path)
+
+
+def _load_cell(path: Path) -> xr.Dataset:
+    with xr.open_dataset(path, engine="h5netcdf") as ds:
+        return ds.load()
+
+
+def _combine(grid: dict[str, np.ndarray], cells: list[xr.Dataset]) -> xr.Dataset:
+    shape = tuple(len(v) for v in grid.values())
+    template = cells[0]
+    clash = set(grid) & (set(template.dims) | set(template.variables))
+    if clash:
+        msg = f"the cell results already use the grid names {sorted(clash)}"
+        raise ValueError(msg)
+    data_vars = {}
+    for name, var in template.data_vars.items():
+        out = np.empty(shape + var.shape, dtype=var.dtype)
+        flat = out.reshape((-1,) + var.shape)
+        for i, ds in enumerate(cells):
+            if ds[name].shape != var.shape:
+                msg = (f"cell {i} returned {name!r} of shape {ds[name].shape}, "
+                       f"cell 0 of shape {var.shape}")
+                raise ValueError(msg)
+            flat[i] = ds[name].values
+        data_vars[name] = xr.Variable(tuple(grid) + var.dims, out, attrs=var.attrs)
+    coords = {k: (k, v) for k, v in grid.items()}
+    coords.update({k: c.variable for k, c in template.coords.items()})
+    return xr.Dataset(data_vars, coords=coords, attrs=dict(template.attrs))
+
+
+def sweep(
+    func: Callable[..., Any],
+    grid: Mapping[str, Sequence[Any]],
+    *,
+    seed: int = 0,
+    workers: int = 1,
+    scheduler: Any = None,
+    store: str | os.PathLike[str] | None = None,
+    resume: bool = False,
+    progress: bool = True,
+    processes: bool = True,
+    kwargs: Mapping[str, Any] | None = None,
+    desc: str | None = None,
+) -> xr.Dataset:
+    """Evaluate ``func`` on every cell of ``grid`` and gather the results in one Dataset.
+
+    Args:
+        func: called as ``func(**cell_params, rng=generator, **kwargs)``; returns an
+            ``xarray.Dataset`` or a mapping accepted by it, with the same variables and
+            shapes in every cell. Must be picklable for a cluster (module-level).
+        grid: ``{name: values}``, each a non-empty 1-d sequence; cells are the outer product.
+        seed: the root seed; cell ``i`` gets ``SeedSequence(seed, spawn_key=(i,))``.
+        workers: number of single-threaded workers of the ``LocalCluster``; ``1`` runs in
+            this process.
+        scheduler: ``None`` (see ``workers``), a scheduler address, a ``distributed.Client``
+            or ``"synchronous"``.
+        store: directory for the per-cell NetCDF files and the manifest ``sweep.json``.
+        resume: skip the cells already in ``store`` (the manifest must match).
+        progress: show a tqdm progress bar.
+        processes: for the ``LocalCluster``: worker processes (default) or threads.
+        kwargs: fixed keyword arguments passed to every call.
+        desc: label of the progress bar.
+
+    Returns:
+        The Dataset over the grid; ``attrs`` hold the cell attributes plus ``sweep_seed`` and
+        ``sweep_grid`` (JSON).
+    """
+    grid_ = _canonical_grid(grid)
+    kwargs_ = dict(kwargs or {})
+    if int(workers) < 1:
+        msg = f"workers must be >= 1, got {workers!r}"
+        raise ValueError(msg)
+    if resume and store is None:
+        msg = "resume=True needs a store directory"
+        raise ValueError(msg)
+    n_cells = int(np.prod([len(v) for v in grid_.values()]))
+    store_ = Path(store) if store is not None else None
+    results: dict[int, xr.Dataset] = {}
+    done: set[int] = set()
+    if store_ is not None:
+        _prepare_store(store_, _manifest(grid_, seed, func, kwargs_), resume)
+        if resume:
+            done = {i for i in range(n_cells) if _cell_path(store_, i).exists()}
+    todo = [i for i in range(n_cells) if i not in done]
+
+    def finish(index: int, ds: xr.Dataset) -> None:
+        if store_ is not None:
+            _write_atomic(ds, _cell_path(store_, index))
+        else:
+            results[index] = ds
+
+    bar = tqdm(total=n_cells, initial=len(done), disable=not progress, desc=desc or "sweep")
+    try:
+        in_process = scheduler == "synchronous" or (scheduler is None and int(workers) == 1)
+        if in_process:
+            for i in todo:
+                finish(i, _run_cell(func, _cell_params(grid_, i), seed, i, kwargs_))
+                bar.update()
+        elif todo:
+            _run_distributed(func, grid_, seed, kwargs_, todo, finish, bar,
+                             workers=int(workers), scheduler=scheduler, processes=processes)
+    finally:
+        bar.close()
+    if store_ is not None:
+        cells = [_load_cell(_cell_path(store_, i)) for i in range(n_cells)]
+    else:
+        cells = [results[i] for i in range(n_cells)]
+    out = _combine(grid_, cells)
+    out.attrs["sweep_seed"] = int(seed)
+    out.attrs["sweep_grid"] = json.dumps({k: v.tolist() for k, v in grid_.items()})
+    return out
+
+
+def _run_distributed(func, grid, seed, kwargs, todo, finish, bar, *, workers, scheduler,
+                     processes) -> None:
+    from distributed import Client, LocalCluster, as_completed
+
+    cluster = None
+    own_client = True
+    if scheduler is None:
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=processes,
+                               dashboard_address=None)
+        client = Client(cluster)
+    elif isinstance(scheduler, Client):
+        client, own_client = scheduler, False
+    else:
+        client = Client(scheduler)
+    try:
+        futures = {
+            client.submit(_run_cell, func, _cell_params(grid, i), seed, i, kwargs,
+                          pure=False, key=f"sweep-cell-{i}-{uuid.uuid4().hex}"): i
+            for i in todo
+        }
+        try:
+            for fut in as_completed(futures):
+                finish(futures[fut], fut.result())
+                bar.update()
+        except BaseException:
+            client.cancel(list(futures))
+            raise
+    finally:
+        if own_client:
+            client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+__all__ = ["cell_seed", "sweep"]
