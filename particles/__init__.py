@@ -1,1 +1,82 @@
-"""particles: the finite-n self-attention system (MATH.md section 2)."""
+"""particles: the finite-n self-attention system (MATH.md section 2).
+
+Tokens ``x_i`` on ``S^{d-1}`` (or in ``R^d``) move with the attention of a
+:class:`meanfield.Model`: SA (2.3), USA, multi-head (2.7), repulsive, ``beta = 0``, and the
+variants L2, sigmoid, Sinkhorn and causal. Velocity fields are batched over independent
+systems and tiled so that the ``n x n`` attention stays under a memory limit.
+
+.. autosummary::
+   velocity
+   simulate
+   simulate_angles
+   energy
+   dissipation
+   sample_sphere
+   orthogonal
+   registered_kernels
+
+See ``docs/particles.md``.
+"""
+
+from __future__ import annotations
+
+from .angles import angle_velocity, from_angles, to_angles
+from .integrators import DOPRI5, RK4, ButcherTableau, normalize_rows
+from .kernels import (
+    DEFAULT_MEMORY_LIMIT,
+    Kernel,
+    Tiling,
+    get_kernel,
+    registered_kernels,
+)
+from .observables import (
+    count_clusters,
+    dissipation,
+    energy,
+    energy_gradient,
+    gram,
+    inner_product_histogram,
+    kuramoto_order,
+    mean_covariance,
+    pairwise_inner_products,
+    partition,
+)
+from .samplers import orthogonal, sample_density, sample_gaussian, sample_sphere
+from .simulate import METHODS, simulate, simulate_angles
+from .velocity import attention, attention_weights, project_tangent, velocity
+
+__all__ = [
+    "DEFAULT_MEMORY_LIMIT",
+    "DOPRI5",
+    "METHODS",
+    "RK4",
+    "ButcherTableau",
+    "Kernel",
+    "Tiling",
+    "angle_velocity",
+    "attention",
+    "attention_weights",
+    "count_clusters",
+    "dissipation",
+    "energy",
+    "energy_gradient",
+    "from_angles",
+    "get_kernel",
+    "gram",
+    "inner_product_histogram",
+    "kuramoto_order",
+    "mean_covariance",
+    "normalize_rows",
+    "orthogonal",
+    "pairwise_inner_products",
+    "partition",
+    "project_tangent",
+    "registered_kernels",
+    "sample_density",
+    "sample_gaussian",
+    "sample_sphere",
+    "simulate",
+    "simulate_angles",
+    "to_angles",
+    "velocity",
+]

@@ -1,0 +1,443 @@
+"""Attention kernels: the weights ``A_ij`` of MATH.md section 2, tiled and batched.
+
+.. autosummary::
+   Kernel
+   Softmax
+   Unnormalized
+   L2
+   Sigmoid
+   Sinkhorn
+   registered_kernels
+   get_kernel
+   Tiling
+
+Every kernel maps queries ``q``, keys ``k`` and values ``v`` (shapes ``(B, n, d)``) to the
+attention output ``out_i = sum_j A_ij v_j`` (shape ``(B, n, d)``), *before* the projection
+``P_x^perp``. The ``n x n`` weights never exist at once unless they fit: rows are processed in
+tiles whose size is set by a memory limit (:class:`Tiling`), and every tile is two matrix
+products (``q k^T`` and ``A v``) plus elementwise work done in place.
+
+Kernels register themselves by ``name`` through ``__init_subclass__``; the names are the
+attention kinds of :class:`meanfield.Model`.
+
+Conventions (MATH.md section 2):
+
+* ``softmax``: ``A_ij = e^{beta <q_i, k_j>} / sum_k e^{beta <q_i, k_k>}`` (max-shifted).
+* ``unnormalized``: ``A_ij = e^{beta <q_i, k_j>} / n``.
+* ``l2``: ``A_ij`` proportional to ``e^{-beta |q_i - k_j|^2 / 2}``, rows summing to 1.
+* ``sigmoid``: ``A_ij = sigmoid(beta <q_i, k_j> + b) / n``.
+* ``sinkhorn``: ``A = diag(a) E diag(b)``, ``E_ij = e^{beta <q_i, k_j>}``, rows and columns
+  summing to 1, by Sinkhorn iterations in the log domain.
+
+With the causal mask token ``i`` attends to ``j <= i`` only; the kernels that divide by ``n``
+(``unnormalized``, ``sigmoid``) then divide by the number ``i + 1`` of attended tokens (the
+empirical measure of the prefix). A causal Sinkhorn matrix would be lower triangular and
+doubly stochastic, hence the identity: that combination is rejected.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, ClassVar, Iterator
+
+import numpy as np
+from scipy.special import expit, logsumexp
+
+DEFAULT_MEMORY_LIMIT = 256 * 2**20
+"""Default bound (bytes) on the temporary ``n x n`` attention tiles: 256 MiB."""
+
+_DEFAULT_BLOCK = 8 * 2**20
+"""Preferred tile size (bytes) when the memory limit allows more: tiles of a few MB stay in
+cache between the passes (max, subtract, exp) and the second matrix product."""
+
+
+@dataclass(frozen=True)
+class Tiling:
+    """How the ``(B, n, m)`` weight array is cut into ``(b, r, m)`` tiles.
+
+    Args:
+        memory_limit: bytes allowed for temporaries of size ``b * r * m`` (all buffers).
+        buffers: how many such temporaries a kernel holds at once.
+    """
+
+    memory_limit: int = DEFAULT_MEMORY_LIMIT
+    buffers: int = 1
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.memory_limit, (int, np.integer)) and self.memory_limit > 0):
+            msg = f"memory_limit must be a positive number of bytes, got {self.memory_limit!r}"
+            raise ValueError(msg)
+
+    def entries(self) -> int:
+        """Entries (float64) per tile: the block size, capped by the memory limit."""
+        limit = self.memory_limit // (8 * self.buffers)
+        return max(1, min(limit, _DEFAULT_BLOCK // 8))
+
+    def tiles(self, B: int, n: int, m: int) -> Iterator[tuple[slice, slice]]:
+        """``(batch slice, row slice)`` pairs covering ``B x n`` rows of length ``m``."""
+        per = self.entries()
+        if n * m <= per:
+            b = max(1, per // (n * m))
+            for b0 in range(0, B, b):
+                yield slice(b0, min(B, b0 + b)), slice(0, n)
+            return
+        r = max(1, per // max(m, 1))
+        for b0 in range(B):
+            for r0 in range(0, n, r):
+                yield slice(b0, b0 + 1), slice(r0, min(n, r0 + r))
+
+
+_NEWTON_MAX_N = 1024
+"""Largest ``n`` for the dense Newton polish of Sinkhorn (one ``(2n)^3`` solve per step)."""
+_NEWTON_STEPS = 30
+
+
+def _causal_mask(r0: int, r1: int, m: int) -> np.ndarray:
+    """``True`` where column ``j > i`` (masked), rows ``i = r0..r1-1``, columns ``0..m-1``."""
+    return np.arange(m)[None, :] > np.arange(r0, r1)[:, None]
+
+
+class Kernel(ABC):
+    """An attention kind (abstract). Subclasses set ``name`` and register themselves.
+
+    Args:
+        beta: inverse temperature.
+        causal: apply the causal mask.
+        bias: additive bias inside the kernel (used by ``sigmoid``).
+        iterations, tol: Sinkhorn settings.
+    """
+
+    name: ClassVar[str]
+    """The attention kind, as in :data:`meanfield.model.ATTENTION_KINDS`."""
+    normalized: ClassVar[bool]
+    """Whether the rows of ``A`` sum to 1 (then ``beta = 0`` gives the plain mean)."""
+    registry: ClassVar[dict[str, type[Kernel]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" in cls.__dict__:
+            Kernel.registry[cls.name] = cls
+
+    def __init__(
+        self,
+        beta: float,
+        causal: bool = False,
+        bias: float = 0.0,
+        iterations: int = 200,
+        tol: float = 1e-10,
+    ) -> None:
+        self.beta = float(beta)
+        self.causal = bool(causal)
+        self.bias = float(bias)
+        self.iterations = int(iterations)
+        self.tol = float(tol)
+
+    @classmethod
+    def from_model(cls, model: Any) -> Kernel:
+        """The kernel of a :class:`meanfield.Model` (its attention kind and settings)."""
+        kernel_cls = get_kernel(model.attention)
+        return kernel_cls(
+            beta=model.beta,
+            causal=model.causal,
+            bias=model.sigmoid_bias,
+            iterations=model.sinkhorn_iterations,
+            tol=model.sinkhorn_tol,
+        )
+
+    @abstractmethod
+    def apply(
+        self, q: np.ndarray, k: np.ndarray, v: np.ndarray, tiling: Tiling
+    ) -> np.ndarray:
+        """``out_i = sum_j A_ij v_j`` for ``q, k, v`` of shape ``(B, n, d)``."""
+
+
+class _RowKernel(Kernel):
+    """A kernel whose rows are independent: written once as a loop over tiles.
+
+    Subclasses implement :meth:`weights_inplace`, turning the logits
+    ``S_ij = beta <q_i, k_j> + c_j`` of a tile (in place) into weights up to a row factor,
+    and return that factor (or ``None``).
+    """
+
+    def column_bias(self, k: np.ndarray) -> np.ndarray | None:
+        """An additive term ``c_j`` of the logits (``None``: zero)."""
+        return None
+
+    @abstractmethod
+    def weights_inplace(self, S: np.ndarray, count: np.ndarray) -> np.ndarray | None:
+        """Overwrite logits ``S`` (b, r, m) with weights; return a row factor (b, r, 1)."""
+
+    def apply(
+        self, q: np.ndarray, k: np.ndarray, v: np.ndarray, tiling: Tiling
+    ) -> np.ndarray:
+        B, n, _ = q.shape
+        m = k.shape[1]
+        dv = v.shape[-1]
+        out = np.empty((B, n, dv))
+        qb = q * self.beta if self.beta != 1.0 else q
+        kt = np.swapaxes(k, 1, 2)
+        cb = self.column_bias(k)
+        buf = np.empty(min(tiling.entries(), B * n * m))
+        for bs, rs in tiling.tiles(B, n, m):
+            b = bs.stop - bs.start
+            r0, r1 = rs.start, rs.stop
+            mm = min(m, r1) if self.causal else m  # causal: columns j <= i < r1 only
+            S = buf[: b * (r1 - r0) * mm].reshape(b, r1 - r0, mm)
+            np.matmul(qb[bs, rs], kt[bs, :, :mm], out=S)
+            if cb is not None:
+                S += cb[bs, None, :mm]
+            if self.causal:
+                count = np.arange(r0 + 1, r1 + 1, dtype=float)[None, :, None]
+                S[:, _causal_mask(r0, r1, mm)] = -np.inf
+            else:
+                count = np.full((1, 1, 1), float(m))
+            factor = self.weights_inplace(S, count)
+            res = np.matmul(S, v[bs, :mm])
+            if factor is not None:
+                res *= factor
+            out[bs, rs] = res
+        return out
+
+
+class Softmax(_RowKernel):
+    """``softmax``: SA (2.3), ``A_ij`` the row-normalised ``e^{beta <q_i, k_j>}``.
+
+    The row maximum is subtracted before the exponential, so that no ``beta`` overflows.
+    """
+
+    name = "softmax"
+    normalized = True
+
+    def weights_inplace(self, S: np.ndarray, count: np.ndarray) -> np.ndarray:
+        S -= S.max(axis=-1, keepdims=True)
+        np.exp(S, out=S)
+        return 1.0 / S.sum(axis=-1, keepdims=True)
+
+
+class L2(Softmax):
+    """``l2``: ``A_ij`` proportional to ``e^{-beta |q_i - k_j|^2 / 2}``, rows summing to 1.
+
+    ``-|q_i - k_j|^2 / 2 = <q_i, k_j> - |k_j|^2 / 2 - |q_i|^2 / 2``; the last term is constant
+    along a row and cancels, so this is softmax with the column bias ``-beta |k_j|^2 / 2``.
+    """
+
+    name = "l2"
+
+    def column_bias(self, k: np.ndarray) -> np.ndarray:
+        return -0.5 * self.beta * np.einsum("bnd,bnd->bn", k, k)
+
+
+class Unnormalized(_RowKernel):
+    """``unnormalized``: USA, ``A_ij = e^{beta <q_i, k_j>} / n`` (``/(i+1)`` if causal).
+
+    Computed as ``e^{M_i} sum_j e^{S_ij - M_i}`` with ``M_i`` the row maximum: the shifted sum
+    cannot overflow; the result overflows only where the true value does.
+    """
+
+    name = "unnormalized"
+    normalized = False
+
+    def weights_inplace(self, S: np.ndarray, count: np.ndarray) -> np.ndarray:
+        M = S.max(axis=-1, keepdims=True)
+        S -= M
+        np.exp(S, out=S)
+        return np.exp(M) / count
+
+
+class Sigmoid(_RowKernel):
+    """``sigmoid``: ``A_ij = sigmoid(beta <q_i, k_j> + b) / n`` (``/(i+1)`` if causal)."""
+
+    name = "sigmoid"
+    normalized = False
+
+    def weights_inplace(self, S: np.ndarray, count: np.ndarray) -> np.ndarray:
+        if self.bias:
+            S += self.bias
+        expit(S, out=S)  # expit(-inf) = 0: the causal mask carries over
+        return 1.0 / count
+
+
+class Sinkhorn(Kernel):
+    """``sinkhorn``: the doubly stochastic scaling ``A = diag(a) E diag(b)`` of
+    ``E_ij = e^{beta <q_i, k_j>}`` (rows and columns sum to 1).
+
+    Log-domain iterations on potentials ``f, g`` (``A_ij = e^{S_ij + f_i + g_j}``):
+    ``g = -LSE_i(S + f)`` makes the columns exact, then ``f' = -LSE_j(S + g)``; the row sums
+    before that update are ``e^{f - f'}``, so ``max |e^{f - f'} - 1| < tol`` stops the loop
+    with the columns exact and the rows within ``tol``. Nothing overflows at any ``beta``.
+    Without enough memory for ``S`` the logits are recomputed tile by tile each iteration.
+
+    References:
+        Sinkhorn, R. (1964). A relationship between arbitrary positive matrices and doubly
+        stochastic matrices. Ann. Math. Statist. 35, 876-879.
+    """
+
+    name = "sinkhorn"
+    normalized = True
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.causal:
+            msg = (
+                "attention='sinkhorn' with causal=True is degenerate: the only lower-"
+                "triangular doubly stochastic matrix is the identity"
+            )
+            raise ValueError(msg)
+        self.last_iterations = 0
+        self.last_error = math.nan
+
+    def potentials(
+        self, q: np.ndarray, k: np.ndarray, tiling: Tiling
+    ) -> tuple[np.ndarray, np.ndarray, Any]:
+        """Potentials ``f, g`` (B, n) and a function giving the logits of a tile."""
+        B, n, _ = q.shape
+        m = k.shape[1]
+        qb = q * self.beta
+        kt = np.swapaxes(k, 1, 2)
+        tiles = list(Tiling(tiling.memory_limit, buffers=3).tiles(B, n, m))
+        cache: dict[tuple[int, int, int, int], np.ndarray] = {}
+
+        def logits(bs: slice, rs: slice) -> np.ndarray:
+            key = (bs.start, bs.stop, rs.start, rs.stop)
+            if key in cache:
+                return cache[key]
+            S = np.matmul(qb[bs, rs], kt[bs])
+            if len(tiles) == 1:
+                cache[key] = S
+            return S
+
+        def row_lse(g: np.ndarray) -> np.ndarray:
+            out = np.empty((B, n))
+            for bs, rs in tiles:
+                out[bs, rs] = logsumexp(logits(bs, rs) + g[bs, None, :], axis=-1)
+            return out
+
+        def col_lse(f: np.ndarray) -> np.ndarray:
+            # streaming log-sum-exp over row tiles
+            mx = np.full((B, m), -np.inf)
+            acc = np.zeros((B, m))
+            for bs, rs in tiles:
+                T = logits(bs, rs) + f[bs, rs, None]
+                tm = T.max(axis=1)
+                new = np.maximum(mx[bs], tm)
+                acc[bs] = acc[bs] * np.exp(mx[bs] - new) + np.exp(T - new[:, None, :]).sum(axis=1)
+                mx[bs] = new
+            return mx + np.log(acc)
+
+        f = -row_lse(np.zeros((B, m)))
+        g = np.zeros((B, m))
+        err = math.inf
+        it = 0
+        for it in range(1, self.iterations + 1):  # noqa: B007
+            g = -col_lse(f)
+            f_new = -row_lse(g)
+            err = float(np.max(np.abs(np.expm1(f - f_new))))
+            if err < self.tol:
+                break
+            f = f_new
+        if err >= self.tol and len(tiles) == 1 and n <= _NEWTON_MAX_N:
+            f, g, err = self._newton(logits(tiles[0][0], tiles[0][1]), f, g)
+        self.last_iterations = it
+        self.last_error = err
+        if err >= self.tol:
+            msg = (
+                f"Sinkhorn did not reach sinkhorn_tol={self.tol:g} in sinkhorn_iterations="
+                f"{self.iterations} (row sums off by {err:.3g}); raise sinkhorn_iterations"
+            )
+            warnings.warn(msg, RuntimeWarning, stacklevel=3)
+        return f, g, (logits, tiles)
+
+    def _newton(
+        self, S: np.ndarray, f: np.ndarray, g: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, float]:
+        """Polish the potentials by Newton's method on the convex dual
+        ``F(f, g) = sum_ij e^{S_ij + f_i + g_j} - sum f - sum g`` (gradient: row and column
+        sums minus 1; Hessian ``[[diag r, A], [A^T, diag c]]``, with ``g_n`` fixed as the
+        gauge), for the small systems where plain Sinkhorn converges slowly (large ``beta``:
+        the linear rate is ``sigma_2(A)^2``, close to 1 for a nearly diagonal ``A``).
+        Quadratic convergence; a final column update makes the columns exact."""
+        B, n, _ = S.shape
+        err = math.inf
+        for b in range(B):
+            fb, gb = f[b].copy(), g[b].copy()
+            for _ in range(_NEWTON_STEPS):
+                A = np.exp(S[b] + fb[:, None] + gb[None, :])
+                r, c = A.sum(axis=1), A.sum(axis=0)
+                res = max(np.max(np.abs(r - 1)), np.max(np.abs(c - 1)))
+                if res < 0.1 * self.tol:
+                    break
+                H = np.zeros((2 * n - 1, 2 * n - 1))
+                H[:n, :n] = np.diag(r)
+                H[:n, n:] = A[:, :-1]
+                H[n:, :n] = A[:, :-1].T
+                H[n:, n:] = np.diag(c[:-1])
+                try:
+                    step = np.linalg.solve(H, -np.concatenate([r - 1, c[:-1] - 1]))
+                except np.linalg.LinAlgError:
+                    break
+                F0 = A.sum() - fb.sum() - gb.sum()
+                t = 1.0
+                while t > 1e-6:  # backtracking on the dual objective
+                    fn = fb + t * step[:n]
+                    gn = gb.copy()
+                    gn[:-1] += t * step[n:]
+                    F1 = np.exp(S[b] + fn[:, None] + gn[None, :]).sum() - fn.sum() - gn.sum()
+                    if F1 <= F0:
+                        break
+                    t *= 0.5
+                fb, gb = fn, gn
+            gb = -logsumexp(S[b] + fb[:, None], axis=0)
+            rows = np.exp(S[b] + fb[:, None] + gb[None, :]).sum(axis=1)
+            f[b], g[b] = fb, gb
+            err = max(err if err != math.inf else 0.0, float(np.max(np.abs(rows - 1))))
+        return f, g, err
+
+    def weights(self, q: np.ndarray, k: np.ndarray, tiling: Tiling) -> np.ndarray:
+        """The full doubly stochastic matrices ``A`` (B, n, n) (for tests and plots)."""
+        f, g, (logits, tiles) = self.potentials(q, k, tiling)
+        out = np.empty((q.shape[0], q.shape[1], k.shape[1]))
+        for bs, rs in tiles:
+            out[bs, rs] = np.exp(logits(bs, rs) + f[bs, rs, None] + g[bs, None, :])
+        return out
+
+    def apply(
+        self, q: np.ndarray, k: np.ndarray, v: np.ndarray, tiling: Tiling
+    ) -> np.ndarray:
+        f, g, (logits, tiles) = self.potentials(q, k, tiling)
+        out = np.empty(q.shape[:2] + v.shape[-1:])
+        for bs, rs in tiles:
+            W = logits(bs, rs) + f[bs, rs, None] + g[bs, None, :]
+            np.exp(W, out=W)
+            out[bs, rs] = np.matmul(W, v[bs])
+        return out
+
+
+def registered_kernels() -> tuple[str, ...]:
+    """Names of the registered attention kernels."""
+    return tuple(sorted(Kernel.registry))
+
+
+def get_kernel(name: str) -> type[Kernel]:
+    """The kernel class registered under ``name``; ``ValueError`` listing known names."""
+    try:
+        return Kernel.registry[name]
+    except KeyError:
+        msg = f"unknown attention kernel {name!r}; registered: {registered_kernels()}"
+        raise ValueError(msg) from None
+
+
+__all__ = [
+    "DEFAULT_MEMORY_LIMIT",
+    "L2",
+    "Kernel",
+    "Sigmoid",
+    "Sinkhorn",
+    "Softmax",
+    "Tiling",
+    "Unnormalized",
+    "get_kernel",
+    "registered_kernels",
+]

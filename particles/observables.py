@@ -1,0 +1,224 @@
+"""Observables of a particle configuration (MATH.md sections 2 and 5).
+
+.. autosummary::
+   energy
+   energy_gradient
+   dissipation
+   gram
+   pairwise_inner_products
+   inner_product_histogram
+   count_clusters
+   kuramoto_order
+   mean_covariance
+
+All take tokens ``x`` of shape ``(n, d)`` or ``(batch, n, d)``; a batch gives one value per
+system (leading axis ``batch``).
+
+Energy (Remark 3.8, with the "-1 inside the sum" convention of MATH.md section 2)::
+
+    E_beta(X) = (1 / (2 beta n^2)) sum_{i,j} (e^{beta <Q x_i, K x_j>} - 1)
+
+summed over heads (``Q = K = I`` by default); at ``beta = 0`` its limit
+``(1 / (2 n^2)) sum_{i,j} <Q x_i, K x_j>`` (``|mean|^2 / 2`` for ``Q = K = I``). It is the
+Lyapunov function of USA and of SA when ``Q^T K = V`` is symmetric (``+-``), MATH.md section 2.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import connected_components
+
+from .inputs import as_tokens, check_geometry
+from .kernels import DEFAULT_MEMORY_LIMIT, Tiling
+from .velocity import _apply, _as_batch, velocity
+
+
+def _shape_out(x: np.ndarray, values: np.ndarray) -> Any:
+    return values if x.ndim == 3 else values[0]
+
+
+def _factors(model: Any, d: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The ``(Q, K)`` pairs of the energy, one per head."""
+    return [(Q, K) for Q, K, _ in model.matrices(d)]
+
+
+def energy(
+    model: Any, x: np.ndarray, *, memory_limit: int = DEFAULT_MEMORY_LIMIT
+) -> float | np.ndarray:
+    """``E_beta(X)`` of MATH.md section 2 (``(batch,)`` for a batch), ``beta = 0`` included."""
+    x = as_tokens(x, "x", model=model)
+    xb = _as_batch(x)
+    B, n, d = xb.shape
+    beta = model.beta
+    total = np.zeros(B)
+    tiling = Tiling(memory_limit)
+    for Q, K in _factors(model, d):
+        q, k = _apply(Q, xb), _apply(K, xb)
+        if beta == 0.0:
+            mq, mk = q.mean(axis=1), k.mean(axis=1)
+            total += 0.5 * np.sum(mq * mk, axis=-1)
+            continue
+        kt = np.swapaxes(k, 1, 2)
+        for bs, rs in tiling.tiles(B, n, n):
+            S = np.matmul(q[bs, rs], kt[bs])
+            S *= beta
+            np.expm1(S, out=S)
+            total[bs] += S.sum(axis=(1, 2))
+    if beta > 0:
+        total /= 2.0 * beta * n * n
+    return _shape_out(x, total)
+
+
+def energy_gradient(
+    model: Any, x: np.ndarray, *, memory_limit: int = DEFAULT_MEMORY_LIMIT
+) -> np.ndarray:
+    """Euclidean gradient ``d E_beta / d x_i`` (shape of ``x``)::
+
+        (1 / (2 n^2)) sum_h sum_j (e^{beta s_ij} Q^T K x_j + e^{beta s_ji} K^T Q x_j)
+
+    with ``s_ij = <Q x_i, K x_j>`` (valid at ``beta = 0``, where ``e^0 = 1``).
+    """
+    x = as_tokens(x, "x", model=model)
+    xb = _as_batch(x)
+    B, n, d = xb.shape
+    beta = model.beta
+    grad = np.zeros_like(xb)
+    tiling = Tiling(memory_limit)
+    for Q, K in _factors(model, d):
+        q, k = _apply(Q, xb), _apply(K, xb)
+        kq = k @ Q  # rows (Q^T K x_j)^T
+        symmetric = np.array_equal(Q, K)
+        qk = q @ K  # rows (K^T Q x_j)^T
+        kt = np.swapaxes(k, 1, 2)
+        head = np.zeros_like(xb)
+        for bs, rs in tiling.tiles(B, n, n):
+            S = np.matmul(q[bs, rs], kt[bs])
+            S *= beta
+            np.exp(S, out=S)
+            head[bs, rs] += np.matmul(S, kq[bs])
+            if not symmetric:
+                head[bs] += np.matmul(np.swapaxes(S, 1, 2), qk[bs, rs])
+        # Q = K: s_ij = s_ji and Q^T K = K^T Q, so both sums agree
+        grad += 2.0 * head if symmetric else head
+    grad /= 2.0 * n * n
+    return grad if x.ndim == 3 else grad[0]
+
+
+def dissipation(
+    model: Any,
+    x: np.ndarray,
+    geometry: str = "sphere",
+    *,
+    memory_limit: int = DEFAULT_MEMORY_LIMIT,
+) -> float | np.ndarray:
+    """``dE/dt = sum_i <grad_i E, x_i'>`` along the model's own flow (exact chain rule).
+
+    For ``Q = K = I``, ``V = value I`` this equals the identities of MATH.md section 2:
+    ``value (1/n) sum_i |x_i'|^2`` (USA) and ``value (1/n) sum_i |x_i'|^2 Z(x_i)`` (SA); the
+    tests check both. For any model it is the exact rate of change of :func:`energy`.
+    """
+    check_geometry(geometry)
+    x = as_tokens(x, "x", model=model)
+    g = energy_gradient(model, x, memory_limit=memory_limit)
+    v = velocity(model, x, geometry, memory_limit=memory_limit, check=False)
+    out = np.sum(g * v, axis=(-2, -1))
+    return out if x.ndim == 3 else float(out)
+
+
+def partition(model: Any, x: np.ndarray) -> np.ndarray:
+    """``Z_{mu_n}(x_i) = (1/n) sum_k e^{beta <x_i, x_k>}`` (``Q = K = I``), shape ``(..., n)``."""
+    x = as_tokens(x, "x")
+    G = gram(x)
+    return np.mean(np.exp(model.beta * G), axis=-1)
+
+
+def gram(x: np.ndarray) -> np.ndarray:
+    """The Gram matrix ``<x_i, x_j>``: ``(n, n)`` or ``(batch, n, n)``."""
+    x = as_tokens(x, "x")
+    return x @ np.swapaxes(x, -1, -2)
+
+
+def pairwise_inner_products(x: np.ndarray) -> np.ndarray:
+    """``<x_i, x_j>`` for ``i < j``: ``(n(n-1)/2,)`` or ``(batch, n(n-1)/2)`` (Figure 1)."""
+    G = gram(x)
+    i, j = np.triu_indices(G.shape[-1], k=1)
+    return G[..., i, j]
+
+
+def inner_product_histogram(
+    x: np.ndarray, bins: int = 50, range: tuple[float, float] = (-1.0, 1.0)  # noqa: A002
+) -> tuple[np.ndarray, np.ndarray]:
+    """Histogram (a density) of ``{<x_i, x_j>}_{i < j}``, pooled over a batch (Figure 1).
+
+    Returns:
+        ``(density, edges)`` as ``numpy.histogram`` with ``density=True``.
+    """
+    if int(bins) < 1:
+        msg = f"bins must be >= 1, got {bins!r}"
+        raise ValueError(msg)
+    vals = pairwise_inner_products(x).ravel()
+    if vals.size == 0:
+        msg = "inner_product_histogram needs n >= 2 tokens"
+        raise ValueError(msg)
+    return np.histogram(np.clip(vals, *range), bins=int(bins), range=range, density=True)
+
+
+def count_clusters(x: np.ndarray, threshold: float = 1e-3) -> int | np.ndarray:
+    """Number of clusters: connected components of the graph linking ``i`` and ``j`` when
+    ``<x_i, x_j> >= 1 - threshold`` (unit tokens; MATH.md section 5 uses ``delta = 1e-3``).
+
+    Args:
+        x: tokens ``(n, d)`` or ``(batch, n, d)``.
+        threshold: ``delta`` in ``(0, 2]``.
+    """
+    if not (0.0 < float(threshold) <= 2.0):
+        msg = f"threshold must lie in (0, 2], got {threshold!r}"
+        raise ValueError(msg)
+    x = as_tokens(x, "x")
+    G = gram(x)
+    Gb = G if G.ndim == 3 else G[None]
+    counts = np.array(
+        [connected_components(csr_matrix(g >= 1.0 - threshold), directed=False)[0] for g in Gb]
+    )
+    return counts if x.ndim == 3 else int(counts[0])
+
+
+def kuramoto_order(x: np.ndarray) -> float | np.ndarray:
+    """``r = |(1/n) sum_i x_i|`` (on the circle ``|(1/n) sum_i e^{i theta_i}|``)."""
+    x = as_tokens(x, "x")
+    r = np.linalg.norm(x.mean(axis=-2), axis=-1)
+    return r if x.ndim == 3 else float(r)
+
+
+def mean_covariance(x: np.ndarray, ddof: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Empirical mean ``(..., d)`` and covariance ``(..., d, d)`` of the tokens.
+
+    Args:
+        ddof: ``1`` (default) for the unbiased estimate, ``0`` for the plug-in one.
+    """
+    x = as_tokens(x, "x")
+    n = x.shape[-2]
+    if n - ddof < 1:
+        msg = f"mean_covariance needs n > ddof, got n={n}, ddof={ddof}"
+        raise ValueError(msg)
+    m = x.mean(axis=-2)
+    c = x - m[..., None, :]
+    cov = np.swapaxes(c, -1, -2) @ c / (n - ddof)
+    return m, cov
+
+
+__all__ = [
+    "count_clusters",
+    "dissipation",
+    "energy",
+    "energy_gradient",
+    "gram",
+    "inner_product_histogram",
+    "kuramoto_order",
+    "mean_covariance",
+    "pairwise_inner_products",
+    "partition",
+]

@@ -1,0 +1,124 @@
+"""The velocity field of the particle system (MATH.md section 2).
+
+.. autosummary::
+   attention
+   velocity
+   project_tangent
+
+``attention(model, x)`` is the un-projected sum over heads ``sum_h sum_j A^h_ij V_h x_j``
+(with the weights of the model's attention kind, see :mod:`particles.kernels`);
+``velocity`` applies ``P_x^perp`` on the sphere (SA (2.3), USA, multi-head (2.7)) and nothing
+in ``R^d`` (pure self-attention (9.1)). The sign ``value = -1`` (repulsion) is folded into
+``V`` by :meth:`meanfield.Model.matrices`; ``beta = 0`` needs no special case (all weights
+``e^0 = 1``). Inputs ``(n, d)`` or ``(batch, n, d)``; the work is matrix products on tiles
+of at most ``memory_limit`` bytes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .inputs import as_tokens, check_geometry
+from .kernels import DEFAULT_MEMORY_LIMIT, Kernel, Tiling
+
+
+def _is_eye(m: np.ndarray) -> bool:
+    return bool(np.array_equal(m, np.eye(m.shape[0])))
+
+
+def _apply(m: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Rows ``x_i -> m x_i`` for ``x`` (B, n, d), skipping ``m = +-I``."""
+    if _is_eye(m):
+        return x
+    if _is_eye(-m):
+        return -x
+    return x @ m.T
+
+
+def _as_batch(x: np.ndarray) -> np.ndarray:
+    return x if x.ndim == 3 else x[None]
+
+
+def attention(
+    model: Any, x: np.ndarray, *, memory_limit: int = DEFAULT_MEMORY_LIMIT, check: bool = True
+) -> np.ndarray:
+    """``sum_h sum_j A^h_ij V_h x_j`` (before projection), shape of ``x``.
+
+    Args:
+        model: a :class:`meanfield.Model`.
+        x: tokens, ``(n, d)`` or ``(batch, n, d)``.
+        memory_limit: bytes allowed for the ``n x n`` tiles.
+        check: validate ``x`` (shape, finiteness, dimension); the integrators skip it.
+    """
+    if check:
+        x = as_tokens(x, "x", model=model)
+    kernel = Kernel.from_model(model)
+    tiling = Tiling(memory_limit)
+    xb = _as_batch(np.ascontiguousarray(x, dtype=float))
+    out = None
+    for Q, K, V in model.matrices(xb.shape[-1]):
+        q, k, v = _apply(Q, xb), _apply(K, xb), _apply(V, xb)
+        term = kernel.apply(q, k, np.ascontiguousarray(v), tiling)
+        out = term if out is None else out + term
+    return out if x.ndim == 3 else out[0]
+
+
+def attention_weights(
+    model: Any, x: np.ndarray, *, memory_limit: int = DEFAULT_MEMORY_LIMIT
+) -> np.ndarray:
+    """The weight matrices ``A_ij`` of every kind (rows as in MATH.md section 2), for tests
+    and plots at moderate ``n``: ``([batch,] n, n)``, with a leading ``heads`` axis when the
+    model has more than one head. (The attention applied to the identity matrix.)"""
+    x = as_tokens(x, "x", model=model)
+    kernel = Kernel.from_model(model)
+    tiling = Tiling(memory_limit)
+    xb = _as_batch(x)
+    B, n, _ = xb.shape
+    eye = np.broadcast_to(np.eye(n), (B, n, n))
+    out = [
+        kernel.apply(_apply(Q, xb), _apply(K, xb), eye, tiling)
+        for Q, K, _ in model.matrices(xb.shape[-1])
+    ]
+    W = np.stack(out) if len(out) > 1 else out[0][None]
+    W = W if x.ndim == 3 else W[:, 0]
+    return W if len(out) > 1 else W[0]
+
+
+def project_tangent(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``P_x^perp y = y - <x, y> x`` row by row (``x`` unit vectors)."""
+    return y - np.sum(x * y, axis=-1, keepdims=True) * x
+
+
+def velocity(
+    model: Any,
+    x: np.ndarray,
+    geometry: str = "sphere",
+    *,
+    memory_limit: int = DEFAULT_MEMORY_LIMIT,
+    check: bool = True,
+) -> np.ndarray:
+    """The right-hand side ``x_i'`` of MATH.md section 2 (SA (2.3), USA, (2.7), (9.1)).
+
+    Args:
+        model: a :class:`meanfield.Model` (attention kind, ``beta``, ``Q, K, V`` or heads,
+            sign, causal mask).
+        x: tokens, ``(n, d)`` or ``(batch, n, d)``.
+        geometry: ``"sphere"`` projects with ``P_{x_i}^perp``; ``"euclidean"`` does not.
+        memory_limit: bytes allowed for the temporary ``n x n`` attention tiles.
+        check: validate ``x`` (the integrators validate once and skip it).
+
+    Returns:
+        An array of the shape of ``x``.
+    """
+    check_geometry(geometry)
+    if check:
+        x = as_tokens(x, "x", model=model)
+    a = attention(model, x, memory_limit=memory_limit, check=False)
+    if geometry == "sphere":
+        return project_tangent(x, a)
+    return a
+
+
+__all__ = ["attention", "attention_weights", "project_tangent", "velocity"]
