@@ -444,4 +444,4 @@ def _assemble(saved, last_ok, model, start_domain, form, tab, controller, stats,
     return ds
 
 
-__all__ = ["ResolutionError", "StopReason", "check_density", "solve"]
+__all__ = ["ConstantStep", "PIController", "ResolutionError", "StopReason", "check_density", "solve"]

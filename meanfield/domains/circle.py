@@ -16,6 +16,7 @@ import math
 from functools import cached_property
 from typing import Any, Callable
 
+import ducc0
 import numpy as np
 import pyfftw
 
@@ -220,59 +221,71 @@ class Circle(Domain):
         msg = f"points on the circle must have shape (n, 2) or (n,), got {x.shape}"
         raise ValueError(msg)
 
+    _NUFFT_EPS = 1e-13  # ducc0.nufft accuracy (relative to the sum of |coefficients|)
+
+    def _full_spectrum(self, c: np.ndarray) -> np.ndarray:
+        """Hermitian completion ``c_{-k} = conj(c_k)`` in FFT order (Nyquist zero)."""
+        h = self.N // 2
+        full = np.zeros(self.N, dtype=complex)
+        full[:h] = c[:h]
+        full[h + 1 :] = np.conj(c[1:h][::-1])
+        return full
+
+    def evaluate(self, c: np.ndarray, theta: np.ndarray) -> np.ndarray:
+        """``sum_k c_k e^{ik theta}`` at arbitrary angles (ducc0 type-2 NUFFT)."""
+        theta = np.mod(np.asarray(theta, dtype=float), 2 * np.pi)
+        vals = ducc0.nufft.u2nu(grid=self._full_spectrum(c), coord=theta.reshape(-1, 1),
+                                forward=False, epsilon=self._NUFFT_EPS, fft_order=True)
+        return vals.real.reshape(theta.shape)
+
     def project(self, x: np.ndarray) -> np.ndarray:
-        """``c_k = (1/(2 pi n)) sum_i e^{-i k theta_i}`` (empirical Fourier coefficients)."""
+        """``c_k = (1/(2 pi n)) sum_i e^{-i k theta_i}`` (empirical Fourier coefficients,
+        ducc0 type-1 NUFFT)."""
         th = self.angles(x)
         n = th.size
-        k = self.degrees
-        c = np.zeros(k.size, dtype=complex)
-        for start in range(0, n, 4096):
-            chunk = th[start : start + 4096]
-            c += np.exp(-1j * np.outer(chunk, k)).sum(axis=0)
-        c /= 2 * np.pi * n
+        if n < 1:
+            msg = "project needs at least one point"
+            raise ValueError(msg)
+        full = ducc0.nufft.nu2u(points=np.ones(n, dtype=complex), coord=th.reshape(-1, 1),
+                                forward=True, epsilon=self._NUFFT_EPS, out=np.empty(self.N, complex),
+                                fft_order=True)
+        c = full[: self.N // 2 + 1] / (2 * np.pi * n)
         c[-1] = 0.0
         return c
 
     def cdf(self, c: np.ndarray, theta: np.ndarray) -> np.ndarray:
-        """``F(theta) = int_0^theta rho`` from coefficients (exact for the truncated series)."""
+        """``F(theta) = int_0^theta rho`` from coefficients (exact for the truncated series):
+        ``c_0 theta + P(theta) - P(0)`` with ``P`` the series of ``c_k / (ik)``."""
         theta = np.asarray(theta, dtype=float)
-        k = self.degrees[1:-1]
-        out = np.real(c[0]) * theta
-        ck = c[1:-1]
-        phase = np.exp(1j * np.multiply.outer(theta, k)) - 1.0
-        out = out + 2 * np.real(phase @ (ck / (1j * k)))
-        return out
+        k = self.degrees
+        p = np.zeros_like(c)
+        p[1:-1] = c[1:-1] / (1j * k[1:-1])
+        p0 = 2 * float(np.sum(p[1:-1].real))
+        return np.real(c[0]) * theta + self.evaluate(p, theta) - p0
 
     def inverse_cdf(self, c: np.ndarray, u: np.ndarray) -> np.ndarray:
         """Angles ``theta`` with ``F(theta) = u * mass`` (Newton from an interpolated start)."""
         u = np.asarray(u, dtype=float)
         mass = 2 * np.pi * np.real(c[0])
         fine = 2 * np.pi * np.arange(16 * self.N + 1) / (16 * self.N)
-        F = self.cdf(c, fine) / mass
-        F = np.maximum.accumulate(F)
+        F = np.maximum.accumulate(self.cdf(c, fine) / mass)
         th = np.interp(u, F, fine)
-        k = self.degrees
         for _ in range(4):
             res = self.cdf(c, th) / mass - u
-            dens = np.real(np.exp(1j * np.multiply.outer(th, k[:-1])) @ (c[:-1] * self.parseval_weights[:-1] / (2 * np.pi))) / mass
-            step = res / np.maximum(dens, 1e-12)
-            th = np.clip(th - step, 0.0, 2 * np.pi)
+            dens = self.evaluate(c, th) / mass
+            th = np.clip(th - res / np.maximum(dens, 1e-12), 0.0, 2 * np.pi)
         return th
 
     def sample(self, rho: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
         """``n`` i.i.d. angles from ``rho`` by inverting its spectral CDF; (n, 2) points."""
-        u = rng.random(int(n))
-        th = np.empty(u.size)
-        c = self.forward(rho)
-        for s in range(0, u.size, 8192):
-            th[s : s + 8192] = self.inverse_cdf(c, u[s : s + 8192])
+        th = self.inverse_cdf(self.forward(rho), rng.random(int(n)))
         return np.stack([np.cos(th), np.sin(th)], axis=-1)
 
     def quantiles(self, rho: np.ndarray, n: int) -> np.ndarray:
         """Deterministic points ``F^{-1}((i + 1/2)/n)``, ``i = 0..n-1``; (n, 2) points."""
         c = self.forward(rho)
         u = (np.arange(int(n)) + 0.5) / n
-        th = np.concatenate([self.inverse_cdf(c, u[s : s + 8192]) for s in range(0, u.size, 8192)])
+        th = self.inverse_cdf(c, u)
         return np.stack([np.cos(th), np.sin(th)], axis=-1)
 
 
