@@ -211,3 +211,131 @@ def test_project_and_sample(d, rng):
     assert np.allclose(Z.project(s), p, rtol=1e-13)
     with pytest.raises(ValueError, match="shape"):
         Z.project(np.ones((3, d + 1)))
+
+
+# -- the PDE on zonal densities (meanfield.solve) ------------------------------------------
+
+from meanfield.controller import PIController  # noqa: E402
+from meanfield.model import Model  # noqa: E402
+from meanfield.solve import ResolutionError, solve  # noqa: E402
+
+
+class ModeRecorder:
+    """A tracker keeping ``(t, c[l])`` after every accepted step (coefficients, free of the
+    round-off ``eps * c_0`` of a grid round trip)."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.t: list[float] = []
+        self.a: list[float] = []
+
+    def initialize(self, t0, t_end):
+        pass
+
+    def handle(self, t, c, domain):
+        self.t.append(t)
+        self.a.append(float(np.real(c[self.index])))
+
+    def finalize(self, info):
+        pass
+
+
+def gamma(l: int, beta: float, d: int, attention: str) -> float:
+    """MATH.md section 3: USA ``l(l+d-2) Gamma(d/2) (2/beta)^{d/2-1} I_{l+d/2-1}(beta)/beta``;
+    SA ``l(l+d-2) I_{l+d/2-1}(beta) / (beta I_{d/2-1}(beta))``; in logs with ``ive``."""
+    nu = l + 0.5 * d - 1
+    if attention == "softmax":
+        return l * (l + d - 2) * special.ive(nu, beta) / (beta * special.ive(0.5 * d - 1, beta))
+    log_g = (math.log(l * (l + d - 2)) + special.gammaln(0.5 * d) + (0.5 * d - 1) * math.log(2 / beta)
+             + math.log(special.ive(nu, beta)) + beta - math.log(beta))
+    return math.exp(log_g)
+
+
+@pytest.mark.parametrize("attention", ["unnormalized", "softmax"])
+@pytest.mark.parametrize("d", [3, 8, 64])
+@pytest.mark.parametrize("beta", [2.0, 9.0, 30.0])
+def test_growth_rates(attention, d, beta):
+    """``rho = (1 + 1e-8 Q_l)/|S^{d-1}|`` grows like ``e^{gamma_l t}``, l = 1..6.
+
+    (For ``d = 64`` and ``beta < 1``, ``gamma_6 / gamma_1 < 1e-10``: over ``t = 1/gamma_1`` the
+    degree-6 amplitude changes by less than its round-off can resolve to 1e-6; hence
+    ``beta >= 2``.)"""
+    Z = ZonalSphere(d, 12)  # l <= 6 stays out of the tail monitor's top third (l > 8)
+    gammas = [gamma(l, beta, d, attention) for l in range(1, 7)]
+    T = 1.0 / max(gammas)
+    for l in range(1, 7):
+        rho = Z.uniform() * (1 + 1e-8 * Z.real_mode(l))
+        rec = ModeRecorder(l)
+        control = PIController(rtol=1e-12, atol=1e-24 / Z.area, dtmax=T / 8)
+        solve(Model(beta, attention=attention), Z, rho, [0.0, T], controller=control, trackers=[rec])
+        measured = math.log(rec.a[-1] / rec.a[0]) / (rec.t[-1] - rec.t[0])
+        # Nonlinear terms shift the rate by O(eps int Q_l^3) for even l (measured <= 3e-7 at
+        # d = 64, proportional to eps); dopri5 at rtol 1e-12: ~1e-10; bound 1e-6.
+        assert measured == pytest.approx(gammas[l - 1], rel=1e-6), l
+
+
+@pytest.mark.parametrize(("attention", "beta"), [("softmax", 3.0), ("unnormalized", 1.0)])
+def test_d3_agrees_with_the_full_sphere(attention, beta):
+    """The same axisymmetric start on ``ZonalSphere(3, L)`` and ``Sphere(L)``."""
+    L = 32
+    Z, S = ZonalSphere(3, L), Sphere(L)
+    kappa, T = 2.0, 0.6
+    rho_s = np.exp(kappa * (S.points[..., 2] - 1)) + 0.3 * np.exp(-kappa * (S.points[..., 2] + 1))
+    rho_z = np.exp(kappa * (Z.grid - 1)) + 0.3 * np.exp(-kappa * (Z.grid + 1))
+    control = dict(rtol=1e-12, atol=1e-15)
+    model = Model(beta, attention=attention)
+    a = solve(model, S, rho_s, [0.0, T], **control)
+    b = solve(model, Z, rho_z, [0.0, T], **control)
+    assert a.resolution.values[-1] == b.resolution.values[-1]
+    ra = a.density[-1].values  # (colatitude, longitude): constant in longitude
+    rb = b.density[-1].values[::-1]  # s ascending = colatitude descending
+    # Different grids and transforms, the same Galerkin problem: the runs differ by their
+    # step sequences (~rtol 1e-12) and round-off; bound 1e-8 (issue 4).
+    assert np.max(np.abs(ra - rb[:, None])) < 1e-8 * np.max(rb)
+    assert np.max(np.abs(rb - b.density[0].values[::-1])) > 1e-2 * np.max(rb)  # it moved
+    assert np.allclose(a.energy.values, b.energy.values, rtol=1e-9)
+
+
+@pytest.mark.parametrize(("d", "attention", "value"), [(8, "softmax", 1), (64, "unnormalized", 1), (8, "softmax", -1)])
+def test_mass_energy_and_dissipation(d, attention, value):
+    Z = ZonalSphere(d, 24)
+    rho0 = np.exp(1.5 * math.sqrt(d) * Z.grid / 2)  # a tilt of order one on the bulk s ~ d^-1/2
+    h = 1e-3
+    times = np.concatenate([[0.0], np.arange(-1, 2) * h + 0.15, np.arange(-1, 2) * h + 0.4])
+    ds = solve(Model(2.0, attention=attention, value=value), Z, rho0, times, rtol=1e-11, atol=1e-14 / Z.area)
+    assert np.max(np.abs(ds.mass.values - 1.0)) < 1e-12  # the l = 0 coefficient never moves
+    E, D = ds.energy.values, ds.dissipation.values
+    assert np.all(value * np.diff(E) > 0)
+    # Central differences: h^2 E'''/6 plus the solve's error / h, both <= 1e-7 relative.
+    for k in (2, 5):
+        assert (E[k + 1] - E[k - 1]) / (2 * h) == pytest.approx(D[k], rel=1e-5)
+
+
+def test_bad_input_is_rejected():
+    Z = ZonalSphere(8, 10)
+    model = Model(1.0)
+    bad = {
+        "shape": np.ones(5),
+        "non-finite": np.where(Z.grid > 0.5, np.inf, 1.0),
+        "negative": Z.grid,
+        "integrates": np.zeros(Z.grid_shape),
+    }
+    for word, rho in bad.items():
+        with pytest.raises(ValueError, match=word):
+            solve(model, Z, rho, [0.0, 1.0])
+    with pytest.raises(ValueError, match="Q = K = I"):
+        solve(Model(1.0, Q=np.eye(8)), Z, Z.uniform(), [0.0, 1.0])
+
+
+def test_resolution_limit_stops_with_partial_results():
+    Z = ZonalSphere(16, 12)
+    rho0 = 1.0 + 0.5 * Z.grid
+    model = Model(9.0, attention="softmax")
+    with pytest.raises(ResolutionError, match="max_resolution=24") as info:
+        solve(model, Z, rho0, [0.0, 1e-2, 100.0], max_resolution=24, rtol=1e-8, atol=1e-12 / Z.area)
+    err = info.value
+    ds = err.dataset
+    assert 1e-2 < err.t < 100.0 and ds.attrs["successful"] == 0
+    assert ds.time.values[-1] == pytest.approx(err.t) and ds.density.dims == ("time", "s")
+    assert ds.resolution.values[0] == 12 and ds.resolution.values[-1] == 24
+    assert np.all(np.isfinite(ds.density.values)) and np.max(np.abs(ds.mass.values - 1)) < 1e-12
