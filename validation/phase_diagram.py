@@ -1,0 +1,517 @@
+r"""The phase diagram of clustering (Figures 3 and 5 of the paper; MATH.md sections 4-5).
+
+.. autosummary::
+   phase_diagram
+   gamma
+   transition_time
+   wilson_interval
+   first_crossing
+   sample_tokens
+   sample_matrices
+   trajectory
+
+For every ``(beta, t)`` the probability, over i.i.d. uniform starts on ``S^{d-1}``, that
+``<x_1(t), x_2(t)> >= 1 - delta`` (with a binomial confidence interval), also averaged over
+all pairs ``i != j``; and the curve ``Gamma_{inf,delta}`` of (6.12), where the solution
+``gamma_beta`` of (6.9) (SA) or (6.10) (USA) reaches ``1 - delta``.
+
+The particle system of MATH.md section 2 is integrated here by a specialised batched
+integrator (classical RK4 on the ambient field ``x' = Y - <Y,x> x``, which keeps the sphere
+invariant, followed by a projection; cubic Hermite output between steps), vectorised over
+realisations. Two reductions make it fast, both exact:
+
+* **Rotation invariance** (``Q = K = V = I``): ``x_i' = Σ_j A_ij(G) (x_j - G_ij x_i)`` with
+  ``G = X Xᵀ``, so ``G' = (A - D) G + G (A - D)ᵀ``, ``D = diag(Σ_j A_ij G_ij)``, is a closed
+  equation for the Gram matrix: the law of the inner products depends on ``d`` only through
+  the law of ``G(0)``. For ``d > n`` the tokens are therefore integrated in ``R^n``, started
+  from the rows of the Bartlett factor ``L`` of a Wishart matrix (``Z = L Qᵀ`` for Gaussian
+  ``Z`` of size ``n x d``: ``L_ii² ~ χ²_{d-i}``, ``L_ij ~ N(0, 1)`` below the diagonal,
+  rows normalised): ``d = 1024`` costs what ``d = 32`` costs.
+* **Freezing of clustered realisations:** if ``m = min_{i,j} <x_i, x_j> >= 0`` then
+  ``m`` never decreases (for the pair attaining it, ``<x_i', x_j> = Σ_k A_ik (<x_k, x_j> -
+  <x_i, x_k> m) >= 0`` since every ``A_ik >= 0``), for SA and USA alike. A realisation with
+  ``m >= 1 - delta`` is thus clustered at every later time and is no longer integrated.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import xarray as xr
+from scipy.integrate import solve_ivp
+from scipy.stats import norm
+
+from .sweep import sweep
+
+QK_ENSEMBLES = ("identity", "ginibre", "goe")
+"""Laws of the bilinear form ``B = Qᵀ K``: identity; ``Q, K`` independent real Ginibre
+(entries ``N(0, 1/d)``); ``Q = I`` and ``K`` in the GOE (``(G + Gᵀ)/√(2d)``)."""
+
+V_ENSEMBLES = ("identity", "ginibre", "goe", "qk")
+"""Laws of ``V``: identity, real Ginibre, GOE (normalised as above), or ``V = Qᵀ K``."""
+
+ATTENTIONS = ("softmax", "unnormalized")
+
+
+# -- the curve (6.12) -------------------------------------------------------------------
+
+
+def _gamma_rhs(beta: float, n: int, attention: str):
+    if attention == "softmax":  # (6.9)
+        def rhs(t: float, g: np.ndarray) -> np.ndarray:
+            e = np.exp(beta * (g - 1.0))  # e^{beta g} / e^{beta}, no overflow
+            return 2.0 * e * (1.0 - g) * ((n - 1) * g + 1.0) / (1.0 + (n - 1) * e)
+    else:  # (6.10)
+        def rhs(t: float, g: np.ndarray) -> np.ndarray:
+            return (2.0 / n) * np.exp(beta * g) * (1.0 - g) * ((n - 1) * g + 1.0)
+    return rhs
+
+
+def gamma(beta: float, n: int, times: Sequence[float], attention: str = "softmax") -> np.ndarray:
+    """``gamma_beta(t)``: the common inner product of ``n`` orthogonal starts.
+
+    Theorem 6.8, ODE (6.9) for SA and (6.10) for USA, ``gamma(0) = 0``; solved with
+    ``scipy.integrate.solve_ivp`` (DOP853, rtol 1e-11).
+    """
+    attention = _check_attention(attention)
+    t = np.asarray(times, dtype=float)
+    if t.size == 0:
+        return np.zeros(0)
+    sol = solve_ivp(_gamma_rhs(float(beta), int(n), attention), (0.0, max(float(t.max()), 0.0)),
+                    [0.0], method="DOP853", t_eval=None, dense_output=True, rtol=1e-11,
+                    atol=1e-14)
+    return np.clip(sol.sol(t)[0], 0.0, 1.0) if t.max() > 0 else np.zeros_like(t)
+
+
+def transition_time(beta: float, n: int, delta: float, attention: str = "softmax",
+                    t_max: float = 1e6) -> float:
+    """The time at which ``gamma_beta`` reaches ``1 - delta``: the curve (6.12) at ``beta``.
+
+    ``inf`` if it is not reached before ``t_max``.
+    """
+    attention = _check_attention(attention)
+    _check_delta(delta)
+    rhs = _gamma_rhs(float(beta), int(n), attention)
+
+    def hit(t: float, g: np.ndarray) -> float:
+        return g[0] - (1.0 - delta)
+
+    hit.terminal = True  # type: ignore[attr-defined]
+    sol = solve_ivp(rhs, (0.0, t_max), [0.0], method="DOP853", events=hit, rtol=1e-11,
+                    atol=1e-14)
+    return float(sol.t_events[0][0]) if sol.t_events[0].size else math.inf
+
+
+# -- statistics -------------------------------------------------------------------------
+
+
+def wilson_interval(successes: np.ndarray, trials: int, confidence: float = 0.95
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Wilson score interval for a binomial proportion (two-sided, level ``confidence``)."""
+    if not 0 < confidence < 1:
+        msg = f"confidence must lie in (0, 1), got {confidence!r}"
+        raise ValueError(msg)
+    k = np.asarray(successes, dtype=float)
+    m = float(trials)
+    z = norm.ppf(0.5 + confidence / 2)
+    p = k / m
+    den = 1.0 + z * z / m
+    centre = (p + z * z / (2 * m)) / den
+    half = z / den * np.sqrt(p * (1 - p) / m + z * z / (4 * m * m))
+    return np.clip(centre - half, 0.0, 1.0), np.clip(centre + half, 0.0, 1.0)
+
+
+def first_crossing(values: np.ndarray, times: np.ndarray, level: float = 0.5) -> np.ndarray:
+    """The first time at which ``values`` (last axis: time) reaches ``level``; NaN if never."""
+    v = np.asarray(values)
+    hit = v >= level
+    idx = np.argmax(hit, axis=-1)
+    out = np.asarray(times, dtype=float)[idx]
+    return np.where(hit.any(axis=-1), out, np.nan)
+
+
+# -- random starts and matrices ---------------------------------------------------------
+
+
+def sample_tokens(rng: np.random.Generator, realizations: int, n: int, d: int, *,
+                  reduce: bool = True) -> np.ndarray:
+    """I.i.d. uniform tokens on ``S^{d-1}``, shape ``(realizations, n, m)``.
+
+    ``m = d``, except when ``reduce`` and ``d > n``: then ``m = n`` and the tokens are the
+    normalised rows of the Bartlett factor of a Wishart matrix, which have the same Gram
+    matrix law as ``n`` uniform points of ``S^{d-1}`` (valid for rotation-equivariant
+    dynamics, ``Q = K = V = I``).
+    """
+    if reduce and d > n:
+        x = np.tril(rng.standard_normal((realizations, n, n)), -1)
+        diag = np.sqrt(rng.chisquare(d - np.arange(n), size=(realizations, n)))
+        x[:, np.arange(n), np.arange(n)] = diag
+    else:
+        x = rng.standard_normal((realizations, n, d))
+    x /= np.linalg.norm(x, axis=-1, keepdims=True)
+    return x
+
+
+def _ensemble(rng: np.random.Generator, kind: str, realizations: int, d: int) -> np.ndarray:
+    g = rng.standard_normal((realizations, d, d))
+    if kind == "ginibre":
+        return g / math.sqrt(d)
+    return (g + g.swapaxes(-1, -2)) / math.sqrt(2 * d)  # goe
+
+
+def sample_matrices(rng: np.random.Generator, realizations: int, d: int, qk: str = "identity",
+                    v: str = "identity") -> tuple[np.ndarray | None, np.ndarray | None]:
+    """Per-realisation ``B = Qᵀ K`` and ``V`` (``None`` for the identity), Figure 5.
+
+    Ginibre matrices have i.i.d. ``N(0, 1/d)`` entries, GOE ones ``(G + Gᵀ)/√(2d)``, so that
+    ``|M x| ≈ 1`` for a unit ``x``. ``v="qk"`` sets ``V = Qᵀ K``.
+    """
+    if qk not in QK_ENSEMBLES:
+        msg = f"qk must be one of {QK_ENSEMBLES}, got {qk!r}"
+        raise ValueError(msg)
+    if v not in V_ENSEMBLES:
+        msg = f"v must be one of {V_ENSEMBLES}, got {v!r}"
+        raise ValueError(msg)
+    if qk == "ginibre":
+        b = _ensemble(rng, "ginibre", realizations, d).swapaxes(-1, -2) @ _ensemble(
+            rng, "ginibre", realizations, d)
+    elif qk == "goe":
+        b = _ensemble(rng, "goe", realizations, d)
+    else:
+        b = None
+    if v == "qk":
+        val = b
+    elif v == "identity":
+        val = None
+    else:
+        val = _ensemble(rng, v, realizations, d)
+    return b, val
+
+
+# -- the batched integrator -------------------------------------------------------------
+
+
+def _velocity(x: np.ndarray, beta: float, softmax: bool, bilinear: np.ndarray | None,
+              value: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """The right-hand side of (SA)/(USA) (MATH.md section 2) in row form, and the attention
+    weights ``w`` (identity model: ``w_ij = exp(beta (<x_i, x_j> - 1))`` for SA, so that
+    ``min w >= exp(-beta delta)`` iff all inner products are ``>= 1 - delta``).
+
+    Work is three batched products: ``[beta x, c] [x, 1]ᵀ`` gives the exponents with their
+    shift ``c`` (SA: ``-beta``, so exponents are ``<= 0``; USA: ``-log n``), one in-place
+    ``exp``, and ``w [x, 1]`` gives ``Σ_j w_ij x_j`` and the row sums together.
+    """
+    r, n, m = x.shape
+    xa = np.empty((r, n, m + 1))
+    xa[..., :m] = x
+    xa[..., m] = 1.0
+    right = np.ascontiguousarray(xa.swapaxes(-1, -2))  # BLAS wants C-contiguous batches
+    if bilinear is None:
+        left = np.empty((r, n, m + 1))
+        np.multiply(x, beta, out=left[..., :m])
+        left[..., m] = -beta if softmax else -math.log(n)
+        w = left @ right
+    else:
+        w = (x @ bilinear) @ np.ascontiguousarray(right[:, :m])
+        w *= beta
+        if softmax:
+            w -= w.max(axis=-1, keepdims=True)
+        else:
+            w -= math.log(n)
+    np.exp(w, out=w)
+    ya = w @ xa
+    y = ya[..., :m]
+    if softmax:
+        y /= ya[..., m:]
+    if value is not None:
+        y = y @ value.swapaxes(-1, -2)
+    y -= np.sum(y * x, axis=-1, keepdims=True) * x
+    return y, w
+
+
+def trajectory(x0: np.ndarray, beta: float, times: Sequence[float], *,
+               attention: str = "softmax", bilinear: np.ndarray | None = None,
+               value: np.ndarray | None = None, dt: float = 0.3,
+               freeze_above: float | None = None) -> Iterator[tuple[int, np.ndarray]]:
+    """Integrate (SA) or (USA) for a batch ``x0`` of shape ``(batch, n, d)``.
+
+    Classical RK4 with ``ceil(t_max/dt)`` equal steps on the ambient field (sphere invariant),
+    projection after each step, cubic Hermite interpolation (order 3, from the states and
+    velocities at both ends of a step; the end velocity is the next step's first stage)
+    at the requested ``times``.
+
+    Args:
+        x0: unit tokens, ``(batch, n, d)``.
+        beta: inverse temperature.
+        times: sorted output times ``>= 0``.
+        attention: ``"softmax"`` (SA) or ``"unnormalized"`` (USA).
+        bilinear, value: optional ``(batch, d, d)`` matrices ``Qᵀ K`` and ``V``.
+        dt: largest step.
+        freeze_above: with the identity model, stop integrating a realisation once all its
+            inner products are ``>= freeze_above >= 0`` (exact for the indicators
+            ``<x_i, x_j> >= freeze_above``, see the module docstring); its later outputs
+            repeat the frozen state.
+
+    Yields:
+        ``(k, x)`` for each output time ``times[k]``; ``x`` is reused: copy it to keep it.
+    """
+    softmax = _check_attention(attention) == "softmax"
+    t = np.asarray(times, dtype=float)
+    if t.ndim != 1 or t.size == 0 or np.any(np.diff(t) < 0) or t[0] < 0:
+        msg = f"times must be a non-empty sorted sequence of values >= 0, got {times!r}"
+        raise ValueError(msg)
+    if not dt > 0:
+        msg = f"dt must be > 0, got {dt!r}"
+        raise ValueError(msg)
+    if freeze_above is not None and (bilinear is not None or value is not None):
+        msg = "freeze_above needs the identity model (Q = K = V = I)"
+        raise ValueError(msg)
+    y = np.array(x0, dtype=float)
+    full = y.copy()
+    k = 0
+    while k < t.size and t[k] <= 0:
+        yield k, full
+        k += 1
+    t_end = float(t[-1])
+    if k == t.size:
+        return
+    nsteps = max(1, math.ceil(t_end / dt - 1e-9))
+    h = t_end / nsteps
+    active = np.arange(y.shape[0])
+    f, _ = _velocity(y, beta, softmax, bilinear, value)
+    for step in range(nsteps):
+        t0 = step * h
+        t1 = t_end if step == nsteps - 1 else (step + 1) * h
+        k2, _ = _velocity(y + (h / 2) * f, beta, softmax, bilinear, value)
+        k3, _ = _velocity(y + (h / 2) * k2, beta, softmax, bilinear, value)
+        k4, _ = _velocity(y + h * k3, beta, softmax, bilinear, value)
+        k2 += k3
+        k2 *= 2.0
+        k2 += f
+        k2 += k4
+        y1 = y + (h / 6) * k2
+        y1 /= np.linalg.norm(y1, axis=-1, keepdims=True)
+        f1, w = _velocity(y1, beta, softmax, bilinear, value)
+        while k < t.size and t[k] <= t1 + 1e-12 * max(1.0, t_end):
+            s = min(max((t[k] - t0) / h, 0.0), 1.0)
+            s2, s3 = s * s, s * s * s
+            x = ((2 * s3 - 3 * s2 + 1) * y + (s3 - 2 * s2 + s) * h * f
+                 + (-2 * s3 + 3 * s2) * y1 + (s3 - s2) * h * f1)
+            x /= np.linalg.norm(x, axis=-1, keepdims=True)
+            full[active] = x
+            yield k, full
+            k += 1
+        y, f = y1, f1
+        if freeze_above is not None:
+            # all <x_i, x_j> >= freeze_above (the diagonal is 1) read off the weights
+            if beta > 0:
+                shift = -beta if softmax else -math.log(y.shape[-2])
+                done = w.min(axis=(1, 2)) >= math.exp(beta * freeze_above + shift)
+            else:
+                done = (y @ y.swapaxes(-1, -2)).min(axis=(1, 2)) >= freeze_above
+            if done.any():
+                full[active[done]] = y[done]
+                keep = ~done
+                y, f, active = y[keep], f[keep], active[keep]
+                if active.size == 0:
+                    while k < t.size:
+                        yield k, full
+                        k += 1
+                    return
+
+
+# -- the phase diagram ------------------------------------------------------------------
+
+
+def _check_attention(attention: str) -> str:
+    kind = {"sa": "softmax", "usa": "unnormalized"}.get(str(attention).lower(),
+                                                        str(attention).lower())
+    if kind not in ATTENTIONS:
+        msg = f"attention must be one of {ATTENTIONS}, got {attention!r}"
+        raise ValueError(msg)
+    return kind
+
+
+def _check_delta(delta: float) -> None:
+    if not 0 < float(delta) < 1:
+        msg = f"delta must lie in (0, 1), got {delta!r}"
+        raise ValueError(msg)
+
+
+def _grid(name: str, value: int | Sequence[float], lo: float, hi: float) -> np.ndarray:
+    if np.ndim(value) == 0:
+        count = int(value)
+        if count < 1 or count != value:
+            msg = f"{name} must be a positive integer or a non-empty sequence, got {value!r}"
+            raise ValueError(msg)
+        if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):
+            msg = f"{name}: the range [{lo}, {hi}] is empty or not finite"
+            raise ValueError(msg)
+        return np.linspace(lo, hi, count)
+    arr = np.asarray(value, dtype=float)
+    if arr.ndim != 1 or arr.size == 0 or not np.all(np.isfinite(arr)):
+        msg = f"{name} must be a positive integer or a non-empty sequence, got {value!r}"
+        raise ValueError(msg)
+    return arr
+
+
+def phase_cell(beta: float, d: int, rng: np.random.Generator, *, n: int, times: Sequence[float],
+               delta: float, realizations: int, attention: str, qk: str, v: str, dt: float,
+               confidence: float) -> xr.Dataset:
+    """One ``(d, beta)`` cell of the phase diagram (used by :func:`phase_diagram`)."""
+    identity = qk == "identity" and v == "identity"
+    x0 = sample_tokens(rng, realizations, n, d, reduce=identity)
+    bilinear, value = sample_matrices(rng, realizations, d, qk, v)
+    t = np.asarray(times, dtype=float)
+    thr = 1.0 - delta
+    pair12 = np.zeros(t.size, dtype=np.int64)
+    pairs = np.zeros((t.size, realizations))
+    inner12 = np.zeros(t.size)
+    for k, x in trajectory(x0, beta, t, attention=attention, bilinear=bilinear, value=value,
+                           dt=dt, freeze_above=thr if identity else None):
+        g12 = np.einsum("bd,bd->b", x[:, 0], x[:, 1])
+        pair12[k] = np.count_nonzero(g12 >= thr)
+        inner12[k] = g12.mean()
+        gram = x @ np.ascontiguousarray(x.swapaxes(-1, -2))
+        pairs[k] = (np.count_nonzero(gram >= thr, axis=(1, 2)) - n) / (n * (n - 1))
+    lo, hi = wilson_interval(pair12, realizations, confidence)
+    pmean = pairs.mean(axis=-1)
+    perr = pairs.std(axis=-1, ddof=1) / math.sqrt(realizations) if realizations > 1 else (
+        np.full(t.size, np.nan))
+    return xr.Dataset(
+        {
+            "probability": ("time", pair12 / realizations),
+            "probability_lower": ("time", lo),
+            "probability_upper": ("time", hi),
+            "pair_probability": ("time", pmean),
+            "pair_probability_stderr": ("time", perr),
+            "mean_inner_product": ("time", inner12),
+            "gamma": ("time", gamma(beta, n, t, attention)),
+            "transition_time": ((), transition_time(beta, n, delta, attention)),
+        },
+        coords={"time": ("time", t, {"long_name": "time t", "units": "1"})},
+    )
+
+
+def phase_diagram(
+    n: int = 32,
+    d: int | Sequence[int] = 2,
+    beta_min: float = 0.1,
+    beta_max: float = 9.0,
+    betas: int | Sequence[float] = 90,
+    t_max: float = 30.0,
+    times: int | Sequence[float] = 200,
+    delta: float = 1e-3,
+    realizations: int = 1024,
+    attention: str = "softmax",
+    seed: int = 0,
+    workers: int = 1,
+    *,
+    qk: str = "identity",
+    v: str = "identity",
+    dt: float = 0.3,
+    confidence: float = 0.95,
+    scheduler: Any = None,
+    store: str | None = None,
+    resume: bool = False,
+    progress: bool = True,
+    processes: bool = True,
+) -> xr.Dataset:
+    """The probability that ``<x_1(t), x_2(t)> >= 1 - delta`` over ``(beta, time)``.
+
+    Figure 3 of the paper with its defaults (MATH.md section 5), Figure 5 with ``qk``/``v``;
+    the curve (6.12) from (6.9) (SA) or (6.10) (USA) comes with it.
+
+    Args:
+        n: tokens per realisation, ``>= 2``.
+        d: dimension (``S^{d-1}``), ``>= 2``, or a sequence of them (adds a ``d`` dimension).
+        beta_min, beta_max, betas: ``betas`` values from ``beta_min`` to ``beta_max``, or an
+            explicit sequence ``betas``.
+        t_max, times: ``times`` equispaced output times on ``[0, t_max]``, or a sequence.
+        delta: the clustering threshold ``1 - delta``, ``0 < delta < 1``.
+        realizations: independent uniform starts per cell.
+        attention: ``"softmax"`` (SA) or ``"unnormalized"`` (USA).
+        seed: root seed; cell ``(d, beta)`` number ``i`` uses ``SeedSequence(seed, (i,))``.
+        workers: Dask workers (``1``: in this process), see :func:`validation.sweep.sweep`.
+        qk, v: random-matrix ensembles (:data:`QK_ENSEMBLES`, :data:`V_ENSEMBLES`), drawn
+            once per realisation.
+        dt: largest RK4 step (SA: 0.3 keeps the probabilities within ~1/realizations of a
+            4x finer step, see ``docs/sweeps.md``; USA: scale it like ``e^{-beta}``).
+        confidence: level of the Wilson intervals.
+        scheduler, store, resume, progress, processes: passed to the sweep.
+
+    Returns:
+        Dataset on ``(beta, time)`` (``(d, beta, time)`` for a sequence of ``d``):
+        ``probability`` with ``probability_lower/upper`` (Wilson), ``pair_probability``
+        (all pairs ``i != j``) with its standard error, ``mean_inner_product``, ``gamma``
+        (6.9)/(6.10), ``transition_time`` (the curve (6.12)) and ``t_half`` (first time the
+        probability reaches 1/2) with ``t_half_lower/upper`` from the interval bounds.
+    """
+    if int(n) != n or n < 2:
+        msg = f"n must be an integer >= 2, got {n!r}"
+        raise ValueError(msg)
+    ds_ = np.atleast_1d(np.asarray(d))
+    if ds_.size == 0 or np.any(ds_ < 2) or np.any(ds_ != np.round(ds_)):
+        msg = f"d must be an integer >= 2 or a non-empty sequence of them, got {d!r}"
+        raise ValueError(msg)
+    _check_delta(delta)
+    attention = _check_attention(attention)
+    if int(realizations) != realizations or realizations < 1:
+        msg = f"realizations must be a positive integer, got {realizations!r}"
+        raise ValueError(msg)
+    if not (math.isfinite(t_max) and t_max >= 0):
+        msg = f"t_max must be finite and >= 0, got {t_max!r}"
+        raise ValueError(msg)
+    beta_grid = _grid("betas", betas, float(beta_min), float(beta_max))
+    if np.any(beta_grid < 0):
+        msg = f"betas must be >= 0, got {beta_grid.min()}"
+        raise ValueError(msg)
+    time_grid = _grid("times", times, 0.0, float(t_max))
+    if np.any(np.diff(time_grid) < 0) or time_grid[0] < 0:
+        msg = "times must be sorted and >= 0"
+        raise ValueError(msg)
+    sample_matrices(np.random.default_rng(0), 0, 2, qk, v)  # validates qk and v
+    if not dt > 0:
+        msg = f"dt must be > 0, got {dt!r}"
+        raise ValueError(msg)
+    kwargs = dict(n=int(n), times=time_grid.tolist(), delta=float(delta),
+                  realizations=int(realizations), attention=attention, qk=qk, v=v,
+                  dt=float(dt), confidence=float(confidence))
+    out = sweep(phase_cell, {"d": ds_.astype(int), "beta": beta_grid}, seed=seed,
+                workers=workers, scheduler=scheduler, store=store, resume=resume,
+                progress=progress, processes=processes, kwargs=kwargs,
+                desc="phase diagram")
+    lo = first_crossing(out["probability_upper"].values, time_grid)
+    hi = first_crossing(out["probability_lower"].values, time_grid)
+    out["t_half"] = (("d", "beta"), first_crossing(out["probability"].values, time_grid))
+    out["t_half_lower"] = (("d", "beta"), lo)
+    out["t_half_upper"] = (("d", "beta"), hi)
+    out["beta"].attrs.update(long_name="inverse temperature beta", units="1")
+    out["d"].attrs.update(long_name="dimension d (tokens on S^{d-1})", units="1")
+    out["probability"].attrs.update(
+        long_name="P(<x_1(t), x_2(t)> >= 1 - delta)", units="1")
+    out["pair_probability"].attrs.update(
+        long_name="fraction of pairs i != j with <x_i, x_j> >= 1 - delta", units="1")
+    out["transition_time"].attrs.update(
+        long_name="t with gamma_beta(t) = 1 - delta, curve (6.12)", units="1")
+    out.attrs.update(
+        title="phase diagram of clustering (Figure 3 of arXiv 2312.10794)",
+        n=int(n), delta=float(delta), realizations=int(realizations), attention=attention,
+        qk=qk, v=v, dt=float(dt), confidence=float(confidence), seed=int(seed),
+        method="RK4 + projection, cubic Hermite output",
+        settings=json.dumps(kwargs),
+    )
+    if np.ndim(d) == 0:
+        out = out.squeeze("d")
+    return out
+
+
+__all__ = [
+    "ATTENTIONS", "QK_ENSEMBLES", "V_ENSEMBLES", "first_crossing", "gamma", "phase_cell",
+    "phase_diagram", "sample_matrices", "sample_tokens", "trajectory", "transition_time",
+    "wilson_interval",
+]

@@ -1,0 +1,130 @@
+"""Figures of the phase diagram and of metastability (Figures 3 and 4 of the paper).
+
+.. autosummary::
+   plot_phase_diagram
+   plot_trajectories
+   plot_cluster_counts
+
+Each function takes the Dataset of :func:`validation.phase_diagram.phase_diagram` or of
+:mod:`validation.metastability`, writes a PNG (matplotlib, Agg backend) and returns its path.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import xarray as xr  # noqa: E402
+
+
+def _save(fig, path: str | os.PathLike[str]) -> Path:
+    path = Path(path)
+    tmp = path.with_name(f".{path.stem}.tmp{os.getpid()}.png")
+    fig.savefig(tmp, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+    os.replace(tmp, path)
+    return path
+
+
+def plot_phase_diagram(ds: xr.Dataset, path: str | os.PathLike[str], *,
+                       variable: str = "probability") -> Path:
+    """Heat map of ``variable`` over ``(t, beta)`` with the curve (6.12) and ``t_half``.
+
+    One panel per dimension ``d`` when the Dataset has a ``d`` dimension.
+    """
+    panels = [ds.isel(d=i) for i in range(ds.sizes["d"])] if "d" in ds.dims else [ds]
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4), squeeze=False)
+    for ax, p in zip(axes[0], panels):
+        t, b = p["time"].values, p["beta"].values
+        mesh = ax.pcolormesh(t, b, p[variable].transpose("beta", "time").values,
+                             cmap="RdBu_r", vmin=0, vmax=1, shading="nearest", rasterized=True)
+        curve = p["transition_time"].values
+        order = np.argsort(b)
+        ax.plot(curve[order], b[order], "k-", lw=1.5, label=r"$\Gamma_{\infty,\delta}$ (6.12)")
+        if "t_half" in p:
+            ax.plot(p["t_half"].values[order], b[order], "w.", ms=3, label="P = 1/2")
+        ax.set_xlim(t.min(), t.max())
+        ax.set_ylim(b.min(), b.max())
+        ax.set_xlabel("t")
+        ax.set_ylabel(r"$\beta$")
+        dval = int(p["d"]) if "d" in p.coords else ""
+        ax.set_title(f"d = {dval}, n = {ds.attrs.get('n', '')}, "
+                     f"{ds.attrs.get('attention', '')}")
+        ax.legend(loc="lower right", fontsize=8)
+        fig.colorbar(mesh, ax=ax, label=ds[variable].attrs.get("long_name", variable))
+    return _save(fig, path)
+
+
+def plot_trajectories(ds: xr.Dataset, path: str | os.PathLike[str], *,
+                      snapshots: tuple[float, ...] = (2.5, 18.0, 30.0)) -> Path:
+    """Angles against time, one panel per ``beta``, and the circle at ``snapshots`` (Fig. 4).
+
+    ``ds`` has ``theta`` on ``(beta, time, token)``.
+    """
+    betas = ds["beta"].values
+    snaps = [s for s in snapshots if ds["time"].min() <= s <= ds["time"].max()]
+    fig = plt.figure(figsize=(4.5 + 1.6 * len(snaps), 2.6 * len(betas)))
+    grid = fig.add_gridspec(len(betas), 1 + len(snaps), width_ratios=[3] + [1] * len(snaps))
+    t = ds["time"].values
+    for r, beta in enumerate(betas):
+        theta = ds["theta"].sel(beta=beta).transpose("time", "token").values
+        ax = fig.add_subplot(grid[r, 0])
+        ax.plot(t, np.mod(theta, 2 * np.pi), ",", color="k", alpha=0.6)
+        ax.plot(t, np.mod(theta, 2 * np.pi), lw=0.4, alpha=0.5)
+        for s in snaps:
+            ax.axvline(s, color="grey", lw=0.6, ls="--")
+        ax.set_ylim(0, 2 * np.pi)
+        ax.set_ylabel(rf"$\theta_i(t)$, $\beta$ = {beta:g}")
+        ax.set_xlabel("t")
+        for c, s in enumerate(snaps):
+            k = int(np.argmin(np.abs(t - s)))
+            sub = fig.add_subplot(grid[r, 1 + c])
+            circle = np.linspace(0, 2 * np.pi, 200)
+            sub.plot(np.cos(circle), np.sin(circle), color="0.8", lw=0.8)
+            sub.plot(np.cos(theta[k]), np.sin(theta[k]), "o", ms=3, color="C3")
+            sub.set_aspect("equal")
+            sub.set_axis_off()
+            sub.set_title(f"t = {t[k]:g}", fontsize=8)
+    return _save(fig, path)
+
+
+def plot_cluster_counts(ds: xr.Dataset, path: str | os.PathLike[str]) -> Path:
+    """Cluster count against time (median and quartiles over seeds; the PDE's peak count if
+    present) and the distribution of the time spent in each multi-cluster state."""
+    betas = ds["beta"].values
+    fig, axes = plt.subplots(len(betas), 2, figsize=(10, 2.8 * len(betas)), squeeze=False)
+    t = ds["time"].values
+    for r, beta in enumerate(betas):
+        c = ds["clusters"].sel(beta=beta).transpose("seed", "time").values
+        ax = axes[r, 0]
+        for s in range(min(c.shape[0], 20)):
+            ax.step(t, c[s], where="post", lw=0.5, alpha=0.4)
+        q = np.percentile(c, [25, 50, 75], axis=0)
+        ax.step(t, q[1], where="post", color="k", lw=1.5, label="median")
+        ax.fill_between(t, q[0], q[2], step="post", color="k", alpha=0.15, label="quartiles")
+        if "pde_peaks" in ds:
+            pk = ds["pde_peaks"].sel(beta=beta)
+            ax.step(pk["pde_time"], pk, where="post", color="C3", lw=1.5, label="PDE peaks")
+        ax.set_yscale("log")
+        ax.set_xlabel("t")
+        ax.set_ylabel(rf"clusters, $\beta$ = {beta:g}")
+        ax.legend(fontsize=8)
+        ax = axes[r, 1]
+        dwell = ds["dwell"].sel(beta=beta)
+        ks = dwell["clusters_state"].values
+        data = [dwell.sel(clusters_state=k).values for k in ks]
+        keep = [i for i, v in enumerate(data) if np.any(v > 0)]
+        if keep:
+            ax.boxplot([data[i][data[i] > 0] for i in keep], positions=ks[keep], widths=0.6)
+        ax.set_xlabel("number of clusters")
+        ax.set_ylabel("time spent (seeds with > 0)")
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+__all__ = ["plot_cluster_counts", "plot_phase_diagram", "plot_trajectories"]
