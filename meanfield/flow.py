@@ -69,6 +69,19 @@ class Flow(ABC):
         self.domain = domain
         self.noise = float(noise)
         self.max_speed = 0.0
+        self._buffers: dict[str, np.ndarray] = {}
+
+    def _out(self, name: str, template: Callable[[], np.ndarray]) -> dict[str, np.ndarray]:
+        """``{"out": buffer}`` for domains that accept work buffers, else ``{}``.
+
+        Buffers are made once per flow; arrays returned by :meth:`velocity_padded` are
+        therefore valid until the next call."""
+        if not self.domain.accepts_out:
+            return {}
+        buf = self._buffers.get(name)
+        if buf is None:
+            buf = self._buffers[name] = np.empty_like(template())
+        return {"out": buf}
 
     @property
     def linear(self) -> np.ndarray:
@@ -82,8 +95,9 @@ class Flow(ABC):
     def drift(self, c: np.ndarray) -> np.ndarray:
         """``-div(rho X[rho])`` in coefficients."""
         rho, X, _ = self.velocity_padded(c)
-        flux = X * rho
-        self.max_speed = float(np.max(np.abs(X)))  # componentwise max: within sqrt(d) of |X|
+        # componentwise max (no temporary): within sqrt(d) of max |X|
+        self.max_speed = max(float(X.max()), -float(X.min()))
+        flux = np.multiply(X, rho, out=X) if self.domain.accepts_out else X * rho
         out = self.domain.divergence_padded(flux)
         out *= -1.0
         return out
@@ -198,15 +212,8 @@ class GradientFlow(Flow):
         return self._scale * self._potential_mult * c
 
     def velocity_padded(self, c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        d = self.domain
-        rho = d.synthesize_padded(c)
-        grad = d.gradient_padded(self._potential_mult * c)
-        if isinstance(self.metric, AttentionMetric):
-            z = d.synthesize_padded(self._z_mult * c)  # Z e^{-beta}
-            X = grad * (self.sign / z)
-            return rho, X, z * self._scale
-        X = grad * (self.sign * self._scale)
-        return rho, X, np.ones_like(rho)
+        return _velocity(self, c, self._potential_mult, self._scale,
+                         self._z_mult if isinstance(self.metric, AttentionMetric) else None)
 
     def energy(self, c: np.ndarray) -> float:
         d = self.domain
@@ -236,21 +243,44 @@ class ContinuityFlow(Flow):
         self._energy = GradientFlow(domain, InteractionEnergy(beta), WassersteinMetric())
 
     def velocity_padded(self, c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        d = self.domain
-        rho = d.synthesize_padded(c)
-        grad = d.gradient_padded(self._grad_mult * c)  # grad(K * mu)/beta, times e^{-beta}
-        if self._softmax:
-            z = d.synthesize_padded(self._kernel_mult * c)  # (K * mu) e^{-beta}
-            X = grad * (self.sign / z)
-            return rho, X, z * self._exp_beta
-        X = grad * (self.sign * self._exp_beta)
-        return rho, X, np.ones_like(rho)
+        # grad(K * mu)/beta and (K * mu), both times e^{-beta}
+        return _velocity(self, c, self._grad_mult, self._exp_beta,
+                         self._kernel_mult if self._softmax else None)
 
     def potential(self, c: np.ndarray) -> np.ndarray:
         return self._energy.potential(c)
 
     def energy(self, c: np.ndarray) -> float:
         return self._energy.energy(c)
+
+
+def _velocity(
+    flow: Flow, c: np.ndarray, grad_mult: np.ndarray, scale: float, z_mult: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(rho, X, m)`` on the dealiased grid for ``X = s grad(phi) / m``:
+
+    ``phi`` has coefficients ``scale * grad_mult * c``; ``m = 1`` (Wasserstein) or, when
+    ``z_mult`` is given, ``m = scale * Z`` with ``Z`` of coefficients ``z_mult * c`` (the
+    attention metric; ``scale = e^beta`` then cancels). Work buffers are reused.
+    """
+    d = flow.domain
+    rho = d.synthesize_padded(c, **flow._out("rho", lambda: d.synthesize_padded(c)))
+    gc = grad_mult * c
+    X = d.gradient_padded(gc, **flow._out("grad", lambda: d.gradient_padded(gc)))
+    if z_mult is None:
+        X *= flow.sign * scale
+        return rho, X, np.ones_like(rho) if not d.accepts_out else _ones(flow, rho)
+    zc = z_mult * c
+    z = d.synthesize_padded(zc, **flow._out("z", lambda: d.synthesize_padded(zc)))
+    X *= flow.sign / z
+    return rho, X, z * scale
+
+
+def _ones(flow: Flow, like: np.ndarray) -> np.ndarray:
+    buf = flow._buffers.get("ones")
+    if buf is None or buf.shape != like.shape:
+        buf = flow._buffers["ones"] = np.ones_like(like)
+    return buf
 
 
 def make_flow(model: Model, domain: Domain, form: str = "continuity") -> Flow:

@@ -36,13 +36,12 @@ from scipy.integrate import solve_ivp
 
 from .model import Model
 
-GAUSSIAN_KINDS = ("softmax", "l2")
+GAUSSIAN_KINDS = ("softmax", "l2", "sinkhorn")
 """Attention kinds whose mean-field flow keeps Gaussian measures Gaussian (affine field)."""
 
 _NOT_GAUSSIAN = {
     "unnormalized": "its field carries the factor exp(beta <Qx, K m> + ...) and is not affine",
     "sigmoid": "its field is not affine in x",
-    "sinkhorn": "its Gaussian reduction (entropic transport) is not implemented",
 }
 
 _SYMMETRY_RTOL = 1e-10
@@ -103,12 +102,23 @@ def _check_model(model: Model) -> None:
         raise ValueError(msg)
 
 
+def _sinkhorn_cross(a: np.ndarray, factor: np.ndarray) -> np.ndarray:
+    """``G`` with ``C = L G L^T`` the cross-covariance of the Sinkhorn coupling of
+    ``N(m, L L^T)`` with itself: ``G (I - G^T G)^{-1} = L^T A^T L`` (docs/gaussian.md, 1)."""
+    u, s, wt = np.linalg.svd(factor.T @ a.T @ factor)
+    g = 2.0 * s / (1.0 + np.sqrt(1.0 + 4.0 * s * s))  # root in [0, 1) of g / (1 - g^2) = s
+    return (u * g) @ wt
+
+
 def affine_field(model: Model, mean: np.ndarray, cov: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The field ``X[N(mean, cov)](x) = b + B x`` of the model, as ``(b, B)`` (MATH.md 4).
 
-    Summed over heads; ``P = I`` for softmax and ``P = (I + beta cov K^T K)^{-1}`` for L2
-    (the mean of the tilted law, whose covariance is ``(cov^{-1} + beta K^T K)^{-1}``).
-    The noise term is not a field and is not included. ``cov`` may be singular.
+    Summed over heads, ``A = beta K^T Q``. Softmax: ``V (m + cov A x)``. L2:
+    ``V (I + beta cov K^T K)^{-1} (m + cov A x)`` (the mean of the tilted law, whose
+    covariance is ``(cov^{-1} + beta K^T K)^{-1}``). Sinkhorn: ``V E_pi[y | x]`` for the
+    Gaussian coupling ``pi`` of ``mu`` with itself, ``V (m + L G^T L^{-1} (x - m))``.
+    The noise term is not a field and is not included. ``cov`` may be singular except for
+    Sinkhorn. See docs/gaussian.md, section 1.
     """
     _check_model(model)
     mean = np.asarray(mean, dtype=float)
@@ -116,11 +126,17 @@ def affine_field(model: Model, mean: np.ndarray, cov: np.ndarray) -> tuple[np.nd
     d = mean.shape[0]
     b = np.zeros(d)
     big_b = np.zeros((d, d))
+    factor = np.linalg.cholesky(cov) if model.attention == "sinkhorn" else None
     for q, k, v in model.matrices(d):
         a = model.beta * (k.T @ q)
+        if model.attention == "sinkhorn":
+            g = _sinkhorn_cross(a, factor)
+            slope = v @ factor @ np.linalg.solve(factor.T, g).T  # V L G^T L^{-1}
+            b += v @ mean - slope @ mean
+            big_b += slope
+            continue
         if model.attention == "l2":
-            p = np.linalg.solve(np.eye(d) + model.beta * cov @ (k.T @ k), np.eye(d))
-            vp = v @ p
+            vp = v @ np.linalg.solve(np.eye(d) + model.beta * cov @ (k.T @ k), np.eye(d))
         else:
             vp = v
         b += vp @ mean

@@ -27,6 +27,13 @@ import numpy as np
 from ..special import kernel_multipliers_over_beta, scaled_kernel_multipliers, sphere_area
 
 
+def _flush(mult: np.ndarray) -> np.ndarray:
+    """Set multipliers below ``1e-100`` of the largest to zero: they are far below
+    round-off, and as subnormal numbers they would slow every product by orders of magnitude."""
+    top = float(np.max(np.abs(mult))) if mult.size else 0.0
+    return np.where(np.abs(mult) < 1e-100 * top, 0.0, mult)
+
+
 class Domain(ABC):
     """A spectral basis with its grid (abstract).
 
@@ -39,6 +46,9 @@ class Domain(ABC):
     dims: ClassVar[tuple[str, ...]]
     """Names of the grid dimensions in results (``("theta",)``, ...)."""
     registry: ClassVar[dict[str, type[Domain]]] = {}
+    accepts_out: ClassVar[bool] = False
+    """True when ``synthesize_padded`` and ``gradient_padded`` take ``out=`` work buffers
+    (the flow then allocates nothing per call: large fresh arrays cost page faults)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -167,11 +177,11 @@ class Domain(ABC):
 
     def scaled_kernel_multipliers(self, beta: float) -> np.ndarray:
         """``lambda_l e^{-beta}`` of ``K_beta`` per coefficient (MATH.md section 3)."""
-        return self.area * scaled_kernel_multipliers(self.degrees, beta, self.d)
+        return _flush(self.area * scaled_kernel_multipliers(self.degrees, beta, self.d))
 
     def kernel_multipliers_over_beta(self, beta: float) -> np.ndarray:
         """``lambda_l e^{-beta} / beta`` per coefficient (0 for ``l = 0``)."""
-        return self.area * kernel_multipliers_over_beta(self.degrees, beta, self.d)
+        return _flush(self.area * kernel_multipliers_over_beta(self.degrees, beta, self.d))
 
     @abstractmethod
     def zonal_multipliers(self, kernel: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:

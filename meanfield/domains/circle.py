@@ -71,6 +71,7 @@ class Circle(Domain):
 
     name = "circle"
     dims = ("theta",)
+    accepts_out = True
 
     def __init__(self, N: int, threads: int = 1) -> None:
         if isinstance(N, bool) or not isinstance(N, (int, np.integer)):
@@ -169,11 +170,19 @@ class Circle(Domain):
     def backward(self, c: np.ndarray) -> np.ndarray:
         return self._fft.synthesis(c).copy()
 
-    def synthesize_padded(self, c: np.ndarray) -> np.ndarray:
-        return self._fft_padded.synthesis(c).copy()
+    def synthesize_padded(self, c: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        vals = self._fft_padded.synthesis(c)
+        if out is None:
+            return vals.copy()
+        np.copyto(out, vals)
+        return out
 
-    def gradient_padded(self, c: np.ndarray) -> np.ndarray:
-        return self._fft_padded.synthesis(self.wavenumbers * c).copy()[None, :]
+    def gradient_padded(self, c: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        vals = self._fft_padded.synthesis(self.wavenumbers * c)
+        if out is None:
+            return vals.copy()[None, :]
+        np.copyto(out[0], vals)
+        return out
 
     def divergence_padded(self, flux: np.ndarray) -> np.ndarray:
         c = self._fft_padded.analysis(flux[0], self.N // 2 + 1)

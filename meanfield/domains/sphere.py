@@ -242,10 +242,96 @@ class Sphere(Domain):
     def synthesize_padded(self, c: np.ndarray) -> np.ndarray:
         return self._synth(c, self.ntheta_padded, self.nphi_padded)[0]
 
+    # The calculus uses scalar transforms only (a spin-1 transform costs ~3 scalar ones in
+    # ducc0): with ``R`` the sparse map ``c -> coefficients of sin(theta) d_theta f`` (degree
+    # ``lmax + 1``; ``sin d_theta Y_lm = l A_{l+1,m} Y_{l+1,m} - (l+1) A_{lm} Y_{l-1,m}``,
+    # ``A_lm = sqrt((l^2 - m^2)/(4 l^2 - 1))``),
+    #   grad f = (synth(R c), synth(i m c)) / sin(theta),
+    #   div F  = -R^T adj(F_theta / sin) + i m adj(F_phi / sin)   (weak form, exact quadrature:
+    # the integrand at each node is the same as with spin-1 transforms).
+
+    @cached_property
+    def _theta_derivative(self) -> tuple[Any, Any, np.ndarray]:
+        """``(R, R^T, mstart)``: ``R`` from degree ``lmax`` to ``lmax + 1`` (``m <= lmax``)."""
+        from scipy.sparse import csr_matrix
+
+        L, L1 = self.lmax, self.lmax + 1
+        m_all = np.arange(L + 1)
+        mstart = (m_all * (L1 + 1) - m_all * (m_all - 1) // 2 - m_all).astype(np.uintp)
+        rows, cols, vals = [], [], []
+        for m in range(L + 1):
+            l = np.arange(m, L + 1)
+            src = self.index(m, m) + (l - m)
+            a_up = np.sqrt(((l + 1.0) ** 2 - m**2) / (4 * (l + 1.0) ** 2 - 1))  # A_{l+1,m}
+            rows.append(mstart[m] + l + 1)
+            cols.append(src)
+            vals.append(l * a_up)
+            down = l > m
+            a_here = np.sqrt((l[down] ** 2 - m**2) / (4.0 * l[down] ** 2 - 1))  # A_{l,m}
+            rows.append(mstart[m] + l[down] - 1)
+            cols.append(src[down])
+            vals.append(-(l[down] + 1.0) * a_here)
+        n_out = int(mstart[-1]) + L1 + 1
+        R = csr_matrix(
+            (np.concatenate(vals), (np.concatenate(rows).astype(np.int64), np.concatenate(cols))),
+            shape=(n_out, self.nalm),
+        )
+        return R, R.T.tocsr(), mstart
+
+    @cached_property
+    def _padded_geometry(self) -> dict[str, np.ndarray]:
+        n, nphi = self.ntheta_padded, self.nphi_padded
+        theta = self.padded_grid[0]
+        sin = np.sin(theta)
+        return {
+            "theta": theta,
+            "nphi": np.full(n, nphi, dtype=np.uintp),
+            "phi0": np.zeros(n),
+            "ringstart": (np.arange(n) * nphi).astype(np.uintp),
+            "grad_factor": _SQRT4PI / sin,
+            "div_factor": self._w_padded / (_SQRT4PI * sin),
+            "im": 1j * self.orders,
+        }
+
+    def _leg(self, alm: np.ndarray, lmax: int, mstart: np.ndarray | None = None) -> np.ndarray:
+        g = self._padded_geometry
+        return ducc0.sht.alm2leg(
+            alm=alm.reshape(1, -1), lmax=lmax, theta=g["theta"], spin=0,
+            mval=np.arange(self.lmax + 1, dtype=np.uintp), mstart=mstart, nthreads=self.nthreads,
+        ) if mstart is not None else ducc0.sht.alm2leg(
+            alm=alm.reshape(1, -1), lmax=lmax, theta=g["theta"], spin=0, nthreads=self.nthreads
+        )
+
+    def _map(self, leg: np.ndarray, factor: np.ndarray) -> np.ndarray:
+        g = self._padded_geometry
+        out = ducc0.sht.leg2map(
+            leg=leg, nphi=g["nphi"], phi0=g["phi0"], ringstart=g["ringstart"], ringfactor=factor,
+            nthreads=self.nthreads,
+        )
+        return out.reshape(leg.shape[0], self.ntheta_padded, self.nphi_padded)
+
+    def _gradient_from_leg(self, c: np.ndarray, leg: np.ndarray) -> np.ndarray:
+        R, _, mstart = self._theta_derivative
+        g = self._padded_geometry
+        leg_theta = self._leg(np.ascontiguousarray(R @ c, dtype=complex), self.lmax + 1, mstart)
+        out = np.empty((2, self.ntheta_padded, self.nphi_padded))
+        out[0] = self._map(leg_theta, g["grad_factor"])[0]
+        m = np.arange(self.lmax + 1)
+        out[1] = self._map(leg * (1j * m), g["grad_factor"])[0]
+        return out
+
     def gradient_padded(self, c: np.ndarray) -> np.ndarray:
         """``(d_theta f, d_phi f / sin theta)``: components on the unit vectors
         ``e_theta, e_phi`` of the 3/2-rule grid."""
-        return self._synth(c, self.ntheta_padded, self.nphi_padded, mode="DERIV1")
+        alm = self._alm(c)[0]
+        return self._gradient_from_leg(alm, self._leg(alm, self.lmax))
+
+    def synthesize_with_gradient_padded(self, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(f, grad f)`` on the 3/2-rule grid, sharing one Legendre transform."""
+        alm = self._alm(c)[0]
+        leg = self._leg(alm, self.lmax)
+        f = self._map(leg, self._scale(self.ntheta_padded))[0]
+        return f, self._gradient_from_leg(alm, leg)
 
     def divergence_padded(self, flux: np.ndarray) -> np.ndarray:
         flux = np.asarray(flux, dtype=float)
@@ -253,8 +339,21 @@ class Sphere(Domain):
         if flux.shape != shape:
             msg = f"expected a tangent field of shape {shape}, got {flux.shape}"
             raise ValueError(msg)
-        out = self._adjoint(np.ascontiguousarray(flux), self._adjoint_factor_padded, mode="DERIV1")
-        out *= -1.0
+        g = self._padded_geometry
+        _, RT, mstart = self._theta_derivative
+        leg = ducc0.sht.map2leg(
+            map=np.ascontiguousarray(flux).reshape(2, -1), nphi=g["nphi"], phi0=g["phi0"],
+            ringstart=g["ringstart"], ringfactor=g["div_factor"], mmax=self.lmax,
+            nthreads=self.nthreads,
+        )
+        mval = np.arange(self.lmax + 1, dtype=np.uintp)
+        e = ducc0.sht.leg2alm(
+            leg=leg[:1], lmax=self.lmax + 1, theta=g["theta"], spin=0, mval=mval, mstart=mstart,
+            nthreads=self.nthreads,
+        )[0]
+        h = ducc0.sht.leg2alm(leg=leg[1:], lmax=self.lmax, theta=g["theta"], spin=0, nthreads=self.nthreads)[0]
+        out = g["im"] * h
+        out -= RT @ e
         return out
 
     def gradient(self, c: np.ndarray) -> np.ndarray:

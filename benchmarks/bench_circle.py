@@ -1,0 +1,53 @@
+"""Cost of one right-hand-side evaluation on the circle, in FFT pairs (issue 2).
+
+For N from 256 to 65536: time(flow.rhs) / time(one real FFT pair of the padded size M),
+both measured in this run with pyFFTW plans (best of several repeats). Target: <= 6.
+
+    python benchmarks/bench_circle.py [--repeat 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import timeit
+
+import numpy as np
+import pyfftw
+
+import meanfield as mf
+from meanfield.initial import von_mises
+
+
+def best(fn, number: int, repeat: int) -> float:
+    return min(timeit.repeat(fn, number=number, repeat=repeat)) / number
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--repeat", type=int, default=7)
+    args = ap.parse_args()
+    print(f"{'N':>6} {'M':>6} {'attention':>12} {'FFT pair (us)':>14} {'rhs (us)':>10} {'ratio':>6}")
+    for N in (256, 1024, 4096, 16384, 65536):
+        d = mf.Circle(N)
+        c = d.forward(von_mises(d, [0.3, 2.0], [2.0, 3.0]))
+        a = pyfftw.empty_aligned(d.M, dtype="float64")
+        b = pyfftw.empty_aligned(d.M // 2 + 1, dtype="complex128")
+        a[:] = np.random.default_rng(0).random(d.M)
+        fwd = pyfftw.FFTW(a, b, flags=("FFTW_MEASURE",))
+        bwd = pyfftw.FFTW(b, a, direction="FFTW_BACKWARD", flags=("FFTW_MEASURE", "FFTW_DESTROY_INPUT"))
+
+        def pair() -> None:
+            fwd.execute()
+            bwd.execute()
+
+        number = max(1, int(2e5 / N))
+        t_fft = best(pair, number, args.repeat)
+        for attention in ("softmax", "unnormalized"):
+            flow = mf.make_flow(mf.Model(4.0, attention=attention), d)
+            t_rhs = best(lambda: flow.drift(c), number, args.repeat)
+            print(f"{N:>6} {d.M:>6} {attention:>12} {t_fft * 1e6:>14.2f} {t_rhs * 1e6:>10.2f} "
+                  f"{t_rhs / t_fft:>6.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,145 @@
+"""Figures of PDE results on the sphere domains (matplotlib, Agg).
+
+.. autosummary::
+   plot_result
+   plot_sphere
+   plot_zonal
+   pick_times
+
+:class:`~meanfield.domains.sphere.Sphere` results (``density`` on ``time, colatitude,
+longitude``) are drawn as Mollweide maps at a few times; :class:`~meanfield.domains.
+zonal_sphere.ZonalSphere` results (``density`` on ``time, s``) as profiles against
+``s = <x, e>``. Both add the energy curve (MATH.md (3.5)) beneath.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import xarray as xr
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def pick_times(ds: xr.Dataset, times: Sequence[float] | None = None, most: int = 4) -> list[int]:
+    """Indices of the saved times nearest to ``times`` (default: ``most`` evenly spread,
+    first and last included)."""
+    t = ds["time"].values
+    if times is None or len(times) == 0:
+        k = min(most, t.size)
+        return sorted({int(round(i)) for i in np.linspace(0, t.size - 1, k)})
+    out = []
+    for want in times:
+        want = float(want)
+        if not np.isfinite(want) or want < t[0] - 1e-12 or want > t[-1] + 1e-12:
+            msg = f"times: {want!r} is outside the saved range [{t[0]:g}, {t[-1]:g}]"
+            raise ValueError(msg)
+        out.append(int(np.argmin(np.abs(t - want))))
+    return sorted(set(out))
+
+
+def _title(ds: xr.Dataset) -> str:
+    model = json.loads(ds.attrs.get("model", "{}"))
+    domain = json.loads(ds.attrs.get("domain", "{}"))
+    where = ", ".join(f"{k}={v}" for k, v in domain.items() if k not in ("name", "nthreads"))
+    return (
+        f"{domain.get('name', '?')} ({where}): {model.get('attention', '?')} attention, "
+        f"beta = {model.get('beta', '?')}, value = {model.get('value', '?')}, "
+        f"noise = {model.get('noise', '?')}"
+    )
+
+
+def _energy(ax, ds: xr.Dataset, marks: Sequence[int]) -> None:
+    t = ds["time"].values
+    ax.plot(t, ds["energy"].values, "k.-")
+    for i in marks:
+        ax.axvline(t[i], color="0.7", lw=0.8, zorder=0)
+    ax.set_xlabel("t")
+    ax.set_ylabel(r"$E_\beta$")
+
+
+def _stopped(fig, ds: xr.Dataset) -> None:
+    if not ds.attrs.get("successful", 1):
+        fig.text(0.01, 0.01, "stopped early: " + str(ds.attrs.get("stop_reason", ""))[:110], fontsize=7)
+
+
+def plot_sphere(ds: xr.Dataset, path: str | Path, times: Sequence[float] | None = None) -> Path:
+    """Mollweide maps of the density at the chosen times (nearest saved), energy beneath."""
+    plt = _pyplot()
+    idx = pick_times(ds, times)
+    theta = ds["colatitude"].values
+    phi = ds["longitude"].values
+    lon = np.mod(phi + np.pi, 2 * np.pi) - np.pi  # to [-pi, pi) for the projection
+    order = np.argsort(lon)
+    lat = 0.5 * np.pi - theta
+    n = len(idx)
+    fig = plt.figure(figsize=(4.2 * n, 4.6), layout="constrained")
+    grid = fig.add_gridspec(2, n, height_ratios=[2.2, 1])
+    for j, i in enumerate(idx):
+        ax = fig.add_subplot(grid[0, j], projection="mollweide")
+        rho = ds["density"].values[i][:, order]
+        mesh = ax.pcolormesh(lon[order], lat, rho, shading="nearest", cmap="viridis")
+        fig.colorbar(mesh, ax=ax, orientation="horizontal", shrink=0.8, pad=0.04, label=r"$\rho$")
+        ax.set_xticklabels([])
+        ax.set_yticklabels([])
+        ax.grid(True, lw=0.3, color="w", alpha=0.5)
+        ax.set_title(f"t = {ds['time'].values[i]:.4g}", fontsize=10)
+    _energy(fig.add_subplot(grid[1, :]), ds, idx)
+    fig.suptitle(_title(ds), fontsize=10)
+    _stopped(fig, ds)
+    path = Path(path)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_zonal(ds: xr.Dataset, path: str | Path, times: Sequence[float] | None = None) -> Path:
+    """The profile ``rho(s)`` at the chosen times (log scale when it spans > 2 decades)."""
+    plt = _pyplot()
+    idx = pick_times(ds, times, most=6)
+    s = ds["s"].values
+    fig, (ax, ax_e) = plt.subplots(
+        2, 1, figsize=(7, 6), gridspec_kw={"height_ratios": [3, 1]}, layout="constrained"
+    )
+    colors = plt.cm.viridis(np.linspace(0, 0.9, len(idx)))
+    values = ds["density"].values[idx]
+    for color, i, rho in zip(colors, idx, values):
+        ax.plot(s, rho, ".-", color=color, ms=3, label=f"t = {ds['time'].values[i]:.4g}")
+    positive = values[values > 0]
+    if positive.size and np.all(values > 0) and positive.max() > 100 * positive.min():
+        ax.set_yscale("log")
+    ax.set_xlabel(r"$s = \langle x, e \rangle$")
+    ax.set_ylabel(r"density $\rho$ (per unit surface measure)")
+    ax.set_xlim(-1, 1)
+    ax.legend(fontsize=8)
+    ax.set_title(_title(ds), fontsize=9)
+    _energy(ax_e, ds, idx)
+    _stopped(fig, ds)
+    path = Path(path)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_result(ds: xr.Dataset, path: str | Path, times: Sequence[float] | None = None) -> Path:
+    """Draw a sphere (Mollweide maps) or zonal (profiles) result to a PNG at ``path``."""
+    dims = tuple(ds["density"].dims)
+    if dims == ("time", "colatitude", "longitude"):
+        return plot_sphere(ds, path, times)
+    if dims == ("time", "s"):
+        return plot_zonal(ds, path, times)
+    msg = f"plot_result draws sphere or zonal results; density has dims {dims}"
+    raise ValueError(msg)
+
+
+__all__ = ["pick_times", "plot_result", "plot_sphere", "plot_zonal"]
