@@ -74,8 +74,9 @@ def plot_trajectories(ds: xr.Dataset, path: str | os.PathLike[str], *,
     for r, beta in enumerate(betas):
         theta = ds["theta"].sel(beta=beta).transpose("time", "token").values
         ax = fig.add_subplot(grid[r, 0])
-        ax.plot(t, np.mod(theta, 2 * np.pi), ",", color="k", alpha=0.6)
-        ax.plot(t, np.mod(theta, 2 * np.pi), lw=0.4, alpha=0.5)
+        wrapped = np.mod(theta, 2 * np.pi)
+        jump = np.abs(np.diff(wrapped, axis=0, prepend=wrapped[:1])) > np.pi
+        ax.plot(t, np.where(jump, np.nan, wrapped), lw=0.6, alpha=0.7)  # no wrap-around lines
         for s in snaps:
             ax.axvline(s, color="grey", lw=0.6, ls="--")
         ax.set_ylim(0, 2 * np.pi)
@@ -93,9 +94,10 @@ def plot_trajectories(ds: xr.Dataset, path: str | os.PathLike[str], *,
     return _save(fig, path)
 
 
-def plot_cluster_counts(ds: xr.Dataset, path: str | os.PathLike[str]) -> Path:
+def plot_cluster_counts(ds: xr.Dataset, path: str | os.PathLike[str], *,
+                        max_state: int = 8) -> Path:
     """Cluster count against time (median and quartiles over seeds; the PDE's peak count if
-    present) and the distribution of the time spent in each multi-cluster state."""
+    present) and the distribution of the time spent with ``k <= max_state`` clusters."""
     betas = ds["beta"].values
     fig, axes = plt.subplots(len(betas), 2, figsize=(10, 2.8 * len(betas)), squeeze=False)
     t = ds["time"].values
@@ -118,7 +120,7 @@ def plot_cluster_counts(ds: xr.Dataset, path: str | os.PathLike[str]) -> Path:
         dwell = ds["dwell"].sel(beta=beta)
         ks = dwell["clusters_state"].values
         data = [dwell.sel(clusters_state=k).values for k in ks]
-        keep = [i for i, v in enumerate(data) if np.any(v > 0)]
+        keep = [i for i, v in enumerate(data) if np.any(v > 0) and ks[i] <= max_state]
         if keep:
             ax.boxplot([data[i][data[i] > 0] for i in keep], positions=ks[keep], widths=0.6)
         ax.set_xlabel("number of clusters")

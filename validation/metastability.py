@@ -1,0 +1,232 @@
+"""Metastability on the circle (Figure 4 of the paper, Problem 1; MATH.md section 5).
+
+.. autosummary::
+   trajectories
+   cluster_counts
+   count_clusters_circle
+   dwell_times
+   pde_cluster_counts
+   count_peaks
+
+For ``beta >> 1`` the tokens first gather in a few clusters, which stay apart for a long time
+before they merge (two time scales). This module measures it:
+
+* :func:`trajectories`: the angles ``theta_i(t)`` of one random start (Figure 4, ``beta = 4``
+  and ``9``, snapshots at ``t = 2.5, 18, 30``);
+* :func:`cluster_counts`: the number of clusters against time for many seeds (cluster = a
+  connected component of ``<x_i, x_j> >= 1 - delta``, as ``particles.count_clusters``), and
+  the time each seed spends with ``k`` clusters, for every ``k`` (:func:`dwell_times`);
+* :func:`pde_cluster_counts`: the same for the mean-field PDE on the circle, from a
+  perturbed uniform density, counting the density's peaks above a threshold, up to the last
+  time the solver resolves (point clusters are Dirac masses, which no grid resolves).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from .phase_diagram import sample_tokens, trajectory
+from .sweep import sweep
+
+
+def count_clusters_circle(theta: np.ndarray, delta: float = 1e-3) -> np.ndarray:
+    """Clusters of angles (last axis: tokens): components of ``cos(theta_i - theta_j) >= 1 -
+    delta``.
+
+    On the circle these components are the runs of sorted angles whose consecutive gaps are
+    at most ``a = arccos(1 - delta)``, so their number is the number of circular gaps ``> a``
+    (1 if there is none). Same count as ``particles.count_clusters(x, delta)``.
+    """
+    if not 0 < delta <= 2:
+        msg = f"delta must lie in (0, 2], got {delta!r}"
+        raise ValueError(msg)
+    s = np.sort(np.mod(theta, 2 * np.pi), axis=-1)
+    gaps = np.diff(s, axis=-1, append=s[..., :1] + 2 * np.pi)
+    big = np.count_nonzero(gaps > math.acos(1 - delta), axis=-1)
+    return np.maximum(big, 1)
+
+
+def dwell_times(counts: np.ndarray, times: np.ndarray, max_clusters: int) -> np.ndarray:
+    """Total time spent with ``k`` clusters, ``k = 1..max_clusters`` (last axis).
+
+    ``counts`` has time on its last axis; the count on ``[t_j, t_{j+1})`` is ``counts[j]``
+    (a state observed at the last time contributes nothing: censored).
+    """
+    c = np.asarray(counts)
+    dt = np.diff(np.asarray(times, dtype=float))
+    ks = np.arange(1, max_clusters + 1)
+    onehot = c[..., :-1, None] == ks
+    return np.einsum("...tk,t->...k", onehot, dt)
+
+
+def _angles(x: np.ndarray) -> np.ndarray:
+    return np.arctan2(x[..., 1], x[..., 0])
+
+
+def trajectories(betas: Sequence[float] = (4.0, 9.0), n: int = 32, t_max: float = 30.0,
+                 times: int = 301, seed: int = 0, attention: str = "softmax",
+                 dt: float = 0.1) -> xr.Dataset:
+    """Angles of one random uniform start of ``n`` tokens on the circle, for each ``beta``.
+
+    The same start for every ``beta`` (drawn from ``seed``), integrated by the batched RK4 of
+    :mod:`validation.phase_diagram` (checked against ``particles``). Returns ``theta``
+    (beta, time, token), unwrapped in time, and ``clusters`` (beta, time), ``delta = 1e-3``.
+    """
+    _check(n=n, t_max=t_max, times=times, betas=betas)
+    t = np.linspace(0.0, float(t_max), int(times))
+    x0 = sample_tokens(np.random.default_rng(seed), 1, int(n), 2)
+    theta = np.empty((len(betas), t.size, int(n)))
+    for b, beta in enumerate(betas):
+        for k, x in trajectory(x0, float(beta), t, attention=attention, dt=dt):
+            theta[b, k] = _angles(x[0])
+    theta = np.unwrap(theta, axis=1)
+    return xr.Dataset(
+        {"theta": (("beta", "time", "token"), theta, {"long_name": "angle theta_i(t)"}),
+         "clusters": (("beta", "time"), count_clusters_circle(theta))},
+        coords={"beta": ("beta", np.asarray(betas, dtype=float)), "time": ("time", t),
+                "token": np.arange(int(n))},
+        attrs={"n": int(n), "seed": int(seed), "attention": attention, "dt": float(dt),
+               "title": "trajectories on the circle (Figure 4 of arXiv 2312.10794)"})
+
+
+def metastability_cell(beta: float, rng: np.random.Generator, *, n: int, seeds: int,
+                       times: list[float], attention: str, delta: float, dt: float
+                       ) -> xr.Dataset:
+    """One ``beta`` of :func:`cluster_counts`: ``seeds`` independent starts, vectorised."""
+    t = np.asarray(times)
+    x0 = sample_tokens(rng, seeds, n, 2)
+    counts = np.empty((seeds, t.size), dtype=np.int64)
+    for k, x in trajectory(x0, beta, t, attention=attention, dt=dt,
+                           freeze_above=1.0 - delta):
+        counts[:, k] = count_clusters_circle(_angles(x), delta)
+    dwell = dwell_times(counts, t, n)
+    first = np.where((counts[:, :, None] <= np.arange(1, n + 1)).any(axis=1),
+                     t[np.argmax(counts[:, :, None] <= np.arange(1, n + 1), axis=1)], np.nan)
+    return xr.Dataset(
+        {"clusters": (("seed", "time"), counts),
+         "dwell": (("seed", "clusters_state"), dwell),
+         "first_time": (("seed", "clusters_state"), first),
+         "final_clusters": ("seed", counts[:, -1])},
+        coords={"time": ("time", t), "clusters_state": np.arange(1, n + 1),
+                "seed": np.arange(seeds)})
+
+
+def cluster_counts(betas: Sequence[float] = (4.0, 9.0), n: int = 32, seeds: int = 256,
+                   t_max: float = 30.0, times: int = 301, delta: float = 1e-3,
+                   attention: str = "softmax", seed: int = 0, workers: int = 1, *,
+                   dt: float = 0.1, scheduler: Any = None, store: str | None = None,
+                   resume: bool = False, progress: bool = True, processes: bool = True
+                   ) -> xr.Dataset:
+    """Number of clusters against time for ``seeds`` random starts per ``beta`` (a sweep).
+
+    Returns ``clusters`` (beta, seed, time); ``dwell`` (beta, seed, clusters_state): time
+    spent with ``k`` clusters before ``t_max``; ``first_time``: first time with at most ``k``
+    clusters (NaN if not before ``t_max``); ``final_clusters``; and over seeds, for ``k >= 2``,
+    ``dwell_mean`` and ``dwell_median`` among the seeds that visit ``k`` and
+    ``visit_fraction``. The state at ``t_max`` is censored (its dwell is a lower bound).
+    Clustered seeds (all inner products ``>= 1 - delta``) are frozen, which is exact for the
+    counts (see :mod:`validation.phase_diagram`).
+    """
+    _check(n=n, t_max=t_max, times=times, betas=betas)
+    if int(seeds) < 1:
+        msg = f"seeds must be a positive integer, got {seeds!r}"
+        raise ValueError(msg)
+    if not 0 < delta < 1:
+        msg = f"delta must lie in (0, 1), got {delta!r}"
+        raise ValueError(msg)
+    t = np.linspace(0.0, float(t_max), int(times))
+    out = sweep(metastability_cell, {"beta": np.asarray(betas, dtype=float)}, seed=seed,
+                workers=workers, scheduler=scheduler, store=store, resume=resume,
+                progress=progress, processes=processes, desc="metastability",
+                kwargs=dict(n=int(n), seeds=int(seeds), times=t.tolist(),
+                            attention=attention, delta=float(delta), dt=float(dt)))
+    dwell = out["dwell"].where(out["dwell"] > 0)
+    out["dwell_mean"] = dwell.mean("seed")
+    out["dwell_median"] = dwell.median("seed")
+    out["visit_fraction"] = (out["dwell"] > 0).mean("seed")
+    out["dwell"].attrs.update(long_name="time spent with k clusters before t_max")
+    out.attrs.update(n=int(n), seeds=int(seeds), delta=float(delta), attention=attention,
+                     dt=float(dt), seed=int(seed),
+                     title="cluster counts on the circle (metastability, Problem 1)")
+    return out
+
+
+def count_peaks(density: np.ndarray, threshold: float) -> np.ndarray:
+    """Circular local maxima of ``density`` (last axis) with value ``>= threshold``."""
+    rho = np.asarray(density)
+    peak = (rho > np.roll(rho, 1, axis=-1)) & (rho >= np.roll(rho, -1, axis=-1))
+    return np.count_nonzero(peak & (rho >= threshold), axis=-1)
+
+
+def pde_cluster_counts(betas: Sequence[float] = (4.0, 9.0), N: int = 256, t_max: float = 30.0,
+                       times: int = 61, amplitude: float = 0.05, modes: int = 8,
+                       peak_threshold: float = 2.0, seed: int = 0, attention: str = "softmax",
+                       max_resolution: int | None = 1024) -> xr.Dataset:
+    """Peaks of the mean-field density on the circle against time, while resolved.
+
+    Start: ``rho0 = (1 + 2 a Σ_{k=1}^{modes} cos(k theta + phi_k)) / (2 pi)`` with random
+    phases ``phi_k`` (a smooth stand-in for the fluctuations of a finite sample; the uniform
+    density alone is a steady state). A cluster is a local maximum of the density above
+    ``peak_threshold / (2 pi)``. ``meanfield.solve`` stops where the grid no longer resolves
+    the solution; later times are NaN and ``t_resolved`` says where that was.
+    """
+    import meanfield
+
+    _check(n=2, t_max=t_max, times=times, betas=betas)
+    if not 0 <= 2 * amplitude * modes < 1:
+        msg = f"2 * amplitude * modes must lie in [0, 1) (positive density), got " \
+              f"{2 * amplitude * modes!r}"
+        raise ValueError(msg)
+    rng = np.random.default_rng(seed)
+    phases = rng.uniform(0, 2 * np.pi, int(modes))
+    ks = np.arange(1, int(modes) + 1)
+
+    def rho0(theta: np.ndarray) -> np.ndarray:
+        wave = np.cos(ks[:, None] * theta[None] + phases[:, None]).sum(axis=0)
+        return (1 + 2 * amplitude * wave) / (2 * np.pi)
+
+    t = np.linspace(0.0, float(t_max), int(times))
+    peaks = np.full((len(betas), t.size), np.nan)
+    resolved = np.zeros(len(betas))
+    for b, beta in enumerate(betas):
+        sol = meanfield.solve(meanfield.Model(beta=float(beta), attention=attention),
+                              meanfield.Circle(int(N)), rho0, t, throw=False,
+                              max_resolution=max_resolution)
+        st = sol["time"].values
+        idx = np.clip(np.searchsorted(t, st - 1e-9), 0, t.size - 1)
+        on_grid = np.abs(t[idx] - st) <= 1e-9 * max(1.0, t_max)  # not the partial last time
+        counts = count_peaks(sol["density"].values, peak_threshold / (2 * np.pi))
+        peaks[b, idx[on_grid]] = counts[on_grid]
+        resolved[b] = float(sol.attrs.get("t_reached", sol["time"].values[-1]))
+    return xr.Dataset(
+        {"pde_peaks": (("beta", "pde_time"), peaks,
+                       {"long_name": "density peaks above the threshold"}),
+         "t_resolved": ("beta", resolved)},
+        coords={"beta": np.asarray(betas, dtype=float), "pde_time": ("pde_time", t)},
+        attrs={"N": int(N), "amplitude": float(amplitude), "modes": int(modes),
+               "peak_threshold": float(peak_threshold), "pde_seed": int(seed)})
+
+
+def _check(*, n: int, t_max: float, times: int, betas: Sequence[float]) -> None:
+    if int(n) != n or n < 2:
+        msg = f"n must be an integer >= 2, got {n!r}"
+        raise ValueError(msg)
+    if not (math.isfinite(t_max) and t_max > 0):
+        msg = f"t_max must be finite and > 0, got {t_max!r}"
+        raise ValueError(msg)
+    if int(times) != times or times < 2:
+        msg = f"times must be an integer >= 2, got {times!r}"
+        raise ValueError(msg)
+    b = np.atleast_1d(np.asarray(betas, dtype=float))
+    if b.ndim != 1 or b.size == 0 or np.any(b < 0) or not np.all(np.isfinite(b)):
+        msg = f"betas must be a non-empty sequence of finite values >= 0, got {betas!r}"
+        raise ValueError(msg)
+
+
+__all__ = ["cluster_counts", "count_clusters_circle", "count_peaks", "dwell_times",
+           "metastability_cell", "pde_cluster_counts", "trajectories"]
