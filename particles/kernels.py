@@ -49,7 +49,7 @@ from scipy.special import expit, logsumexp
 DEFAULT_MEMORY_LIMIT = 256 * 2**20
 """Default bound (bytes) on the temporary ``n x n`` attention tiles: 256 MiB."""
 
-_DEFAULT_BLOCK = 8 * 2**20
+_DEFAULT_BLOCK = 4 * 2**20
 """Preferred tile size (bytes) when the memory limit allows more: tiles of a few MB stay in
 cache between the passes (max, subtract, exp) and the second matrix product."""
 
@@ -98,6 +98,35 @@ _NEWTON_STEPS = 30
 def _causal_mask(r0: int, r1: int, m: int) -> np.ndarray:
     """``True`` where column ``j > i`` (masked), rows ``i = r0..r1-1``, columns ``0..m-1``."""
     return np.arange(m)[None, :] > np.arange(r0, r1)[:, None]
+
+
+_SMALL_D = 4
+"""Up to this many components the two products (logits ``q k^T`` and ``A v``) are formed
+without BLAS (broadcasting, ``einsum``): for so small an inner or outer dimension they are
+memory-bound, and a multi-threaded BLAS call gains nothing while it stalls badly (10-30x
+measured) when other processes share the cores."""
+
+
+def _logits(q: np.ndarray, kt: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``out = q @ kt`` for ``q`` (b, r, d), ``kt`` (b, d, m)."""
+    d = q.shape[-1]
+    if d > _SMALL_D:
+        return np.matmul(q, kt, out=out)
+    np.multiply(q[:, :, 0, None], kt[:, None, 0, :], out=out)
+    for c in range(1, d):
+        out += q[:, :, c, None] * kt[:, None, c, :]
+    return out
+
+
+def _weighted_sum(S: np.ndarray, v: np.ndarray, vcols: np.ndarray | None) -> np.ndarray:
+    """``S @ v`` for ``S`` (b, r, m), ``v`` (b, m, dv); ``vcols`` (dv, b, m) for small ``dv``,
+    done one component at a time without BLAS (see :data:`_SMALL_D`)."""
+    if vcols is None:
+        return np.matmul(S, v)
+    out = np.empty(S.shape[:2] + (vcols.shape[0],))
+    for c in range(vcols.shape[0]):
+        out[..., c] = np.einsum("brm,bm->br", S, vcols[c])
+    return out
 
 
 class Kernel(ABC):
@@ -180,13 +209,14 @@ class _RowKernel(Kernel):
         qb = q * self.beta if self.beta != 1.0 else q
         kt = np.swapaxes(k, 1, 2)
         cb = self.column_bias(k)
+        vcols = np.ascontiguousarray(np.moveaxis(v, -1, 0)) if dv <= _SMALL_D else None
         buf = np.empty(min(tiling.entries(), B * n * m))
         for bs, rs in tiling.tiles(B, n, m):
             b = bs.stop - bs.start
             r0, r1 = rs.start, rs.stop
             mm = min(m, r1) if self.causal else m  # causal: columns j <= i < r1 only
             S = buf[: b * (r1 - r0) * mm].reshape(b, r1 - r0, mm)
-            np.matmul(qb[bs, rs], kt[bs, :, :mm], out=S)
+            _logits(qb[bs, rs], kt[bs, :, :mm], S)
             if cb is not None:
                 S += cb[bs, None, :mm]
             if self.causal:
@@ -195,7 +225,7 @@ class _RowKernel(Kernel):
             else:
                 count = np.full((1, 1, 1), float(m))
             factor = self.weights_inplace(S, count)
-            res = np.matmul(S, v[bs, :mm])
+            res = _weighted_sum(S, v[bs, :mm], vcols[:, bs, :mm] if vcols is not None else None)
             if factor is not None:
                 res *= factor
             out[bs, rs] = res

@@ -32,7 +32,7 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
 from .inputs import as_tokens, check_geometry
-from .kernels import DEFAULT_MEMORY_LIMIT, Tiling
+from .kernels import _SMALL_D, DEFAULT_MEMORY_LIMIT, Tiling, _logits, _weighted_sum
 from .velocity import _apply, _as_batch, velocity
 
 
@@ -63,7 +63,7 @@ def energy(
             continue
         kt = np.swapaxes(k, 1, 2)
         for bs, rs in tiling.tiles(B, n, n):
-            S = np.matmul(q[bs, rs], kt[bs])
+            S = _logits(q[bs, rs], kt[bs], np.empty((bs.stop - bs.start, rs.stop - rs.start, n)))
             S *= beta
             np.expm1(S, out=S)
             total[bs] += S.sum(axis=(1, 2))
@@ -94,11 +94,12 @@ def energy_gradient(
         qk = q @ K  # rows (K^T Q x_j)^T
         kt = np.swapaxes(k, 1, 2)
         head = np.zeros_like(xb)
+        kqc = np.ascontiguousarray(np.moveaxis(kq, -1, 0)) if d <= _SMALL_D else None
         for bs, rs in tiling.tiles(B, n, n):
-            S = np.matmul(q[bs, rs], kt[bs])
+            S = _logits(q[bs, rs], kt[bs], np.empty((bs.stop - bs.start, rs.stop - rs.start, n)))
             S *= beta
             np.exp(S, out=S)
-            head[bs, rs] += np.matmul(S, kq[bs])
+            head[bs, rs] += _weighted_sum(S, kq[bs], None if kqc is None else kqc[:, bs])
             if not symmetric:
                 head[bs] += np.matmul(np.swapaxes(S, 1, 2), qk[bs, rs])
         # Q = K: s_ij = s_ji and Q^T K = K^T Q, so both sums agree
