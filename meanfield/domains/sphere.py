@@ -239,16 +239,19 @@ class Sphere(Domain):
     def backward(self, c: np.ndarray) -> np.ndarray:
         return self._synth(c, self.ntheta, self.nphi)[0]
 
-    def synthesize_padded(self, c: np.ndarray) -> np.ndarray:
-        return self._synth(c, self.ntheta_padded, self.nphi_padded)[0]
+    # -- dealiased calculus (the solver's hot path) ----------------------------------------
+    #
+    # Scalar transforms only (a spin-1 transform costs ~3 scalar ones in ducc0). With ``R``
+    # the sparse map from ``c`` to the coefficients of ``sin(theta) d_theta f`` (degree
+    # ``lmax + 1``; ``sin d_theta Y_lm = l A_{l+1,m} Y_{l+1,m} - (l+1) A_lm Y_{l-1,m}``,
+    # ``A_lm = sqrt((l^2 - m^2)/(4 l^2 - 1))``):
+    #   grad f = (synth(R c), synth(i m c)) / sin(theta)   [one Legendre pass per component]
+    #   div F  = -R^T adj(F_theta / sin) + i m adj(F_phi / sin)
+    # The divergence is the weak form ``int Y div F = -int grad Y . F``; the quadrature sees
+    # the same integrand at every node as with spin-1 transforms, so it is as exact. Work
+    # arrays are kept between calls (fresh multi-MB arrays cost page faults).
 
-    # The calculus uses scalar transforms only (a spin-1 transform costs ~3 scalar ones in
-    # ducc0): with ``R`` the sparse map ``c -> coefficients of sin(theta) d_theta f`` (degree
-    # ``lmax + 1``; ``sin d_theta Y_lm = l A_{l+1,m} Y_{l+1,m} - (l+1) A_{lm} Y_{l-1,m}``,
-    # ``A_lm = sqrt((l^2 - m^2)/(4 l^2 - 1))``),
-    #   grad f = (synth(R c), synth(i m c)) / sin(theta),
-    #   div F  = -R^T adj(F_theta / sin) + i m adj(F_phi / sin)   (weak form, exact quadrature:
-    # the integrand at each node is the same as with spin-1 transforms).
+    accepts_out = True
 
     @cached_property
     def _theta_derivative(self) -> tuple[Any, Any, np.ndarray]:
@@ -279,8 +282,9 @@ class Sphere(Domain):
         return R, R.T.tocsr(), mstart
 
     @cached_property
-    def _padded_geometry(self) -> dict[str, np.ndarray]:
-        n, nphi = self.ntheta_padded, self.nphi_padded
+    def _work(self) -> dict[str, Any]:
+        """Geometry of the padded grid for ducc0's two-stage transforms, and work buffers."""
+        n, nphi, L = self.ntheta_padded, self.nphi_padded, self.lmax
         theta = self.padded_grid[0]
         sin = np.sin(theta)
         return {
@@ -288,71 +292,98 @@ class Sphere(Domain):
             "nphi": np.full(n, nphi, dtype=np.uintp),
             "phi0": np.zeros(n),
             "ringstart": (np.arange(n) * nphi).astype(np.uintp),
+            "scale": np.full(n, _SQRT4PI),
             "grad_factor": _SQRT4PI / sin,
             "div_factor": self._w_padded / (_SQRT4PI * sin),
+            "im_m": 1j * np.arange(L + 1),
             "im": 1j * self.orders,
+            "mval": np.arange(L + 1, dtype=np.uintp),
+            "leg": np.empty((2, n, L + 1), dtype=complex),
+            "leg_div": np.empty((2, n, L + 1), dtype=complex),
         }
 
-    def _leg(self, alm: np.ndarray, lmax: int, mstart: np.ndarray | None = None) -> np.ndarray:
-        g = self._padded_geometry
-        return ducc0.sht.alm2leg(
-            alm=alm.reshape(1, -1), lmax=lmax, theta=g["theta"], spin=0,
-            mval=np.arange(self.lmax + 1, dtype=np.uintp), mstart=mstart, nthreads=self.nthreads,
-        ) if mstart is not None else ducc0.sht.alm2leg(
-            alm=alm.reshape(1, -1), lmax=lmax, theta=g["theta"], spin=0, nthreads=self.nthreads
-        )
+    def _legendre(self, alm: np.ndarray, leg: np.ndarray, theta_part: bool = False) -> None:
+        """Legendre stage of a scalar synthesis on the padded rings, into ``leg`` (1, n, m)."""
+        w = self._work
+        if theta_part:
+            R, _, mstart = self._theta_derivative
+            ducc0.sht.alm2leg(
+                alm=np.asarray(R @ alm, dtype=complex).reshape(1, -1), lmax=self.lmax + 1,
+                theta=w["theta"], spin=0, mval=w["mval"], mstart=mstart, nthreads=self.nthreads,
+                leg=leg,
+            )
+        else:
+            ducc0.sht.alm2leg(alm=alm.reshape(1, -1), lmax=self.lmax, theta=w["theta"], spin=0,
+                              nthreads=self.nthreads, leg=leg)
 
-    def _map(self, leg: np.ndarray, factor: np.ndarray) -> np.ndarray:
-        g = self._padded_geometry
-        out = ducc0.sht.leg2map(
-            leg=leg, nphi=g["nphi"], phi0=g["phi0"], ringstart=g["ringstart"], ringfactor=factor,
-            nthreads=self.nthreads,
-        )
-        return out.reshape(leg.shape[0], self.ntheta_padded, self.nphi_padded)
-
-    def _gradient_from_leg(self, c: np.ndarray, leg: np.ndarray) -> np.ndarray:
-        R, _, mstart = self._theta_derivative
-        g = self._padded_geometry
-        leg_theta = self._leg(np.ascontiguousarray(R @ c, dtype=complex), self.lmax + 1, mstart)
-        out = np.empty((2, self.ntheta_padded, self.nphi_padded))
-        out[0] = self._map(leg_theta, g["grad_factor"])[0]
-        m = np.arange(self.lmax + 1)
-        out[1] = self._map(leg * (1j * m), g["grad_factor"])[0]
+    def _fourier(self, leg: np.ndarray, factor: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """FFT stage: ``leg`` (k, n, m) to maps ``out`` (k, n, nphi), rings times ``factor``."""
+        w = self._work
+        ducc0.sht.leg2map(leg=leg, nphi=w["nphi"], phi0=w["phi0"], ringstart=w["ringstart"],
+                          ringfactor=factor, nthreads=self.nthreads, map=out.reshape(leg.shape[0], -1))
         return out
 
-    def gradient_padded(self, c: np.ndarray) -> np.ndarray:
-        """``(d_theta f, d_phi f / sin theta)``: components on the unit vectors
-        ``e_theta, e_phi`` of the 3/2-rule grid."""
-        alm = self._alm(c)[0]
-        return self._gradient_from_leg(alm, self._leg(alm, self.lmax))
+    def _padded_out(self, out: np.ndarray | None, ncomp: int) -> np.ndarray:
+        shape = (ncomp, self.ntheta_padded, self.nphi_padded)
+        if out is None:
+            return np.empty(shape)
+        out = out.reshape(shape)
+        if out.dtype != np.float64 or not out.flags["C_CONTIGUOUS"]:
+            msg = f"out must be a C-contiguous float64 array of shape {shape}"
+            raise ValueError(msg)
+        return out
 
-    def synthesize_with_gradient_padded(self, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(f, grad f)`` on the 3/2-rule grid, sharing one Legendre transform."""
+    def synthesize_padded(self, c: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """Values of ``sum c B`` on the 3/2-rule grid (into ``out`` when given)."""
+        res = self._padded_out(out, 1)
+        ducc0.sht.synthesis_2d(
+            alm=self._alm(c), spin=0, lmax=self.lmax, geometry="GL", ntheta=self.ntheta_padded,
+            nphi=self.nphi_padded, nthreads=self.nthreads, ringfactor=self._work["scale"], map=res,
+        )
+        return res[0]
+
+    def gradient_padded(self, c: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """``(d_theta f, d_phi f / sin theta)``: components on the unit vectors
+        ``e_theta, e_phi`` of the 3/2-rule grid (into ``out`` when given)."""
         alm = self._alm(c)[0]
-        leg = self._leg(alm, self.lmax)
-        f = self._map(leg, self._scale(self.ntheta_padded))[0]
-        return f, self._gradient_from_leg(alm, leg)
+        leg = self._work["leg"]
+        self._legendre(alm, leg[1:])
+        leg[1] *= self._work["im_m"]
+        self._legendre(alm, leg[:1], theta_part=True)
+        return self._fourier(leg, self._work["grad_factor"], self._padded_out(out, 2))
+
+    def synthesize_with_gradient_padded(
+        self, c: np.ndarray, out: tuple[np.ndarray, np.ndarray] | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(f, grad f)`` on the 3/2-rule grid, sharing the Legendre stage of ``f`` and
+        ``d_phi f`` (SA needs ``Z`` and ``grad Z``)."""
+        f_out, g_out = (None, None) if out is None else out
+        alm = self._alm(c)[0]
+        leg = self._work["leg"]
+        self._legendre(alm, leg[1:])
+        f = self._fourier(leg[1:], self._work["scale"], self._padded_out(f_out, 1))[0]
+        leg[1] *= self._work["im_m"]
+        self._legendre(alm, leg[:1], theta_part=True)
+        return f, self._fourier(leg, self._work["grad_factor"], self._padded_out(g_out, 2))
 
     def divergence_padded(self, flux: np.ndarray) -> np.ndarray:
-        flux = np.asarray(flux, dtype=float)
         shape = (2, self.ntheta_padded, self.nphi_padded)
-        if flux.shape != shape:
-            msg = f"expected a tangent field of shape {shape}, got {flux.shape}"
+        if np.shape(flux) != shape:
+            msg = f"expected a tangent field of shape {shape}, got {np.shape(flux)}"
             raise ValueError(msg)
-        g = self._padded_geometry
+        w = self._work
         _, RT, mstart = self._theta_derivative
-        leg = ducc0.sht.map2leg(
-            map=np.ascontiguousarray(flux).reshape(2, -1), nphi=g["nphi"], phi0=g["phi0"],
-            ringstart=g["ringstart"], ringfactor=g["div_factor"], mmax=self.lmax,
-            nthreads=self.nthreads,
+        leg = w["leg_div"]
+        ducc0.sht.map2leg(
+            map=np.ascontiguousarray(flux, dtype=float).reshape(2, -1), nphi=w["nphi"],
+            phi0=w["phi0"], ringstart=w["ringstart"], ringfactor=w["div_factor"], mmax=self.lmax,
+            nthreads=self.nthreads, leg=leg,
         )
-        mval = np.arange(self.lmax + 1, dtype=np.uintp)
-        e = ducc0.sht.leg2alm(
-            leg=leg[:1], lmax=self.lmax + 1, theta=g["theta"], spin=0, mval=mval, mstart=mstart,
-            nthreads=self.nthreads,
-        )[0]
-        h = ducc0.sht.leg2alm(leg=leg[1:], lmax=self.lmax, theta=g["theta"], spin=0, nthreads=self.nthreads)[0]
-        out = g["im"] * h
+        e = ducc0.sht.leg2alm(leg=leg[:1], lmax=self.lmax + 1, theta=w["theta"], spin=0,
+                              mval=w["mval"], mstart=mstart, nthreads=self.nthreads)[0]
+        h = ducc0.sht.leg2alm(leg=leg[1:], lmax=self.lmax, theta=w["theta"], spin=0,
+                              nthreads=self.nthreads)[0]
+        out = w["im"] * h
         out -= RT @ e
         return out
 

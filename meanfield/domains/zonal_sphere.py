@@ -126,6 +126,7 @@ class ZonalSphere(Domain):
 
     name = "zonal"
     dims = ("s",)
+    accepts_out = True
 
     def __init__(self, d: int, degree: int) -> None:
         self._d = _check_int("d", d, 3)
@@ -242,12 +243,24 @@ class ZonalSphere(Domain):
     def backward(self, c: np.ndarray) -> np.ndarray:
         return self._synthesis @ self._coefficients(c)
 
-    def synthesize_padded(self, c: np.ndarray) -> np.ndarray:
-        return self._padded_tables[0] @ self._coefficients(c)
+    def synthesize_padded(self, c: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """Values on the 3/2-rule nodes (into ``out``, shape ``(npoints_padded,)``, if given)."""
+        return np.matmul(self._padded_tables[0], self._coefficients(c), out=out)
 
-    def gradient_padded(self, c: np.ndarray) -> np.ndarray:
-        """``f'(s) sqrt(1 - s^2)``: the component along the unit vector towards ``e``."""
-        return (self._padded_tables[1] @ self._coefficients(c))[None, :]
+    def gradient_padded(self, c: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """``f'(s) sqrt(1 - s^2)``: the component along the unit vector towards ``e``
+        (shape ``(1, npoints_padded)``; into ``out`` if given)."""
+        if out is None:
+            out = np.empty((1, self.npoints_padded))
+        np.matmul(self._padded_tables[1], self._coefficients(c), out=out[0])
+        return out
+
+    def synthesize_with_gradient_padded(
+        self, c: np.ndarray, out: tuple[np.ndarray, np.ndarray] | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(f, grad f)`` on the 3/2-rule nodes (the interface of :class:`Sphere`)."""
+        f_out, g_out = (None, None) if out is None else out
+        return self.synthesize_padded(c, out=f_out), self.gradient_padded(c, out=g_out)
 
     def divergence_padded(self, flux: np.ndarray) -> np.ndarray:
         flux = np.asarray(flux, dtype=float)

@@ -339,3 +339,23 @@ def test_resolution_limit_stops_with_partial_results():
     assert ds.time.values[-1] == pytest.approx(err.t) and ds.density.dims == ("time", "s")
     assert ds.resolution.values[0] == 12 and ds.resolution.values[-1] == 24
     assert np.all(np.isfinite(ds.density.values)) and np.max(np.abs(ds.mass.values - 1)) < 1e-12
+
+
+def test_plots(tmp_path):
+    from meanfield.plots_sphere import plot_result
+
+    Z = ZonalSphere(16, 16)
+    ds = solve(Model(2.0), Z, np.exp(2 * Z.grid), [0.0, 0.5, 1.0], rtol=1e-6, atol=1e-10 / Z.area, tail_tol=1e-6)
+    assert plot_result(ds, tmp_path / "zonal.png").stat().st_size > 10_000
+    with pytest.raises(ValueError, match="dims"):
+        plot_result(ds.rename({"s": "u"}), tmp_path / "bad.png")
+
+
+def test_work_buffers(rng):
+    Z = ZonalSphere(8, 12)
+    c = rng.standard_normal(13)
+    f_buf, g_buf = np.empty(Z.npoints_padded), np.empty((1, Z.npoints_padded))
+    assert np.shares_memory(Z.synthesize_padded(c, out=f_buf), f_buf)
+    assert np.shares_memory(Z.gradient_padded(c, out=g_buf), g_buf)
+    f, g = Z.synthesize_with_gradient_padded(c)
+    assert np.array_equal(f, f_buf) and np.array_equal(g, g_buf)
