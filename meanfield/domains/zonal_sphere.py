@@ -8,13 +8,16 @@ under the flow, so the PDE of MATH.md section 3 becomes one-dimensional in ``s i
 With ``alpha = (d - 2)/2`` the surface measure is ``dA = |S^{d-2}| (1 - s^2)^{alpha - 1/2} ds``
 and the degree-``l`` zonal harmonic is the Gegenbauer polynomial ``C_l^alpha(s)``. We store
 
-.. math::  f(s) = \sum_{l=0}^{L} c_l Q_l(s), \qquad
+.. math::  f(s) = \frac{1}{|S^{d-1}|} \sum_{l=0}^{L} c_l Q_l(s), \qquad
            Q_l = \sqrt{N(d, l)}\, C_l^\alpha(s) / C_l^\alpha(1),
 
 ``N(d, l) = (2l + d - 2) (l + d - 3)! / (l! (d - 2)!)`` the dimension of the degree-``l``
-harmonics; the ``Q_l`` are orthonormal for ``dA / |S^{d-1}|``, so ``Q_0 = 1``, ``c_0`` is the
-mean, Parseval's weights are all ``|S^{d-1}|``, and at ``d = 3`` the ``c_l`` equal the
-``m = 0`` coefficients of :class:`Sphere`. ``Q_l`` comes from its three-term recurrence
+harmonics; the ``Q_l`` are orthonormal for ``dA / |S^{d-1}|`` (``Q_0 = 1``). The factor
+``1/|S^{d-1}|`` makes ``c_0`` the mass and keeps every coefficient of a probability density
+of order one for any ``d`` (``|S^{d-1}|`` is ``1e-150`` at ``d = 256``, and so densities are
+``1e150``): absolute tolerances and energies mean the same in every dimension. Parseval's
+weights are all ``1/|S^{d-1}|``; at ``d = 3`` the ``c_l`` are ``4 pi`` times the ``m = 0``
+coefficients of :class:`Sphere`. ``Q_l`` comes from its three-term recurrence
 ``s Q_l = b_{l+1} Q_{l+1} + b_l Q_{l-1}``, ``b_l^2 = l (l + 2 alpha - 1) / (4 (l + alpha)
 (l + alpha - 1))``, which is stable and free of Gamma-function overflow for any ``d``; the
 Gauss–Jacobi nodes are the eigenvalues of its Jacobi matrix (Golub–Welsch) and the weights
@@ -199,7 +202,7 @@ class ZonalSphere(Domain):
 
     @cached_property
     def parseval_weights(self) -> np.ndarray:
-        return np.full(self.degree + 1, self.area)
+        return np.full(self.degree + 1, 1.0 / self.area)
 
     @property
     def min_spacing(self) -> float:
@@ -215,15 +218,15 @@ class ZonalSphere(Domain):
 
     @cached_property
     def _analysis(self) -> np.ndarray:
-        # c_l = int f Q_l dA / |S^{d-1}|  (Gauss quadrature, exact for degree <= 2L + 1)
-        return np.ascontiguousarray((self._synthesis * (self.weights / self.area)[:, None]).T)
+        # c_l = int f Q_l dA  (Gauss quadrature, exact for degree <= 2L + 1)
+        return np.ascontiguousarray((self._synthesis * self.weights[:, None]).T)
 
     @cached_property
     def _padded_tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         s, w = self._nodes_padded
         q, dq = gegenbauer_table(self._d, s, self.degree, derivative=True)
         grad = dq * np.sqrt(1.0 - s**2)[:, None]
-        div = np.ascontiguousarray((grad * (-w / self.area)[:, None]).T)
+        div = np.ascontiguousarray((grad * (-w)[:, None]).T)  # -int grad Q_l . F dA
         return q, grad, div
 
     def _coefficients(self, c: np.ndarray) -> np.ndarray:
@@ -240,12 +243,24 @@ class ZonalSphere(Domain):
             raise ValueError(msg)
         return self._analysis @ f
 
+    @cached_property
+    def _inv_area(self) -> float:
+        return 1.0 / self.area
+
+    def mass(self, c: np.ndarray) -> float:
+        """``int rho dA = c_0`` (the basis is ``Q_l / |S^{d-1}|``)."""
+        return float(np.real(np.asarray(c).flat[0]))
+
     def backward(self, c: np.ndarray) -> np.ndarray:
-        return self._synthesis @ self._coefficients(c)
+        out = self._synthesis @ self._coefficients(c)
+        out *= self._inv_area
+        return out
 
     def synthesize_padded(self, c: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """Values on the 3/2-rule nodes (into ``out``, shape ``(npoints_padded,)``, if given)."""
-        return np.matmul(self._padded_tables[0], self._coefficients(c), out=out)
+        out = np.matmul(self._padded_tables[0], self._coefficients(c), out=out)
+        out *= self._inv_area
+        return out
 
     def gradient_padded(self, c: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """``f'(s) sqrt(1 - s^2)``: the component along the unit vector towards ``e``
@@ -253,6 +268,7 @@ class ZonalSphere(Domain):
         if out is None:
             out = np.empty((1, self.npoints_padded))
         np.matmul(self._padded_tables[1], self._coefficients(c), out=out[0])
+        out *= self._inv_area
         return out
 
     def synthesize_with_gradient_padded(
@@ -275,7 +291,7 @@ class ZonalSphere(Domain):
 
     def evaluate(self, c: np.ndarray, s: np.ndarray) -> np.ndarray:
         """``f(s) = sum c_l Q_l(s)`` at arbitrary ``s`` in ``[-1, 1]``."""
-        return gegenbauer_table(self._d, s, self.degree) @ self._coefficients(c)
+        return gegenbauer_table(self._d, s, self.degree) @ self._coefficients(c) * self._inv_area
 
     def prolong(self, c: np.ndarray, coarse: Domain) -> np.ndarray:
         """Coefficients of ``coarse`` on this domain (zero-padded, or truncated)."""
@@ -327,13 +343,13 @@ class ZonalSphere(Domain):
         return np.clip(s, -1.0, 1.0)
 
     def project(self, x: np.ndarray) -> np.ndarray:
-        """``c_l = (1/n) sum_i Q_l(<x_i, e>) / |S^{d-1}|``: the coefficients of the empirical
+        """``c_l = (1/n) sum_i Q_l(<x_i, e>)``: the coefficients of the empirical
         measure averaged over rotations about ``e`` (MATH.md section 6)."""
         s = self.axis_coordinate(x)
         c = np.zeros(self.degree + 1)
         for start in range(0, s.size, 8192):
             c += gegenbauer_table(self._d, s[start : start + 8192], self.degree).sum(axis=0)
-        return c / (s.size * self.area)
+        return c / s.size
 
     def marginal_cdf(self, c: np.ndarray, npoints: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """``(theta, F)``: the law of the geodesic angle ``theta = arccos s`` from ``e``,
