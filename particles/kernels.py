@@ -101,16 +101,25 @@ def _causal_mask(r0: int, r1: int, m: int) -> np.ndarray:
 
 
 _SMALL_D = 4
-"""Up to this many components the two products (logits ``q k^T`` and ``A v``) are formed
-without BLAS (broadcasting, ``einsum``): for so small an inner or outer dimension they are
-memory-bound, and a multi-threaded BLAS call gains nothing while it stalls badly (10-30x
-measured) when other processes share the cores."""
+"""Up to this many components, and for rows of at least :data:`_LONG_ROW` entries, the two
+products (logits ``q k^T`` and ``A v``) are formed without BLAS (broadcasting, ``einsum``):
+they are memory-bound, and a multi-threaded BLAS call gains nothing while it stalls badly
+(10-30x measured) when other processes share the cores. Short rows (small ``n``, large
+batches) use ``matmul``, whose small products are fast and single-threaded."""
+
+_LONG_ROW = 256
+
+_SHIFT_SLACK = 600.0
+"""A row bound ``c_i >= max_j S_ij`` replaces the row maximum (one pass saved) when it exceeds
+a known logit of the row, the diagonal ``S_ii``, by less than this: then the largest weight
+``e^{S_ij - c_i} >= e^{-600}`` cannot underflow, and weights below ``e^{-708}`` relative to
+``c_i`` are below ``e^{-108}`` relative to the largest."""
 
 
 def _logits(q: np.ndarray, kt: np.ndarray, out: np.ndarray) -> np.ndarray:
     """``out = q @ kt`` for ``q`` (b, r, d), ``kt`` (b, d, m)."""
     d = q.shape[-1]
-    if d > _SMALL_D:
+    if d > _SMALL_D or kt.shape[-1] < _LONG_ROW:
         return np.matmul(q, kt, out=out)
     np.multiply(q[:, :, 0, None], kt[:, None, 0, :], out=out)
     for c in range(1, d):
@@ -119,9 +128,9 @@ def _logits(q: np.ndarray, kt: np.ndarray, out: np.ndarray) -> np.ndarray:
 
 
 def _weighted_sum(S: np.ndarray, v: np.ndarray, vcols: np.ndarray | None) -> np.ndarray:
-    """``S @ v`` for ``S`` (b, r, m), ``v`` (b, m, dv); ``vcols`` (dv, b, m) for small ``dv``,
-    done one component at a time without BLAS (see :data:`_SMALL_D`)."""
-    if vcols is None:
+    """``S @ v`` for ``S`` (b, r, m), ``v`` (b, m, dv); ``vcols`` (dv, b, m) (small ``dv``,
+    long rows): one component at a time without BLAS."""
+    if vcols is None or S.shape[-1] < _LONG_ROW:
         return np.matmul(S, v)
     out = np.empty(S.shape[:2] + (vcols.shape[0],))
     for c in range(vcols.shape[0]):
@@ -184,20 +193,45 @@ class Kernel(ABC):
 
 
 class _RowKernel(Kernel):
-    """A kernel whose rows are independent: written once as a loop over tiles.
+    """A kernel whose rows are independent, written once as a loop over tiles of the logits
+    ``S_ij = beta <q_i, k_j> + c_j`` (``c_j`` an optional column bias).
 
-    Subclasses implement :meth:`weights_inplace`, turning the logits
-    ``S_ij = beta <q_i, k_j> + c_j`` of a tile (in place) into weights up to a row factor,
-    and return that factor (or ``None``).
+    Exponential kinds (``exponential = True``) take ``e^{S_ij - M_i}`` with ``M_i`` the row
+    maximum, or a cheaper row bound (:meth:`row_bound`, see :data:`_SHIFT_SLACK`); the row
+    sums needed by normalised kinds come out of the same product ``A [v, 1]``. Other kinds
+    implement :meth:`transform`.
     """
+
+    exponential: ClassVar[bool] = True
 
     def column_bias(self, k: np.ndarray) -> np.ndarray | None:
         """An additive term ``c_j`` of the logits (``None``: zero)."""
         return None
 
-    @abstractmethod
-    def weights_inplace(self, S: np.ndarray, count: np.ndarray) -> np.ndarray | None:
-        """Overwrite logits ``S`` (b, r, m) with weights; return a row factor (b, r, 1)."""
+    def row_bound(self, q: np.ndarray, k: np.ndarray) -> np.ndarray | None:
+        """An upper bound ``c_i >= max_j S_ij`` (``q`` already times ``beta``), or ``None``.
+
+        Cauchy-Schwarz: ``beta <q_i, k_j> <= beta |q_i| max_j |k_j|``.
+        """
+        kmax = np.sqrt(np.max(np.einsum("bnd,bnd->bn", k, k), axis=1))
+        return np.sqrt(np.einsum("bnd,bnd->bn", q, q)) * kmax[:, None]
+
+    def transform(self, S: np.ndarray) -> None:
+        """Non-exponential kinds: overwrite logits with weights (before ``/ count``)."""
+        raise NotImplementedError
+
+    def _shift(self, qb: np.ndarray, k: np.ndarray, cb: np.ndarray | None) -> np.ndarray | None:
+        if not self.exponential or qb.shape[1] != k.shape[1]:
+            return None
+        bound = self.row_bound(qb, k)
+        if bound is None:
+            return None
+        diag = np.einsum("bnd,bnd->bn", qb, k)
+        if cb is not None:
+            diag = diag + cb
+        if not np.all(np.isfinite(bound)) or np.max(bound - diag) > _SHIFT_SLACK:
+            return None
+        return bound
 
     def apply(
         self, q: np.ndarray, k: np.ndarray, v: np.ndarray, tiling: Tiling
@@ -207,9 +241,13 @@ class _RowKernel(Kernel):
         dv = v.shape[-1]
         out = np.empty((B, n, dv))
         qb = q * self.beta if self.beta != 1.0 else q
-        kt = np.swapaxes(k, 1, 2)
+        kt = np.ascontiguousarray(np.swapaxes(k, 1, 2))
         cb = self.column_bias(k)
-        vcols = np.ascontiguousarray(np.moveaxis(v, -1, 0)) if dv <= _SMALL_D else None
+        shift = self._shift(qb, k, cb)
+        if self.normalized:  # row sums from the same product: A [v, 1]
+            v = np.concatenate([v, np.ones(v.shape[:2] + (1,))], axis=-1)
+        small = dv <= _SMALL_D and m >= _LONG_ROW
+        vcols = np.ascontiguousarray(np.moveaxis(v, -1, 0)) if small else None
         buf = np.empty(min(tiling.entries(), B * n * m))
         for bs, rs in tiling.tiles(B, n, m):
             b = bs.stop - bs.start
@@ -224,57 +262,61 @@ class _RowKernel(Kernel):
                 S[:, _causal_mask(r0, r1, mm)] = -np.inf
             else:
                 count = np.full((1, 1, 1), float(m))
-            factor = self.weights_inplace(S, count)
-            res = _weighted_sum(S, v[bs, :mm], vcols[:, bs, :mm] if vcols is not None else None)
-            if factor is not None:
-                res *= factor
-            out[bs, rs] = res
+            if self.exponential:
+                M = S.max(axis=-1, keepdims=True) if shift is None else shift[bs, rs, None]
+                S -= M
+                np.exp(S, out=S)
+            else:
+                self.transform(S)
+            res = _weighted_sum(S, v[bs, :mm], None if vcols is None else vcols[:, bs, :mm])
+            if self.normalized:
+                out[bs, rs] = res[..., :dv] / res[..., dv:]
+            elif self.exponential:
+                out[bs, rs] = res * (np.exp(M) / count)
+            else:
+                out[bs, rs] = res / count
         return out
 
 
 class Softmax(_RowKernel):
-    """``softmax``: SA (2.3), ``A_ij`` the row-normalised ``e^{beta <q_i, k_j>}``.
-
-    The row maximum is subtracted before the exponential, so that no ``beta`` overflows.
-    """
+    """``softmax``: SA (2.3), ``A_ij`` the row-normalised ``e^{beta <q_i, k_j>}``,
+    max-shifted (by the row maximum or a row bound within ``600`` of it): no overflow at any
+    ``beta``."""
 
     name = "softmax"
     normalized = True
 
-    def weights_inplace(self, S: np.ndarray, count: np.ndarray) -> np.ndarray:
-        S -= S.max(axis=-1, keepdims=True)
-        np.exp(S, out=S)
-        return 1.0 / S.sum(axis=-1, keepdims=True)
 
-
-class L2(Softmax):
+class L2(_RowKernel):
     """``l2``: ``A_ij`` proportional to ``e^{-beta |q_i - k_j|^2 / 2}``, rows summing to 1.
 
     ``-|q_i - k_j|^2 / 2 = <q_i, k_j> - |k_j|^2 / 2 - |q_i|^2 / 2``; the last term is constant
-    along a row and cancels, so this is softmax with the column bias ``-beta |k_j|^2 / 2``.
+    along a row and cancels, so this is softmax with the column bias ``-beta |k_j|^2 / 2``,
+    and the logits are bounded by ``beta |q_i|^2 / 2`` (completing the square).
     """
 
     name = "l2"
+    normalized = True
 
     def column_bias(self, k: np.ndarray) -> np.ndarray:
         return -0.5 * self.beta * np.einsum("bnd,bnd->bn", k, k)
+
+    def row_bound(self, q: np.ndarray, k: np.ndarray) -> np.ndarray:
+        # q is beta q: beta (<q, k> - |k|^2/2) <= beta |q|^2 / 2 = |beta q|^2 / (2 beta)
+        if self.beta == 0:
+            return np.zeros(q.shape[:2])
+        return np.einsum("bnd,bnd->bn", q, q) / (2.0 * self.beta)
 
 
 class Unnormalized(_RowKernel):
     """``unnormalized``: USA, ``A_ij = e^{beta <q_i, k_j>} / n`` (``/(i+1)`` if causal).
 
-    Computed as ``e^{M_i} sum_j e^{S_ij - M_i}`` with ``M_i`` the row maximum: the shifted sum
-    cannot overflow; the result overflows only where the true value does.
+    Computed as ``e^{M_i} sum_j e^{S_ij - M_i}`` with ``M_i`` the row maximum (or bound): the
+    shifted sum cannot overflow; the result overflows only where the true value does.
     """
 
     name = "unnormalized"
     normalized = False
-
-    def weights_inplace(self, S: np.ndarray, count: np.ndarray) -> np.ndarray:
-        M = S.max(axis=-1, keepdims=True)
-        S -= M
-        np.exp(S, out=S)
-        return np.exp(M) / count
 
 
 class Sigmoid(_RowKernel):
@@ -282,12 +324,12 @@ class Sigmoid(_RowKernel):
 
     name = "sigmoid"
     normalized = False
+    exponential = False
 
-    def weights_inplace(self, S: np.ndarray, count: np.ndarray) -> np.ndarray:
+    def transform(self, S: np.ndarray) -> None:
         if self.bias:
             S += self.bias
         expit(S, out=S)  # expit(-inf) = 0: the causal mask carries over
-        return 1.0 / count
 
 
 class Sinkhorn(Kernel):

@@ -88,7 +88,7 @@ def attention_weights(
 
 def project_tangent(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """``P_x^perp y = y - <x, y> x`` row by row (``x`` unit vectors)."""
-    return y - np.sum(x * y, axis=-1, keepdims=True) * x
+    return y - np.einsum("...d,...d->...", x, y)[..., None] * x
 
 
 def velocity(
