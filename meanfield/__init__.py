@@ -10,20 +10,25 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from .model import ATTENTION_KINDS, Model
-from .domains import Circle, Domain
+from .domains import Circle, Domain, Sphere, ZonalSphere
 from . import initial
 from .flow import make_flow
+from .gaussian import BlowUpError, solve_gaussian
 from .solve import ResolutionError, StopReason, solve
 
 __all__ = [
     "ATTENTION_KINDS",
+    "BlowUpError",
     "Circle",
     "Domain",
     "Model",
     "ResolutionError",
+    "Sphere",
     "StopReason",
+    "ZonalSphere",
     "__version__",
     "initial",
     "make_flow",
     "solve",
+    "solve_gaussian",
 ]
