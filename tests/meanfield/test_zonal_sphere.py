@@ -85,13 +85,15 @@ def test_basis_is_orthonormal_and_normalised(d):
     gram = (B * Z.weights[:, None]).T @ B / Z.area
     assert np.max(np.abs(gram - np.eye(41))) < 1e-12
     # Q_l(1) = sqrt(N(d, l)) and Q_1 = sqrt(d) s (normalised Gegenbauer times sqrt(N)).
-    assert np.allclose(Z.area * Z.evaluate(np.eye(41)[5], np.array([1.0])), np.exp(0.5 * log_harmonic_dimension(d, 5)), rtol=1e-12)
+    q5_at_1 = Z.area * Z.evaluate(np.eye(41)[5], np.array([1.0]))
+    assert np.allclose(q5_at_1, np.exp(0.5 * log_harmonic_dimension(d, 5)), rtol=1e-12)
     assert np.allclose(Z.real_mode(1), math.sqrt(d) * Z.grid, rtol=1e-13)
     # C_l^alpha / C_l^alpha(1) from scipy, for moderate d where it does not overflow.
     if d <= 64:
         a = (d - 2) / 2
         ref = special.eval_gegenbauer(7, a, Z.grid) / special.eval_gegenbauer(7, a, 1.0)
-        assert np.allclose(Z.real_mode(7) * np.exp(-0.5 * log_harmonic_dimension(d, 7)), ref, rtol=0, atol=1e-13)
+        p7 = Z.real_mode(7) * np.exp(-0.5 * log_harmonic_dimension(d, 7))
+        assert np.allclose(p7, ref, rtol=0, atol=1e-13)
 
 
 @pytest.mark.parametrize("d", DIMS)
@@ -177,7 +179,8 @@ def test_kernel_multipliers_match_bessel(d, beta):
     Z = ZonalSphere(d, 12)
     l = np.arange(13)
     # (2 pi)^{d/2} beta^{1 - d/2} I_{l + d/2 - 1}(beta), MATH.md section 3, in logs with ive.
-    log_ref = 0.5 * d * math.log(2 * math.pi) + (1 - 0.5 * d) * math.log(beta) + np.log(special.ive(l + 0.5 * d - 1, beta))
+    log_ref = (0.5 * d * math.log(2 * math.pi) + (1 - 0.5 * d) * math.log(beta)
+               + np.log(special.ive(l + 0.5 * d - 1, beta)))
     assert np.allclose(np.log(Z.scaled_kernel_multipliers(beta)), log_ref, rtol=0, atol=1e-12)
 
 
@@ -299,7 +302,9 @@ def test_d3_agrees_with_the_full_sphere(attention, beta):
     assert np.allclose(a.energy.values, b.energy.values, rtol=1e-9)
 
 
-@pytest.mark.parametrize(("d", "attention", "value"), [(8, "softmax", 1), (64, "unnormalized", 1), (8, "softmax", -1)])
+@pytest.mark.parametrize(
+    ("d", "attention", "value"), [(8, "softmax", 1), (64, "unnormalized", 1), (8, "softmax", -1)]
+)
 def test_mass_energy_and_dissipation(d, attention, value):
     Z = ZonalSphere(d, 24)
     rho0 = np.exp(1.5 * math.sqrt(d) * Z.grid / 2)  # a tilt of order one on the bulk s ~ d^-1/2
