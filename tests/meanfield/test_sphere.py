@@ -389,6 +389,24 @@ def test_growth_rates_on_the_sphere(attention, beta):
         assert measured == pytest.approx(gammas[l - 1], rel=1e-6), (l, m)
 
 
+@pytest.mark.parametrize(("attention", "value"), [("softmax", -1), ("unnormalized", 1)])
+def test_growth_rates_with_noise_and_repulsion(attention, value):
+    """``value * gamma_l - sigma l (l + 1)`` (MATH.md section 3): the diffusion is integrated
+    exactly (integrating factor), the sign flips with ``V = -I``."""
+    S = Sphere(12)
+    beta, sigma = 4.0, 0.3
+    rates = [value * gamma_sphere(l, beta, attention) - sigma * l * (l + 1) for l in range(1, 7)]
+    T = 1.0 / max(abs(r) for r in rates)
+    for l in range(1, 7):
+        rho = S.uniform() * (1 + 1e-8 * S.real_mode((l, l - 1)))
+        rec = ModeRecorder(S.index(l, l - 1))
+        control = PIController(rtol=1e-12, atol=1e-24, dtmax=T / 8)
+        model = Model(beta, attention=attention, value=value, noise=sigma)
+        solve(model, S, rho, [0.0, T], controller=control, trackers=[rec])
+        measured = math.log(abs(rec.a[-1]) / abs(rec.a[0])) / (rec.t[-1] - rec.t[0])
+        assert measured == pytest.approx(rates[l - 1], rel=1e-6), l
+
+
 def vmf(S: Sphere, center, kappa: float) -> np.ndarray:
     x = S.points @ (np.asarray(center, dtype=float) / np.linalg.norm(center))
     return np.exp(kappa * (x - 1.0))
