@@ -70,25 +70,41 @@ def _check_circle(domain: Domain) -> None:
         raise ValueError(msg)
 
 
-def _coefficients(domain: Domain, rho: Any, name: str) -> np.ndarray:
-    """Coefficients from grid values (``domain.grid_shape``) or coefficients (as ``forward``)."""
+def _coefficients(domain: Domain, rho: Any, name: str, kind: str = "auto") -> np.ndarray:
+    """Coefficients from grid values (``domain.grid_shape``) or coefficients (as ``forward``).
+
+    ``kind`` is ``"values"``, ``"coefficients"`` or ``"auto"`` (by shape; an error where the
+    two shapes coincide, as on :class:`ZonalSphere`).
+    """
+    if kind not in ("auto", "values", "coefficients"):
+        msg = f"kind must be 'auto', 'values' or 'coefficients', got {kind!r}"
+        raise ValueError(msg)
     rho = np.asarray(rho)
     coef_shape = np.shape(domain.forward(domain.uniform()))
-    if rho.shape == tuple(domain.grid_shape) and not np.iscomplexobj(rho):
-        if not np.all(np.isfinite(rho)):
-            msg = f"{name} contains non-finite values"
+    grid_shape = tuple(domain.grid_shape)
+    if not np.all(np.isfinite(rho)):
+        msg = f"{name} contains non-finite values"
+        raise ValueError(msg)
+    if kind == "auto":
+        if grid_shape == coef_shape and not np.iscomplexobj(rho):
+            msg = (
+                f"{name}: on {domain!r} grid values and coefficients both have shape "
+                f"{grid_shape}; pass kind='values' or kind='coefficients'"
+            )
+            raise ValueError(msg)
+        kind = "values" if rho.shape == grid_shape and not np.iscomplexobj(rho) else "coefficients"
+    if kind == "values":
+        if rho.shape != grid_shape:
+            msg = f"{name} must be grid values of shape {grid_shape} on {domain!r}, got shape {rho.shape}"
             raise ValueError(msg)
         return domain.forward(rho.astype(float))
-    if rho.shape == coef_shape:
-        if not np.all(np.isfinite(rho)):
-            msg = f"{name} contains non-finite coefficients"
-            raise ValueError(msg)
-        return rho
-    msg = (
-        f"{name} must be grid values of shape {tuple(domain.grid_shape)} or coefficients of "
-        f"shape {coef_shape} on {domain!r}, got shape {rho.shape}"
-    )
-    raise ValueError(msg)
+    if rho.shape != coef_shape:
+        msg = (
+            f"{name} must be grid values of shape {grid_shape} or coefficients of "
+            f"shape {coef_shape} on {domain!r}, got shape {rho.shape}"
+        )
+        raise ValueError(msg)
+    return rho
 
 
 def _weighted_median(values: np.ndarray, weights: np.ndarray) -> float:
@@ -179,14 +195,14 @@ def _w1_core(
             root = np.clip(root - np.where(d != 0, (G(root, cj) - cv) / safe, 0.0), a[cross], b[cross])
         return cross, root
 
-    # Newton on c for f'(c) = |{G < c}| - |{G > c}| = 0, f''(c) = sum 1/|G'(root)|
+    # Newton on c for f'(c) = |{G < c}| - |{G > c}| = 0, f''(c) = 2 sum 1/|G'(root)|
     for _ in range(3):
         cross, root = roots(cval)
         below = np.where((ga < cval) & (gb <= cval) & ~cross, b - a, 0.0).sum()
         up = ga[cross] < cval  # increasing through the root
         below += np.sum(np.where(up, root - a[cross], b[cross] - root))
         fprime = 2.0 * below - _TWO_PI
-        curv = np.sum(1.0 / np.maximum(np.abs(dG(root)), 1e-300)) if root.size else 0.0
+        curv = 2.0 * np.sum(1.0 / np.maximum(np.abs(dG(root)), 1e-300)) if root.size else 0.0
         if curv <= 0 or abs(fprime) < 1e-15:
             break
         cval = cval - fprime / curv
@@ -233,7 +249,7 @@ def _panel_grid(domain: Any) -> np.ndarray:
     return _TWO_PI * np.arange(m + 1) / m
 
 
-def w1_density_particles(domain: Domain, rho: Any, x: Any) -> float | np.ndarray:
+def w1_density_particles(domain: Domain, rho: Any, x: Any, *, kind: str = "auto") -> float | np.ndarray:
     """Exact ``W_1`` on the circle between a density and an empirical measure.
 
     Args:
@@ -241,12 +257,13 @@ def w1_density_particles(domain: Domain, rho: Any, x: Any) -> float | np.ndarray
         rho: the density: grid values (shape ``(N,)``) or coefficients (``(N//2 + 1,)``);
             normalised to mass 1 here.
         x: points (n, 2) or angles (n,); a batch (B, n, 2) / (B, n) gives B distances.
+        kind: how to read ``rho``: ``"values"``, ``"coefficients"`` or ``"auto"`` (by shape).
     """
     _check_circle(domain)
-    c = _coefficients(domain, rho, "rho")
+    c = _coefficients(domain, rho, "rho", kind)
     th = _angles(x, "x")
     if th.ndim == 2:
-        return np.array([w1_density_particles(domain, c, t) for t in th])
+        return np.array([w1_density_particles(domain, c, t, kind="coefficients") for t in th])
     sx = np.sort(th)
     breaks = np.unique(np.concatenate([_panel_grid(domain), sx]))
     mid = 0.5 * (breaks[:-1] + breaks[1:])
@@ -274,11 +291,11 @@ def _check_beta(beta: float) -> float:
     return beta
 
 
-def kernel_distance(domain: Domain, a: Any, b: Any, beta: float) -> float:
+def kernel_distance(domain: Domain, a: Any, b: Any, beta: float, *, kind: str = "auto") -> float:
     """``||mu - nu||_beta`` (MATH.md section 6) between two densities on ``domain``
-    (grid values or coefficients)."""
+    (grid values or coefficients, as ``kind`` says)."""
     beta = _check_beta(beta)
-    return domain.kernel_distance(_coefficients(domain, a, "a"), _coefficients(domain, b, "b"), beta)
+    return domain.kernel_distance(_coefficients(domain, a, "a", kind), _coefficients(domain, b, "b", kind), beta)
 
 
 def _points(domain: Domain, x: Any) -> np.ndarray:
@@ -318,7 +335,7 @@ def _gram_mean(x: np.ndarray, y: np.ndarray, beta: float) -> float:
 
 
 def kernel_distance_particles(
-    domain: Domain, rho: Any, x: Any, beta: float, *, method: str = "auto"
+    domain: Domain, rho: Any, x: Any, beta: float, *, method: str = "auto", kind: str = "auto"
 ) -> float | np.ndarray:
     """``||mu - mu_n||_beta`` between a density and the empirical measure of ``x``.
 
@@ -332,16 +349,18 @@ def kernel_distance_particles(
             ``"exact"`` (Gram matrix: ``iint K dmu_n dmu_n - 2 int K*mu dmu_n + iint K dmu dmu``,
             cost ``O(n^2)``), or ``"auto"`` (``exact`` on domains whose ``project`` averages
             over rotations, like :class:`ZonalSphere`; ``project`` otherwise).
+        kind: how to read ``rho``: ``"values"``, ``"coefficients"`` or ``"auto"`` (by shape).
     """
     beta = _check_beta(beta)
     if method not in ("auto", "project", "exact"):
         msg = f"method must be 'auto', 'project' or 'exact', got {method!r}"
         raise ValueError(msg)
-    c = _coefficients(domain, rho, "rho")
+    c = _coefficients(domain, rho, "rho", kind)
     c = c / (domain.mass(c))
     pts = _points(domain, x)
     if pts.ndim == 3:
-        return np.array([kernel_distance_particles(domain, c, p, beta, method=method) for p in pts])
+        return np.array([kernel_distance_particles(domain, c, p, beta, method=method, kind="coefficients")
+                         for p in pts])
     if method == "auto":
         method = "exact" if hasattr(domain, "axis_coordinate") else "project"
     if method == "project":

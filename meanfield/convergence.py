@@ -1,0 +1,259 @@
+r"""Numerical self-convergence of a PDE run: the study to do before trusting a solution.
+
+.. autosummary::
+   self_convergence
+   convergence_table
+
+For a user's run (model, domain, initial density, output times) the study solves the same
+problem
+
+* at resolutions ``R, 2R, 4R, ...`` (refinement disabled: ``max_resolution = resolution``),
+  with a tight time-integration tolerance, and
+* at one resolution with tolerances ``rtol = tol_0 > tol_1 > ...``,
+
+and reports, at every output time, the ``L^2`` differences between successive runs (all
+compared on the finest grid through exact zero-padding of the coefficients), the difference
+to the finest run, and the observed orders
+
+.. math::  p_j = \log_2 \frac{\|u_{R_j} - u_{R_{j+1}}\|}{\|u_{R_{j+1}} - u_{R_{j+2}}\|},
+           \qquad q_j = \frac{\log (\|u_{\tau_j} - u_{\tau_{j+1}}\| /
+                                    \|u_{\tau_{j+1}} - u_{\tau_{j+2}}\|)}
+                             {\log (\tau_j / \tau_{j+1})}.
+
+A spectral discretisation of a smooth solution converges faster than any power of ``R``,
+so ``p_j`` grows with ``R`` (until round-off); the time integration (error-per-step control
+of an embedded pair, advancing with the higher order) has ``q ~ 1`` (tolerance
+proportionality). Each resolution also reports ``t_resolved``: the last time its resolution
+monitor (spectral tail, positivity; :func:`meanfield.solve`) accepted the solution, the time
+up to which that resolution can be trusted (MATH.md section 3).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import xarray as xr
+
+from .domains.base import Domain
+from .model import Model
+from .solve import solve
+
+
+def _initial_on(domain: Domain, base: Domain, rho0: Any) -> Any:
+    """``rho0`` for ``domain``: a callable as is; grid values of ``base`` zero-padded."""
+    if callable(rho0):
+        return rho0
+    c = base.forward(np.asarray(rho0, dtype=float))
+    return domain.backward(domain.prolong(c, base))
+
+
+def _coefficients_at(ds: xr.Dataset, domain: Domain, fine: Domain, times: np.ndarray) -> np.ndarray:
+    """Coefficients on ``fine`` at ``times`` (NaN rows where the run did not get there)."""
+    coef_shape = np.shape(fine.forward(fine.uniform()))
+    out = np.full((times.size,) + coef_shape, np.nan, dtype=complex)
+    have = np.asarray(ds["time"].values, dtype=float)
+    ok = float(ds.attrs.get("t_reached", have[-1]))
+    final = Domain.from_state(json.loads(ds.attrs["domain"]))
+    for i, t in enumerate(times):
+        j = np.flatnonzero(np.isclose(have, t, rtol=0, atol=1e-12 * max(1.0, abs(t))))
+        if j.size and t <= ok * (1 + 1e-12) + 1e-12:
+            c = final.forward(np.asarray(ds["density"].values[j[0]], dtype=float))
+            out[i] = fine.prolong(c, final)
+    return out
+
+
+def _norms(domain: Domain, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``||f_a - f_b||_{L^2}`` per time (rows)."""
+    out = np.empty(a.shape[0])
+    for i in range(a.shape[0]):
+        diff = a[i] - b[i]
+        out[i] = math.sqrt(max(domain.inner(diff, diff), 0.0)) if np.all(np.isfinite(diff)) else np.nan
+    return out
+
+
+def _orders(diff: np.ndarray, ratio: np.ndarray) -> np.ndarray:
+    """``log(diff_j / diff_{j+1}) / log(ratio_j)`` along axis 0 (NaN for the last one)."""
+    out = np.full(diff.shape, np.nan)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for j in range(diff.shape[0] - 1):
+            out[j] = np.log(diff[j] / diff[j + 1]) / math.log(ratio[j])
+    return out
+
+
+def self_convergence(
+    model: Model,
+    domain: Domain,
+    rho0: np.ndarray | Callable[..., np.ndarray],
+    t: Sequence[float] | np.ndarray,
+    *,
+    levels: int = 4,
+    rtol: float = 1e-10,
+    atol: float = 1e-14,
+    tolerances: Sequence[float] = (1e-5, 1e-6, 1e-7, 1e-8),
+    tolerance_resolution: int | None = None,
+    form: str = "continuity",
+    **solve_kwargs: Any,
+) -> xr.Dataset:
+    """Self-convergence of ``solve(model, domain, rho0, t)`` under refinement (MATH.md section 3).
+
+    Args:
+        model, domain, rho0, t: the run, as for :func:`meanfield.solve`; ``domain`` sets the
+            coarsest resolution ``R``; ``rho0`` values are on ``domain``'s grid (or a callable
+            of the grid).
+        levels: number of resolutions ``R 2^j`` (at least 3 for an observed order).
+        rtol, atol: time tolerances of the resolution study (tight, so that the spatial
+            error dominates).
+        tolerances: the ``rtol`` values of the tolerance study, decreasing (``atol =
+            rtol * 1e-4``); empty to skip it.
+        tolerance_resolution: resolution of the tolerance study (default: ``domain``'s, the
+            user's run; runs at one resolution share their spatial error, so the
+            differences measure the time integration alone).
+        form: ``"continuity"`` or ``"gradient"``.
+        solve_kwargs: passed on to :func:`meanfield.solve` (``scheme``, ``cfl``, ...).
+
+    Returns:
+        ``xarray.Dataset`` with dimensions ``resolution``, ``tolerance`` and ``time``:
+        ``difference_resolution`` (to the next resolution), ``error_resolution`` (to the
+        finest), ``order_resolution``, ``t_resolved``, ``steps_resolution`` and their
+        ``*_tolerance`` counterparts; the settings in ``attrs``.
+    """
+    if int(levels) < 2:
+        msg = f"levels must be >= 2, got {levels!r}"
+        raise ValueError(msg)
+    tols = np.asarray(list(tolerances), dtype=float)
+    if tols.size and (np.any(tols <= 0) or np.any(np.diff(tols) >= 0)):
+        msg = f"tolerances must be positive and strictly decreasing, got {list(tolerances)!r}"
+        raise ValueError(msg)
+    times = np.atleast_1d(np.asarray(t, dtype=float))
+    resolutions = [domain.resolution * 2**j for j in range(int(levels))]
+    domains = [domain.with_resolution(r) for r in resolutions]
+    fine = domains[-1]
+
+    coefs, t_ok, steps, ok_flags, reasons = [], [], [], [], []
+    for dom in domains:
+        try:
+            ds = solve(model, dom, _initial_on(dom, domain, rho0), times, rtol=rtol, atol=atol,
+                       max_resolution=dom.resolution, throw=False, form=form, **solve_kwargs)
+        except ValueError as exc:  # rho0 itself is not resolved at this resolution
+            if "not resolved" not in str(exc):
+                raise
+            coefs.append(np.full((times.size,) + np.shape(fine.forward(fine.uniform())), np.nan, dtype=complex))
+            t_ok.append(-math.inf)
+            steps.append(0)
+            ok_flags.append(0)
+            reasons.append(str(exc))
+            continue
+        coefs.append(_coefficients_at(ds, dom, fine, times))
+        t_ok.append(float(ds.attrs["t_reached"]))
+        steps.append(int(ds.attrs["num_accepted"]))
+        ok_flags.append(int(ds.attrs["successful"]))
+        reasons.append(str(ds.attrs["stop_reason"]))
+    L = len(domains)
+    diff_r = np.full((L, times.size), np.nan)
+    err_r = np.full((L, times.size), np.nan)
+    for j in range(L - 1):
+        diff_r[j] = _norms(fine, coefs[j], coefs[j + 1])
+        err_r[j] = _norms(fine, coefs[j], coefs[-1])
+    order_r = _orders(diff_r, np.full(L, 2.0))
+
+    res_tol = domain if tolerance_resolution is None else domain.with_resolution(int(tolerance_resolution))
+    T = tols.size
+    diff_q = np.full((T, times.size), np.nan)
+    err_q = np.full((T, times.size), np.nan)
+    steps_q = np.zeros(T, dtype=int)
+    tok_q = np.full(T, np.nan)
+    if T:
+        cq = []
+        for j, tol in enumerate(tols):
+            ds = solve(model, res_tol, _initial_on(res_tol, domain, rho0), times, rtol=float(tol),
+                       atol=float(tol) * 1e-4, max_resolution=res_tol.resolution, throw=False,
+                       form=form, **solve_kwargs)
+            cq.append(_coefficients_at(ds, res_tol, res_tol, times))
+            steps_q[j] = int(ds.attrs["num_accepted"])
+            tok_q[j] = float(ds.attrs["t_reached"])
+        for j in range(T - 1):
+            diff_q[j] = _norms(res_tol, cq[j], cq[j + 1])
+            err_q[j] = _norms(res_tol, cq[j], cq[-1])
+        ratio = np.append(tols[:-1] / tols[1:], 10.0)
+        order_q = _orders(diff_q, ratio)
+    else:
+        order_q = diff_q.copy()
+
+    ds = xr.Dataset(
+        {
+            "difference_resolution": (("resolution", "time"), diff_r, {
+                "long_name": "L2 difference to the next resolution"}),
+            "error_resolution": (("resolution", "time"), err_r, {
+                "long_name": "L2 difference to the finest resolution"}),
+            "order_resolution": (("resolution", "time"), order_r, {
+                "long_name": "observed order under resolution doubling, log2 of successive difference ratios"}),
+            "t_resolved": ("resolution", np.array(t_ok), {
+                "long_name": "last time the resolution monitor accepted the solution"}),
+            "successful_resolution": ("resolution", np.array(ok_flags)),
+            "steps_resolution": ("resolution", np.array(steps)),
+            "difference_tolerance": (("tolerance", "time"), diff_q, {
+                "long_name": "L2 difference to the next (tighter) tolerance"}),
+            "error_tolerance": (("tolerance", "time"), err_q, {
+                "long_name": "L2 difference to the tightest tolerance"}),
+            "order_tolerance": (("tolerance", "time"), order_q, {
+                "long_name": "observed order in the tolerance"}),
+            "t_resolved_tolerance": ("tolerance", tok_q),
+            "steps_tolerance": ("tolerance", steps_q),
+        },
+        coords={
+            "resolution": ("resolution", np.array(resolutions)),
+            "tolerance": ("tolerance", tols),
+            "time": ("time", times, {"units": "1"}),
+        },
+    )
+    ds.attrs.update({
+        "title": "self-convergence study (meanfield.convergence)",
+        "model": model.to_json(),
+        "domain": domain.state_json(),
+        "rtol": float(rtol),
+        "atol": float(atol),
+        "tolerance_resolution": int(res_tol.resolution),
+        "form": form,
+        "stop_reasons": json.dumps(reasons),
+    })
+    return ds
+
+
+def _fmt(x: float) -> str:
+    return "-" if not np.isfinite(x) else f"{x:.3g}"
+
+
+def convergence_table(ds: xr.Dataset, time: float | None = None) -> str:
+    """A Markdown table of a :func:`self_convergence` result at ``time`` (default: the last
+    time at which every resolution is resolved, else the last time)."""
+    times = ds["time"].values
+    if time is None:  # the latest time with the most resolved comparisons
+        count = np.sum(np.isfinite(ds["difference_resolution"].values), axis=0)
+        time = float(times[np.flatnonzero(count == count.max())[-1]])
+    i = int(np.argmin(np.abs(times - time)))
+    lines = [f"Resolution study at t = {times[i]:.4g} (rtol = {ds.attrs['rtol']:.1e})", "",
+             "| resolution | diff. to next | error to finest | observed order | t_resolved | steps |",
+             "|---:|---:|---:|---:|---:|---:|"]
+    for j, r in enumerate(ds["resolution"].values):
+        lines.append(
+            f"| {int(r)} | {_fmt(ds['difference_resolution'].values[j, i])} | "
+            f"{_fmt(ds['error_resolution'].values[j, i])} | {_fmt(ds['order_resolution'].values[j, i])} | "
+            f"{ds['t_resolved'].values[j]:.4g} | {int(ds['steps_resolution'].values[j])} |"
+        )
+    if ds.sizes.get("tolerance", 0):
+        lines += ["", f"Tolerance study at resolution {ds.attrs['tolerance_resolution']}, t = {times[i]:.4g}", "",
+                  "| rtol | diff. to next | error to tightest | observed order | steps |",
+                  "|---:|---:|---:|---:|---:|"]
+        for j, tol in enumerate(ds["tolerance"].values):
+            lines.append(
+                f"| {tol:.1e} | {_fmt(ds['difference_tolerance'].values[j, i])} | "
+                f"{_fmt(ds['error_tolerance'].values[j, i])} | {_fmt(ds['order_tolerance'].values[j, i])} | "
+                f"{int(ds['steps_tolerance'].values[j])} |"
+            )
+    return "\n".join(lines)
+
+
+__all__ = ["convergence_table", "self_convergence"]
