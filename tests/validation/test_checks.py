@@ -1,0 +1,84 @@
+"""The validation checks: conventions, statistics helpers, and the cheap checks run for real."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from validation.checks.convergence import fit_power_law
+from validation.checks.theory import (
+    REFERENCE_RATES,
+    growth_rate,
+    in_open_hemisphere,
+    wendel_probability,
+)
+from validation.records import CheckResult
+from validation.runner import status_of
+from validation.suites import FULL, QUICK
+
+OWN = ("validation.checks.convergence", "validation.checks.energy", "validation.checks.theory")
+
+
+@pytest.mark.parametrize("entry", [e for e in FULL if e.target.split(":")[0] in OWN], ids=lambda e: e.name)
+def test_every_check_follows_the_convention_and_justifies_its_tolerance(entry) -> None:
+    func = entry.load()
+    sig = inspect.signature(func)
+    assert [p.name for p in sig.parameters.values()] == ["seed", "out_dir", "suite"]
+    assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in sig.parameters.values())
+    doc = inspect.getdoc(func) or ""
+    assert "tolerance" in doc.lower(), f"{entry.name}: the docstring must justify the tolerance"
+    assert "MATH.md" in inspect.getsource(inspect.getmodule(func))
+
+
+def test_quick_suite_is_a_subset_of_full() -> None:
+    assert [e.name for e in QUICK] == [e.name for e in FULL[: len(QUICK)]]
+
+
+def test_fit_power_law_recovers_the_slope_with_honest_coverage(rng: np.random.Generator) -> None:
+    n = np.repeat(np.geomspace(10, 1000, 7)[:, None], 8, 1)
+    inside = 0
+    for _ in range(200):
+        d = 2.0 * n**-0.5 * np.exp(0.3 * rng.standard_normal(n.shape))
+        fit = fit_power_law(n, d, level=0.9)
+        inside += fit["lo"] <= -0.5 <= fit["hi"]
+    assert 0.82 <= inside / 200 <= 0.97  # 90% nominal, binomial spread over 200 trials
+    steep = fit_power_law(n, n**-1.0 * np.exp(0.3 * rng.standard_normal(n.shape)))
+    assert not steep["lo"] <= -0.5 <= steep["hi"]  # a wrong law is detected
+
+
+def test_reference_growth_rates_match_the_formula() -> None:
+    for (dom, att, beta), ref in REFERENCE_RATES.items():
+        d = 2 if dom == "circle" else 3
+        for l, r in enumerate(ref, start=1):
+            assert growth_rate(d, att, beta, l) == pytest.approx(r, abs=5e-5)
+
+
+def test_wendel_helpers() -> None:
+    assert wendel_probability(5, 2) == pytest.approx(5 / 16)
+    assert wendel_probability(3, 3) == 1.0
+    assert in_open_hemisphere(np.array([[1.0, 0.0], [0.0, 1.0], [0.6, 0.8]]))
+    assert not in_open_hemisphere(np.array([[1.0, 0.0], [-0.5, 0.8], [-0.5, -0.8]]))
+
+
+def _run(name: str, tmp_path: Path) -> CheckResult:
+    entry = next(e for e in QUICK if e.name == name)
+    res = entry.load()(seed=0, out_dir=tmp_path, suite="quick")
+    assert isinstance(res, CheckResult) and res.name == name
+    assert res.figure is None or Path(res.figure).is_file()
+    return res
+
+
+@pytest.mark.parametrize("name", ["theory.noise_threshold", "theory.orthogonal_start", "theory.wendel",
+                                  "energy.pde", "energy.particles"])
+def test_cheap_quick_checks_pass(name: str, tmp_path: Path) -> None:
+    res = _run(name, tmp_path)
+    assert status_of(res) == "pass", res
+
+
+@pytest.mark.benchmark
+@pytest.mark.parametrize("name", [e.name for e in QUICK if e.target.split(":")[0] in OWN])
+def test_every_quick_check_passes(name: str, tmp_path: Path) -> None:
+    assert status_of(_run(name, tmp_path)) == "pass"

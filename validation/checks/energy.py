@@ -1,0 +1,276 @@
+"""Energy checks: monotonicity and the dissipation identity, PDE and particles (MATH.md
+sections 2, 3 and 6).
+
+.. autosummary::
+   check_energy_pde
+   check_energy_particles
+   check_energy_pde_vs_particles
+
+Along SA and USA the energy ``E_beta`` never decreases (never increases for ``V = -I``), and
+``dE/dt`` equals the dissipation ``D`` (Lemma 3.7, (3.6)); the checks integrate ``D`` in time
+and compare with the change of ``E``.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xarray as xr
+from scipy import stats
+
+from ..records import CheckResult
+from .convergence import _figure, _missing, _save, _smooth_density
+
+
+def _models() -> dict[str, Any]:
+    from meanfield import Model
+
+    return {
+        "SA": Model(beta=1.0, attention="softmax"),
+        "USA": Model(beta=1.0, attention="unnormalized"),
+        "SA repulsive": Model(beta=1.0, attention="softmax", value=-1),
+    }
+
+
+def _simpson(y: np.ndarray, h: float) -> float:
+    """Composite Simpson rule (even number of intervals)."""
+    return float(h / 3.0 * (y[0] + y[-1] + 4.0 * y[1:-1:2].sum() + 2.0 * y[2:-1:2].sum()))
+
+
+def _identity(E: np.ndarray, D: np.ndarray, times: np.ndarray) -> tuple[float, float, float]:
+    """``(Delta E, int D dt, Richardson estimate of the quadrature error)``."""
+    h = float(times[1] - times[0])
+    fine = _simpson(D, h)
+    coarse = _simpson(D[::2], 2 * h)
+    return float(E[-1] - E[0]), fine, abs(fine - coarse) / 15.0
+
+
+def check_energy_pde(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
+    """PDE energy: monotone, and ``E(T) - E(0) = int_0^T D dt`` (dissipation identity).
+
+    Circle, ``beta = 1``: SA, USA and repulsive SA, ``rho_0 ∝ e^{cos theta}(1 + 0.3 sin 2
+    theta)``, ``t in [0, 1]`` with 41 outputs, ``rtol = 1e-10``.
+
+    Tolerances:
+
+    * monotonicity: every increment ``s (E_{i+1} - E_i) >= -10 rtol max|E|``; the solver
+      controls the coefficients to ``rtol`` per step, so the computed energy carries a
+      relative error of that order (10: accumulation over the steps of an output interval).
+    * identity: ``|Delta E - int D| <= 3 eps_S + 10 rtol max|E|`` with ``eps_S`` the
+      Richardson estimate ``|S_h - S_{2h}|/15`` of the Simpson rule's ``O(h^4)`` error
+      (the factor 3 covers the estimate's own uncertainty, its next term being ``O(h^6)``).
+    """
+    from meanfield import Circle, solve
+
+    rtol = 1e-10
+    times = np.linspace(0.0, 1.0, 41)
+    rows, curves = {}, {}
+    passed = True
+    for label, model in _models().items():
+        ds = solve(model, Circle(64), _smooth_density, times, rtol=rtol, atol=1e-13)
+        E, D = ds["energy"].values, ds["dissipation"].values
+        s = model.sign
+        scale = float(np.max(np.abs(E)))
+        mono_tol = 10 * rtol * scale
+        worst = float(np.min(s * np.diff(E)))
+        dE, intD, eps = _identity(E, D, times)
+        tol = 3 * eps + 10 * rtol * scale
+        ok = worst >= -mono_tol and abs(dE - intD) <= tol
+        passed &= bool(ok)
+        rows[label] = {"min signed increment": worst, "monotone tol": mono_tol, "Delta E": dE,
+                       "int D dt": intD, "identity error": abs(dE - intD), "identity tol": tol,
+                       "passed": bool(ok)}
+        curves[label] = (E, D)
+    plt = _figure()
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for label, (E, D) in curves.items():
+        axes[0].plot(times, E, label=label)
+        axes[1].plot(times, D, label=label)
+    axes[0].set_xlabel("t")
+    axes[0].set_ylabel("E_beta[rho(t)]")
+    axes[1].set_xlabel("t")
+    axes[1].set_ylabel("dissipation D (= dE/dt)")
+    axes[0].legend(fontsize=7)
+    figure = _save(fig, out_dir, "energy_pde")
+    labels = list(curves)
+    data = xr.Dataset(
+        {"energy": (("model", "time"), np.array([curves[k][0] for k in labels])),
+         "dissipation": (("model", "time"), np.array([curves[k][1] for k in labels]))},
+        coords={"model": labels, "time": times},
+    )
+    worst_rel = max(r["identity error"] / r["identity tol"] for r in rows.values())
+    return CheckResult(
+        name="energy.pde",
+        quantity="PDE energy monotone and dE = int D dt (circle; SA, USA, repulsive)",
+        expected="monotone; identity within quadrature + solver error",
+        measured=f"worst identity error / tolerance = {worst_rel:.2g}",
+        tolerance="10 rtol max|E| (monotone); 3 Richardson + 10 rtol max|E| (identity)",
+        passed=bool(passed),
+        details=rows,
+        data=data,
+        figure=figure,
+    )
+
+
+def check_energy_particles(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
+    """Particle energy: monotone, and ``E(T) - E(0) = int_0^T D dt`` (MATH.md section 2).
+
+    ``n = 32`` tokens on ``S^2`` (i.i.d. uniform), ``beta = 1``: SA, USA, repulsive SA; RK4
+    with ``dt = 0.01`` to ``t = 2``, 41 outputs.
+
+    Tolerances: the trajectory error of RK4 is ``O(dt^4)``; its effect on ``E`` is estimated
+    by a second run with ``dt/2`` (Richardson: ``|E_dt - E_{dt/2}| 16/15``). Monotone:
+    increments ``>= -(2 eps_RK + 1e-13 max|E|)`` (round-off of the energy sum). Identity:
+    ``|Delta E - int D| <= 3 (eps_S + eps_RK) + 1e-13 max|E|`` with ``eps_S`` Simpson's
+    Richardson estimate (factor 3 as in :func:`check_energy_pde`).
+    """
+    try:
+        import particles
+    except ImportError as exc:
+        return _missing("energy.particles", "particle energy identity", "monotone", exc)
+    times = np.linspace(0.0, 2.0, 41)
+    rng = np.random.default_rng(seed)
+    x0 = particles.sample_sphere(32, 3, rng)
+    rows, curves = {}, {}
+    passed = True
+    for label, model in _models().items():
+        a = particles.simulate(model, x0, times, method="rk4", dt=0.01)
+        b = particles.simulate(model, x0, times, method="rk4", dt=0.005)
+        E, D = a["energy"].values, a["dissipation"].values
+        eps_rk = float(np.max(np.abs(E - b["energy"].values))) * 16 / 15
+        scale = float(np.max(np.abs(E)))
+        s = model.sign
+        worst = float(np.min(s * np.diff(E)))
+        mono_tol = 2 * eps_rk + 1e-13 * scale
+        dE, intD, eps = _identity(E, D, times)
+        tol = 3 * (eps + eps_rk) + 1e-13 * scale
+        ok = worst >= -mono_tol and abs(dE - intD) <= tol
+        passed &= bool(ok)
+        rows[label] = {"min signed increment": worst, "monotone tol": mono_tol, "Delta E": dE,
+                       "int D dt": intD, "identity error": abs(dE - intD), "identity tol": tol,
+                       "passed": bool(ok)}
+        curves[label] = (E, D)
+    plt = _figure()
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for label, (E, D) in curves.items():
+        axes[0].plot(times, E, label=label)
+        axes[1].plot(times, D, label=label)
+    axes[0].set_xlabel("t")
+    axes[0].set_ylabel("E_beta(X(t)), n = 32, d = 3")
+    axes[1].set_xlabel("t")
+    axes[1].set_ylabel("dissipation D")
+    axes[0].legend(fontsize=7)
+    figure = _save(fig, out_dir, "energy_particles")
+    labels = list(curves)
+    data = xr.Dataset(
+        {"energy": (("model", "time"), np.array([curves[k][0] for k in labels])),
+         "dissipation": (("model", "time"), np.array([curves[k][1] for k in labels]))},
+        coords={"model": labels, "time": times},
+    )
+    worst_rel = max(r["identity error"] / r["identity tol"] for r in rows.values())
+    return CheckResult(
+        name="energy.particles",
+        quantity="particle energy monotone and dE = int D dt (S^2, n=32; SA, USA, repulsive)",
+        expected="monotone; identity within quadrature + RK4 error",
+        measured=f"worst identity error / tolerance = {worst_rel:.2g}",
+        tolerance="Richardson estimates of the RK4 and Simpson errors (x3) + round-off",
+        passed=bool(passed),
+        details=rows,
+        data=data,
+        figure=figure,
+    )
+
+
+def check_energy_pde_vs_particles(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
+    """PDE and particle energies on the same axes, with the self-interaction correction.
+
+    Circle, SA, ``beta = 1``, ``rho_0 ∝ e^{cos theta}(1 + 0.3 sin 2 theta)``, ``t in [0, 1]``;
+    ``n = 64`` and ``256``, 32 i.i.d. starts each (64 in the full suite). MATH.md section 6:
+    for i.i.d. ``x_i ~ mu``,
+
+        E[E_beta(mu_n)] - E_beta[mu] = (e^beta - iint e^{beta <x,y>} dmu dmu) / (2 beta n),
+
+    exactly (the ``n`` diagonal terms of the double sum). The figure shows the PDE energy,
+    the particles' mean energy and the corrected mean at all times.
+
+    Tolerance: at ``t = 0``, where the law is exact, the corrected gap divided by its
+    standard error (seeds' standard deviation over ``sqrt(S)``) must satisfy
+    ``|z| <= 2.81`` (99% two-sided, Bonferroni over the two ``n``). At ``t > 0`` the gap
+    also has ``O(1/n)`` terms from the fluctuations' dynamics; it is reported, not tested.
+    """
+    try:
+        import particles
+    except ImportError as exc:
+        return _missing("energy.pde_vs_particles", "energy of PDE vs particles", "corrected gap 0", exc)
+    from meanfield import Circle, Model, solve
+
+    model = Model(beta=1.0, attention="softmax")
+    domain = Circle(64)
+    times = np.linspace(0.0, 1.0, 11)
+    S = 32 if suite == "quick" else 64
+    ns = (64, 256)
+    pde = solve(model, domain, _smooth_density, times, rtol=1e-10, atol=1e-13)
+    from meanfield.io import domain_of
+
+    fdom = domain_of(pde)
+    lam = fdom.scaled_kernel_multipliers(model.beta) * math.exp(model.beta)
+    KK = np.array([fdom.inner(c, lam * c) for c in (fdom.forward(r) for r in pde["density"].values)])
+    E_pde = pde["energy"].values
+    rho0 = _smooth_density(domain.grid)
+    rho0 /= domain.integrate(rho0)
+    rng = np.random.default_rng(seed)
+    zcrit = float(stats.norm.ppf(1 - 0.01 / 4))
+    res: dict[str, Any] = {}
+    Ep_all, corr_all = [], []
+    passed = True
+    for n in ns:
+        x0 = np.stack([domain.sample(rho0, n, rng) for _ in range(S)])
+        Ep = particles.simulate(model, x0, times, method="rk4", dt=0.05)["energy"].values  # (time, batch)
+        corr = (math.exp(model.beta) - KK) / (2 * model.beta * n)
+        gap = Ep - E_pde[:, None] - corr[:, None]
+        mean, se = gap.mean(axis=1), gap.std(axis=1, ddof=1) / math.sqrt(S)
+        z0 = float(mean[0] / se[0])
+        passed &= abs(z0) <= zcrit
+        res[f"n={n}"] = {"z at t=0": z0, "correction at t=0": float(corr[0]),
+                         "corrected gap x n at t=1": float(mean[-1] * n),
+                         "uncorrected gap x n at t=1": float((mean[-1] + corr[-1]) * n)}
+        Ep_all.append(Ep)
+        corr_all.append(corr)
+    plt = _figure()
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    ax.plot(times, E_pde, "k-", lw=2, label="PDE E_beta[rho(t)]")
+    for i, n in enumerate(ns):
+        m = Ep_all[i].mean(axis=1)
+        se = Ep_all[i].std(axis=1, ddof=1) / math.sqrt(S)
+        ax.errorbar(times, m, yerr=zcrit * se, fmt="o", ms=3, color=f"C{i}", label=f"particles n={n} (mean)")
+        ax.plot(times, m - corr_all[i], "--", color=f"C{i}", label=f"particles n={n}, corrected")
+    ax.set_xlabel("t")
+    ax.set_ylabel("energy")
+    ax.set_title("SA beta = 1 on the circle: PDE vs particles")
+    ax.legend(fontsize=7)
+    figure = _save(fig, out_dir, "energy_pde_vs_particles")
+    data = xr.Dataset(
+        {"energy_pde": ("time", E_pde),
+         "energy_particles": (("n", "time", "seed"), np.array(Ep_all)),
+         "correction": (("n", "time"), np.array(corr_all))},
+        coords={"n": list(ns), "time": times, "seed": np.arange(S)},
+        attrs={"model": model.to_json()},
+    )
+    zs = [r["z at t=0"] for r in res.values()]
+    return CheckResult(
+        name="energy.pde_vs_particles",
+        quantity="E[E(mu_n)] - E[mu] - (e^beta - iint K dmu dmu)/(2 beta n) at t = 0 (z-score)",
+        expected="0 (exact for i.i.d. starts)",
+        measured=", ".join(f"z={z:.2f}" for z in zs),
+        tolerance=f"|z| <= {zcrit:.2f}",
+        passed=bool(passed),
+        details=res,
+        data=data,
+        figure=figure,
+    )
+
+
+__all__ = ["check_energy_particles", "check_energy_pde", "check_energy_pde_vs_particles"]

@@ -1,0 +1,191 @@
+"""The validation report: ``report.md`` and ``report.html`` in the output folder.
+
+.. autosummary::
+   write_report
+
+The table of all checks (check, status, measured, expected, tolerance, time), then one
+section per check: what it compares, its figure (PNG), its tolerance and the argument for
+it (the check's docstring), the extra numbers, the traceback of an error, and the link to
+its raw numbers (``checks/<name>/data.nc``, NetCDF) from which any figure can be redrawn.
+"""
+
+from __future__ import annotations
+
+import html
+import inspect
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from .records import CheckResult
+from .runner import load_record, status_of
+from .suites import SuiteEntry
+
+
+def _doc(entry: SuiteEntry) -> str:
+    try:
+        return inspect.cleandoc(entry.load().__doc__ or "")
+    except Exception:  # noqa: BLE001 - a missing module has no docstring to show
+        return ""
+
+
+def _rel(path: str | None, root: Path) -> str | None:
+    if not path:
+        return None
+    return os.path.relpath(Path(path).resolve(), root.resolve()).replace(os.sep, "/")
+
+
+def _sections(entries: list[SuiteEntry], out_dir: Path) -> list[dict[str, Any]]:
+    out = []
+    for e in entries:
+        loaded = load_record(out_dir, e.name)
+        if loaded is None:
+            out.append({"name": e.name, "status": "not run", "entry": e})
+            continue
+        res, meta = loaded
+        out.append({"name": e.name, "status": status_of(res), "result": res, "meta": meta, "entry": e,
+                    "figure": _rel(res.figure, out_dir) if res.figure and Path(res.figure).is_file() else None,
+                    "data": _rel(meta.get("data_path"), out_dir)})
+    return out
+
+
+def _counts(sections: list[dict[str, Any]]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for s in sections:
+        counts[s["status"]] = counts.get(s["status"], 0) + 1
+    return counts
+
+
+def _md_cell(x: Any) -> str:
+    return str(x).replace("|", "\\|").replace("\n", " ")
+
+
+def _details_text(res: CheckResult) -> str:
+    d = {k: v for k, v in (res.details or {}).items() if k != "table"}
+    text = json.dumps(d, indent=1, default=str)
+    return text if len(text) < 6000 else text[:6000] + "\n…"
+
+
+def write_report(entries: list[SuiteEntry], out_dir: Path, *, suite: str, seed: int,
+                 wall_time: float | None = None, interrupted: bool = False) -> tuple[Path, Path]:
+    """Write ``report.md`` and ``report.html`` from the records under ``out_dir``.
+
+    Returns:
+        The two paths.
+    """
+    out_dir = Path(out_dir)
+    secs = _sections(entries, out_dir)
+    counts = _counts(secs)
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    summary = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
+    from meanfield import __version__
+
+    head = [f"suite `{suite}`, seed {seed}, meanfield {__version__}, {stamp}",
+            f"result: {summary}" + (f"; wall time {wall_time:.1f} s" if wall_time is not None else "")]
+    if interrupted:
+        head.append("**interrupted**: checks not run are listed as 'not run'; `--resume` continues.")
+
+    md = ["# meanfield validation report", ""] + [f"- {h}" for h in head] + ["",
+          "| check | status | measured | expected | tolerance | time (s) |",
+          "|---|---|---|---|---|---:|"]
+    for s in secs:
+        r = s.get("result")
+        if r is None:
+            md.append(f"| [{s['name']}](#{s['name'].replace('.', '')}) | not run | | | | |")
+            continue
+        w = s["meta"].get("wall_time_s")
+        md.append(f"| [{s['name']}](#{s['name'].replace('.', '')}) | **{s['status']}** | {_md_cell(r.measured)} | "
+                  f"{_md_cell(r.expected)} | {_md_cell(r.tolerance)} | {'' if w is None else f'{w:.1f}'} |")
+    for s in secs:
+        md += ["", f"## {s['name']}", "", f"Status: **{s['status']}**", ""]
+        r = s.get("result")
+        if r is None:
+            continue
+        md += [f"- compared: {r.quantity}", f"- expected: {r.expected}", f"- measured: {r.measured}",
+               f"- tolerance: {r.tolerance}"]
+        if s.get("data"):
+            md.append(f"- raw numbers: [{s['data']}]({s['data']}) (NetCDF)")
+        if r.details and r.details.get("skipped"):
+            md.append(f"- skipped: {r.details['skipped']}")
+        if s.get("figure"):
+            md += ["", f"![{s['name']}]({s['figure']})"]
+        doc = _doc(s["entry"])
+        if doc:
+            md += ["", "<details><summary>what it tests and why the tolerance</summary>", "", "```text", doc,
+                   "```", "", "</details>"]
+        if r.details and r.details.get("table"):
+            md += ["", str(r.details["table"])]
+        if r.error:
+            md += ["", "Traceback:", "", "```text", r.error.rstrip(), "```"]
+        elif r.details:
+            md += ["", "<details><summary>details</summary>", "", "```json", _details_text(r), "```", "",
+                   "</details>"]
+    md_path = out_dir / "report.md"
+    _write(md_path, "\n".join(md) + "\n")
+
+    esc = html.escape
+    colors = {"pass": "#1a7f37", "FAIL": "#cf222e", "ERROR": "#cf222e", "SKIP": "#9a6700", "not run": "#57606a"}
+    h = ["<!DOCTYPE html><html><head><meta charset='utf-8'><title>meanfield validation report</title>",
+         "<style>body{font-family:sans-serif;max-width:1100px;margin:auto;padding:1em}"
+         "table{border-collapse:collapse;font-size:90%}td,th{border:1px solid #ccc;padding:3px 6px;"
+         "vertical-align:top}pre{background:#f6f8fa;padding:.6em;overflow-x:auto;font-size:85%}"
+         "img{max-width:100%}</style></head><body>",
+         "<h1>meanfield validation report</h1><ul>"] + [f"<li>{esc(x).replace('**', '')}</li>" for x in head] + ["</ul>",
+         "<table><tr><th>check</th><th>status</th><th>measured</th><th>expected</th><th>tolerance</th>"
+         "<th>time (s)</th></tr>"]
+    for s in secs:
+        r = s.get("result")
+        col = colors.get(s["status"], "#000")
+        anchor = esc(s["name"].replace(".", ""))
+        if r is None:
+            h.append(f"<tr><td><a href='#{anchor}'>{esc(s['name'])}</a></td><td>not run</td>"
+                     "<td></td><td></td><td></td><td></td></tr>")
+            continue
+        w = s["meta"].get("wall_time_s")
+        h.append(f"<tr><td><a href='#{anchor}'>{esc(s['name'])}</a></td>"
+                 f"<td style='color:{col};font-weight:bold'>{esc(s['status'])}</td>"
+                 f"<td>{esc(str(r.measured))}</td><td>{esc(str(r.expected))}</td><td>{esc(str(r.tolerance))}</td>"
+                 f"<td>{'' if w is None else f'{w:.1f}'}</td></tr>")
+    h.append("</table>")
+    for s in secs:
+        anchor = esc(s["name"].replace(".", ""))
+        col = colors.get(s["status"], "#000")
+        h.append(f"<h2 id='{anchor}'>{esc(s['name'])} "
+                 f"<span style='color:{col}'>{esc(s['status'])}</span></h2>")
+        r = s.get("result")
+        if r is None:
+            continue
+        h.append("<ul>" + "".join(f"<li>{k}: {esc(str(v))}</li>" for k, v in
+                                  (("compared", r.quantity), ("expected", r.expected),
+                                   ("measured", r.measured), ("tolerance", r.tolerance))))
+        if s.get("data"):
+            h.append(f"<li>raw numbers: <a href='{esc(s['data'])}'>{esc(s['data'])}</a> (NetCDF)</li>")
+        if r.details and r.details.get("skipped"):
+            h.append(f"<li>skipped: {esc(str(r.details['skipped']))}</li>")
+        h.append("</ul>")
+        if s.get("figure"):
+            h.append(f"<img src='{esc(s['figure'])}' alt='{esc(s['name'])}'>")
+        doc = _doc(s["entry"])
+        if doc:
+            h.append(f"<details><summary>what it tests and why the tolerance</summary><pre>{esc(doc)}</pre></details>")
+        if r.details and r.details.get("table"):
+            h.append(f"<pre>{esc(str(r.details['table']))}</pre>")
+        if r.error:
+            h.append(f"<p>Traceback:</p><pre>{esc(r.error)}</pre>")
+        elif r.details:
+            h.append(f"<details><summary>details</summary><pre>{esc(_details_text(r))}</pre></details>")
+    h.append("</body></html>")
+    html_path = out_dir / "report.html"
+    _write(html_path, "\n".join(h) + "\n")
+    return md_path, html_path
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+__all__ = ["write_report"]

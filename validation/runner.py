@@ -1,0 +1,338 @@
+"""Run a suite of checks: a table as it goes, records on disk at once, resumable, parallel.
+
+.. autosummary::
+   run_check
+   run_suite
+   status_of
+   save_record
+   load_record
+   exit_code
+
+Each finished check is saved immediately under ``out_dir/checks/<name>/``: ``result.json``
+(the record, its status, seed, suite and wall time), ``data.nc`` (the raw numbers, NetCDF,
+written atomically) and the check's PNG figure. An interrupted run (Ctrl-C) therefore loses
+only the checks in flight, and ``resume=True`` skips every check whose record is there (same
+seed and suite, status pass or FAIL; errors and skips are run again). A check that raises
+becomes an ``ERROR`` record carrying its traceback; the others still run. With
+``workers > 1`` independent checks run on a Dask ``LocalCluster`` (one thread per worker
+process); ``scheduler="tcp://..."`` sends them to an existing Dask cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+import traceback
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable, Iterable, TextIO
+
+from .records import CheckResult
+from .suites import SuiteEntry
+
+STATUS_OK = ("pass", "SKIP")
+"""Statuses that do not make the run fail (a skipped check names its missing module)."""
+
+
+def status_of(result: CheckResult) -> str:
+    """``pass``, ``FAIL``, ``ERROR`` or ``SKIP`` (a check whose module is missing)."""
+    if result.error is None and isinstance(result.details, dict) and result.details.get("skipped"):
+        return "SKIP"
+    return result.status
+
+
+def check_dir(out_dir: Path, name: str) -> Path:
+    """Where the records of check ``name`` live."""
+    return Path(out_dir) / "checks" / name
+
+
+def _skip_record(entry: SuiteEntry, exc: BaseException) -> CheckResult:
+    return CheckResult(name=entry.name, quantity="-", expected="-", measured="-", tolerance="-",
+                       passed=False, details={"skipped": f"cannot import {entry.target}: {exc}"})
+
+
+def _error_record(entry: SuiteEntry, exc: BaseException) -> CheckResult:
+    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return CheckResult(name=entry.name, quantity="-", expected="-", measured="-", tolerance="-",
+                       passed=False, error=tb)
+
+
+def run_check(entry: SuiteEntry, *, seed: int, out_dir: Path, suite: str) -> CheckResult:
+    """Run one check; never raises for the check's own failures (except Ctrl-C).
+
+    A missing module gives a ``SKIP`` record; an exception an ``ERROR`` record with the
+    traceback; a record named otherwise than the entry is renamed to the entry's name.
+    """
+    target_dir = check_dir(out_dir, entry.name)
+    target_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        func = entry.load()
+    except ImportError as exc:
+        return _skip_record(entry, exc)
+    try:
+        result = func(seed=int(seed), out_dir=target_dir, suite=suite)
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a failing check must not stop the suite
+        return _error_record(entry, exc)
+    if not isinstance(result, CheckResult):
+        msg = f"check {entry.target} returned {type(result).__name__}, not CheckResult"
+        return _error_record(entry, TypeError(msg))
+    if result.name != entry.name:
+        result = replace(result, details={**result.details, "record_name": result.name}, name=entry.name)
+    return result
+
+
+def _remote(entry: SuiteEntry, seed: int, out_dir: str, suite: str) -> tuple[CheckResult, float, bytes | None]:
+    """Worker side of a Dask run: the record, its wall time and the figure's bytes (so that
+    the figure reaches the client even when the workers do not share its disk)."""
+    t0 = time.perf_counter()
+    result = run_check(entry, seed=seed, out_dir=Path(out_dir), suite=suite)
+    png = None
+    if result.figure and Path(result.figure).is_file():
+        png = Path(result.figure).read_bytes()
+    return result, time.perf_counter() - t0, png
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if hasattr(value, "item") and getattr(value, "ndim", 1) == 0:
+        value = value.item()
+    if hasattr(value, "tolist"):
+        return _json_safe(value.tolist())
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
+
+
+def _netcdf_safe(ds: Any) -> Any:
+    ds = ds.copy()
+    for obj in [ds, *ds.variables.values()]:
+        for k, v in list(obj.attrs.items()):
+            if isinstance(v, bool):
+                obj.attrs[k] = int(v)
+            elif not isinstance(v, (str, int, float)) and not hasattr(v, "dtype"):
+                obj.attrs[k] = json.dumps(_json_safe(v))
+    return ds
+
+
+def _atomic_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def save_record(result: CheckResult, out_dir: Path, *, seed: int, suite: str, wall_time: float,
+                png: bytes | None = None) -> Path:
+    """Write ``result.json`` and ``data.nc`` (and the figure's bytes if given) atomically."""
+    from meanfield.io import write_netcdf
+
+    d = check_dir(out_dir, result.name)
+    d.mkdir(parents=True, exist_ok=True)
+    figure = result.figure
+    if figure and png is not None and not Path(figure).is_file():
+        figure = str(d / Path(figure).name)
+        Path(figure).write_bytes(png)
+    data_file = None
+    if result.data is not None:
+        try:
+            write_netcdf(_netcdf_safe(result.data), d / "data.nc")
+            data_file = "data.nc"
+        except Exception as exc:  # noqa: BLE001 - keep the record even if the data won't serialise
+            data_file = f"(not written: {type(exc).__name__}: {exc})"
+    rec = _json_safe(result.to_dict())
+    if figure:
+        rec["figure"] = os.path.relpath(Path(figure).resolve(), d.resolve())
+    rec.update({"status": status_of(result), "seed": int(seed), "suite": suite,
+                "wall_time_s": float(wall_time), "data_file": data_file,
+                "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    _atomic_text(d / "result.json", json.dumps(rec, indent=1))
+    return d / "result.json"
+
+
+def load_record(out_dir: Path, name: str) -> tuple[CheckResult, dict[str, Any]] | None:
+    """The saved record of check ``name`` and its run metadata, or ``None``."""
+    d = check_dir(out_dir, name)
+    path = d / "result.json"
+    if not path.is_file():
+        return None
+    try:
+        rec = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    meta = {k: rec.pop(k, None) for k in ("status", "seed", "suite", "wall_time_s", "data_file", "finished")}
+    figure = rec.get("figure")
+    if figure:
+        rec["figure"] = str((d / figure).resolve())
+    data = None
+    if meta.get("data_file") == "data.nc" and (d / "data.nc").is_file():
+        data = d / "data.nc"
+    result = CheckResult(**{k: rec.get(k) for k in ("name", "quantity", "expected", "measured", "tolerance",
+                                                    "passed", "details", "figure", "error")},
+                         data=None)
+    meta["data_path"] = str(data) if data else None
+    return result, meta
+
+
+def exit_code(results: Iterable[CheckResult]) -> int:
+    """0 when every check passed (or was skipped), 1 otherwise."""
+    return 0 if all(status_of(r) in STATUS_OK for r in results) else 1
+
+
+def _short(value: Any, width: int) -> str:
+    text = str(value).replace("\n", " ")
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def format_row(result: CheckResult, wall: float | None = None, note: str = "") -> str:
+    """One line of the table: check, status, measured, expected, time."""
+    status = status_of(result)
+    measured = result.details.get("skipped", result.measured) if status == "SKIP" else result.measured
+    if status == "ERROR":
+        measured = (result.error or "").strip().splitlines()[-1] if result.error else "error"
+    w = "" if wall is None else f"{wall:6.1f}s"
+    return (f"{_short(result.name, 26):26s} {status:5s} {_short(measured, 58):58s} "
+            f"{_short(result.expected, 36):36s} {w}{note}")
+
+
+def header() -> str:
+    return f"{'check':26s} {'pass':5s} {'measured':58s} {'expected':36s} {'time':>7s}"
+
+
+def run_suite(
+    entries: list[SuiteEntry],
+    *,
+    out_dir: Path,
+    seed: int = 0,
+    suite: str = "quick",
+    workers: int = 1,
+    scheduler: str | None = None,
+    resume: bool = False,
+    progress: bool = True,
+    stream: TextIO | None = None,
+    on_result: Callable[[CheckResult], None] | None = None,
+) -> list[CheckResult]:
+    """Run ``entries`` and return their records in suite order (MATH.md sections 3–6 checks).
+
+    Args:
+        entries: the checks (see :mod:`validation.suites`).
+        out_dir: output folder (records under ``out_dir/checks``).
+        seed: passed to every check.
+        suite: ``"quick"`` or ``"full"`` (the sizes each check uses).
+        workers: ``> 1``: a Dask ``LocalCluster`` with that many single-threaded processes.
+        scheduler: address of an existing Dask scheduler (overrides ``workers``).
+        resume: reuse finished records (same seed and suite; pass or FAIL).
+        progress: show a tqdm progress bar (on stderr).
+        stream: where the table goes (default stdout).
+        on_result: called with each record as it is saved.
+
+    Raises:
+        KeyboardInterrupt: after saving what finished (the caller writes the report).
+    """
+    from tqdm import tqdm
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if int(workers) < 1:
+        msg = f"workers must be >= 1, got {workers!r}"
+        raise ValueError(msg)
+    stream = stream or sys.stdout
+    results: dict[str, CheckResult] = {}
+    pending: list[SuiteEntry] = []
+    bar = tqdm(total=len(entries), desc="validate", unit="check", disable=not progress, file=sys.stderr,
+               leave=False)
+
+    def emit(line: str) -> None:
+        if progress:
+            bar.write(line, file=stream)
+        else:
+            print(line, file=stream, flush=True)
+
+    emit(header())
+    for e in entries:
+        if resume:
+            old = load_record(out_dir, e.name)
+            if old is not None:
+                res, meta = old
+                if meta.get("seed") == int(seed) and meta.get("suite") == suite and meta.get("status") in ("pass", "FAIL"):
+                    results[e.name] = res
+                    emit(format_row(res, meta.get("wall_time_s"), "  (resumed)"))
+                    bar.update(1)
+                    continue
+        pending.append(e)
+
+    def finish(entry: SuiteEntry, res: CheckResult, wall: float, png: bytes | None = None) -> None:
+        save_record(res, out_dir, seed=seed, suite=suite, wall_time=wall, png=png)
+        results[entry.name] = res
+        emit(format_row(res, wall))
+        bar.update(1)
+        if on_result is not None:
+            on_result(res)
+
+    try:
+        if pending and (scheduler or int(workers) > 1):
+            _run_dask(pending, finish, out_dir=out_dir, seed=seed, suite=suite, workers=int(workers),
+                      scheduler=scheduler)
+        else:
+            for e in pending:
+                bar.set_postfix_str(e.name)
+                t0 = time.perf_counter()
+                res = run_check(e, seed=seed, out_dir=out_dir, suite=suite)
+                finish(e, res, time.perf_counter() - t0)
+    finally:
+        bar.close()
+    return [results[e.name] for e in entries if e.name in results]
+
+
+def _run_dask(pending: list[SuiteEntry], finish: Callable[..., None], *, out_dir: Path, seed: int,
+              suite: str, workers: int, scheduler: str | None) -> None:
+    from dask.distributed import Client, LocalCluster, as_completed
+
+    cluster = None
+    if scheduler:
+        client = Client(scheduler)
+    else:
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                               dashboard_address=":0")
+        client = Client(cluster)
+    futures = {}
+    try:
+        for e in pending:
+            fut = client.submit(_remote, e, int(seed), str(Path(out_dir).resolve()), suite,
+                                pure=False, key=f"check-{e.name}-{time.time_ns()}")
+            futures[fut] = e
+        for fut in as_completed(list(futures)):
+            e = futures[fut]
+            try:
+                res, wall, png = fut.result()
+            except Exception as exc:  # noqa: BLE001 - a lost worker is an error of that check
+                res, wall, png = _error_record(e, exc), float("nan"), None
+            finish(e, res, wall, png)
+    except KeyboardInterrupt:
+        for fut in futures:
+            fut.cancel()
+        raise
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+__all__ = [
+    "check_dir",
+    "exit_code",
+    "format_row",
+    "load_record",
+    "run_check",
+    "run_suite",
+    "save_record",
+    "status_of",
+]
