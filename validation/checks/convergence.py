@@ -157,7 +157,20 @@ def _iid_distances(setup: dict[str, Any], seed: int, quantile: bool = False) -> 
         xt = _particles_at(model, x0, t_end, setup["dt"])
         w1[i] = w1_density_particles(fdom, c_t, xt, kind="coefficients")
         kd[i] = kernel_distance_particles(fdom, c_t, xt, model.beta, kind="coefficients")
-    return {"w1": w1, "kernel": kd}
+    return {"w1": w1, "kernel": kd, "snapshots": (rho0, x0, fdom.backward(c_t), fdom.grid, xt)}
+
+
+def _histogram_panel(ax: Any, domain: Any, snap: tuple, t_end: float) -> None:
+    """PDE density against the particles' histogram at ``t = 0`` and ``t_end``."""
+    rho0, x0, rho_t, grid_t, xt = snap
+    for (grid, rho, x, t, col) in ((domain.grid, rho0, x0, 0.0, "C0"), (grid_t, rho_t, xt, t_end, "C3")):
+        th = np.mod(np.arctan2(x[..., 1], x[..., 0]), 2 * np.pi).ravel()
+        ax.hist(th, bins=48, range=(0, 2 * np.pi), density=True, alpha=0.35, color=col,
+                label=f"particles t = {t:g} (n = {x.shape[-2]}, all seeds)")
+        ax.plot(grid, rho, "-", color=col, lw=2, label=f"PDE t = {t:g}")
+    ax.set_xlabel("theta")
+    ax.set_ylabel("density")
+    ax.legend(fontsize=7)
 
 
 def check_circle_iid(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
@@ -181,10 +194,11 @@ def check_circle_iid(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
     dist = _iid_distances(setup, seed)
     n = setup["n"]
     nn = np.repeat(n[:, None], dist["w1"].shape[1], 1)
-    fits = {k: fit_power_law(nn, v) for k, v in dist.items()}
+    fits = {k: fit_power_law(nn, dist[k]) for k in ("w1", "kernel")}
     passed = all(f["lo"] <= -0.5 <= f["hi"] for f in fits.values())
     plt = _figure()
-    fig, ax = plt.subplots(figsize=(6, 4.5))
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
+    _histogram_panel(ax2, setup["domain"], dist["snapshots"], setup["t"])
     _loglog_panel(ax, n, dist["w1"], fits["w1"], -0.5, "W_1", "C0")
     _loglog_panel(ax, n, dist["kernel"], fits["kernel"], -0.5, "kernel distance", "C1")
     ax.set_xlabel("n (particles)")
