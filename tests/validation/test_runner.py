@@ -197,3 +197,13 @@ def test_meanfield_validate_end_to_end(tmp_path: Path) -> None:
     assert (out / "report.md").is_file() and (out / "report.html").is_file()
     assert (out / "checks" / "theory.noise_threshold" / "data.nc").is_file()
     assert (out / "checks" / "theory.noise_threshold" / "noise_threshold.png").is_file()
+
+
+@pytest.mark.benchmark
+def test_existing_scheduler(fake: Path, tmp_path: Path) -> None:
+    distributed = pytest.importorskip("dask.distributed")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                  dashboard_address=":0") as cluster:
+        res = run_suite([E("ok"), E("fail")], out_dir=tmp_path / "out", scheduler=cluster.scheduler_address,
+                        progress=False)
+    assert [status_of(r) for r in res] == ["pass", "FAIL"]
