@@ -212,8 +212,9 @@ class GradientFlow(Flow):
         return self._scale * self._potential_mult * c
 
     def velocity_padded(self, c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        attention = isinstance(self.metric, AttentionMetric)
         return _velocity(self, c, self._potential_mult, self._scale,
-                         self._z_mult if isinstance(self.metric, AttentionMetric) else None)
+                         self._z_mult if attention else None, self.energy_functional.beta)
 
     def energy(self, c: np.ndarray) -> float:
         d = self.domain
@@ -245,7 +246,7 @@ class ContinuityFlow(Flow):
     def velocity_padded(self, c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         # grad(K * mu)/beta and (K * mu), both times e^{-beta}
         return _velocity(self, c, self._grad_mult, self._exp_beta,
-                         self._kernel_mult if self._softmax else None)
+                         self._kernel_mult if self._softmax else None, self.model.beta)
 
     def potential(self, c: np.ndarray) -> np.ndarray:
         return self._energy.potential(c)
@@ -255,16 +256,35 @@ class ContinuityFlow(Flow):
 
 
 def _velocity(
-    flow: Flow, c: np.ndarray, grad_mult: np.ndarray, scale: float, z_mult: np.ndarray | None
+    flow: Flow,
+    c: np.ndarray,
+    grad_mult: np.ndarray,
+    scale: float,
+    z_mult: np.ndarray | None,
+    beta: float = 0.0,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(rho, X, m)`` on the dealiased grid for ``X = s grad(phi) / m``:
 
     ``phi`` has coefficients ``scale * grad_mult * c``; ``m = 1`` (Wasserstein) or, when
     ``z_mult`` is given, ``m = scale * Z`` with ``Z`` of coefficients ``z_mult * c`` (the
-    attention metric; ``scale = e^beta`` then cancels). Work buffers are reused.
+    attention metric; ``scale = e^beta`` then cancels). For the exponential kernel with
+    ``beta > 0``, ``grad_mult = z_mult / beta`` on ``l >= 1``, so a domain that can synthesise a
+    function with its gradient in one pass (``synthesize_with_gradient_padded``) gets
+    ``X = s grad Z / (beta Z)`` from one call. Work buffers are reused.
     """
     d = flow.domain
     rho = d.synthesize_padded(c, **flow._out("rho", lambda: d.synthesize_padded(c)))
+    if z_mult is not None and beta > 0 and hasattr(d, "synthesize_with_gradient_padded"):
+        zc = z_mult * c
+        bufs = flow._out("zgrad", lambda: np.array(0.0))
+        if bufs:
+            if "zbuf" not in flow._buffers:
+                z0, g0 = d.synthesize_with_gradient_padded(zc)
+                flow._buffers["zbuf"], flow._buffers["gbuf"] = z0.copy(), g0.copy()
+            bufs = {"out": (flow._buffers["zbuf"], flow._buffers["gbuf"])}
+        z, X = d.synthesize_with_gradient_padded(zc, **bufs)
+        X *= flow.sign / (beta * z)
+        return rho, X, z * scale
     gc = grad_mult * c
     X = d.gradient_padded(gc, **flow._out("grad", lambda: d.gradient_padded(gc)))
     if z_mult is None:

@@ -102,8 +102,10 @@ def wrapped_cauchy(domain: Domain, r: float, phi: float = 0.0) -> np.ndarray:
 
 
 def from_samples(domain: Domain, x: np.ndarray, kappa: float | None = None) -> np.ndarray:
-    """A smooth density from points ``x`` (shape (n, d)): a von Mises–Fisher kernel
-    density estimate ``(1/n) sum_i C(kappa) exp(kappa <x, x_i>)``.
+    """A smooth density from points ``x`` (shape (n, d)): the von Mises–Fisher kernel
+    density estimate ``(1/n) sum_i C(kappa) exp(kappa <x, x_i>)``, computed spectrally
+    (Funk–Hecke): the empirical coefficients times ``lambda_l(kappa) / lambda_0(kappa)``.
+    On a reduced domain (zonal) this is the estimate averaged over the symmetry.
 
     ``kappa`` defaults to a rule of thumb ``n^{2/(d+3)}`` (bandwidth ``~ n^{-1/(d+3)}``),
     capped so that the kernel is resolved by the grid.
@@ -126,11 +128,11 @@ def from_samples(domain: Domain, x: np.ndarray, kappa: float | None = None) -> n
     if not kappa > 0:
         msg = f"kappa must be > 0, got {kappa!r}"
         raise ValueError(msg)
-    pts = domain.points.reshape(-1, d)
-    acc = np.zeros(pts.shape[0])
-    for s in range(0, n, 2048):
-        acc += np.exp(kappa * (pts @ x[s : s + 2048].T - 1.0)).sum(axis=1)
-    return check_density(domain, acc.reshape(domain.grid_shape))
+    lam = domain.scaled_kernel_multipliers(kappa)
+    c = domain.project(x) * (lam / lam.flat[0])
+    rho = domain.backward(c)
+    # truncation of the kernel's series can leave round-off-sized negative values
+    return check_density(domain, np.maximum(rho, 0.0))
 
 
 def from_array(domain: Domain, values: Any) -> np.ndarray:

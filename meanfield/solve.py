@@ -83,7 +83,10 @@ def check_density(domain: Domain, rho: Any, *, negative_tol: float = 1e-10) -> n
     """
     if callable(rho):
         grid = domain.grid
-        rho = rho(*grid) if isinstance(grid, tuple) else rho(grid)
+        if isinstance(grid, tuple):  # tensor grid: broadcastable coordinate arrays
+            rho = rho(*np.meshgrid(*grid, indexing="ij", sparse=True))
+        else:
+            rho = rho(grid)
     rho = np.array(rho, dtype=float)
     if rho.shape != domain.grid_shape:
         if rho.ndim == 0:
@@ -320,7 +323,12 @@ def solve(
                     k_last = None
                 # -- resolution monitor -------------------------------------------------
                 problem = _unresolved(domain, c, tail_tol, negative_tol)
+                refined = False
                 while problem is not None:
+                    if refined and problem.startswith("density is negative"):
+                        # prolongation cannot lift a negative value: refine once per step
+                        # and let the finer grid's next steps decide
+                        break
                     if domain.resolution * 2 > max_res:
                         reason = StopReason.UNRESOLVED
                         detail = (
@@ -337,6 +345,7 @@ def solve(
                     filt = None if filter_order is None else domain.exponential_filter(filter_order)
                     k_last = None
                     stats["num_refinements"] += 1
+                    refined = True
                     problem = _unresolved(domain, c, tail_tol, negative_tol)
                 k1 = k_last if k_last is not None else flow.drift(c)
                 last_ok = (tnow, c.copy(), domain, None)
