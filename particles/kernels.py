@@ -50,8 +50,13 @@ DEFAULT_MEMORY_LIMIT = 256 * 2**20
 """Default bound (bytes) on the temporary ``n x n`` attention tiles: 256 MiB."""
 
 _DEFAULT_BLOCK = 4 * 2**20
-"""Preferred tile size (bytes) when the memory limit allows more: tiles of a few MB stay in
-cache between the passes (max, subtract, exp) and the second matrix product."""
+"""Preferred tile size (bytes) for memory-bound tiles (small ``d``): tiles of a few MB stay in
+cache between the passes (logits, shift, exp) and the second product."""
+
+_LARGE_BLOCK = 64 * 2**20
+"""Preferred tile size (bytes) when the products are compute-bound (``d`` above
+:data:`_SMALL_D`): few large BLAS calls, since every call synchronises the BLAS threads
+(costly when other processes share the cores)."""
 
 
 @dataclass(frozen=True)
@@ -61,10 +66,12 @@ class Tiling:
     Args:
         memory_limit: bytes allowed for temporaries of size ``b * r * m`` (all buffers).
         buffers: how many such temporaries a kernel holds at once.
+        block: preferred bytes per tile (when the limit allows).
     """
 
     memory_limit: int = DEFAULT_MEMORY_LIMIT
     buffers: int = 1
+    block: int = _DEFAULT_BLOCK
 
     def __post_init__(self) -> None:
         if not (isinstance(self.memory_limit, (int, np.integer)) and self.memory_limit > 0):
@@ -72,9 +79,9 @@ class Tiling:
             raise ValueError(msg)
 
     def entries(self) -> int:
-        """Entries (float64) per tile: the block size, capped by the memory limit."""
+        """Entries (float64) per tile: ``block``, capped by the memory limit."""
         limit = self.memory_limit // (8 * self.buffers)
-        return max(1, min(limit, _DEFAULT_BLOCK // 8))
+        return max(1, min(limit, self.block // 8))
 
     def tiles(self, B: int, n: int, m: int) -> Iterator[tuple[slice, slice]]:
         """``(batch slice, row slice)`` pairs covering ``B x n`` rows of length ``m``."""
@@ -114,6 +121,12 @@ _SHIFT_SLACK = 600.0
 a known logit of the row, the diagonal ``S_ii``, by less than this: then the largest weight
 ``e^{S_ij - c_i} >= e^{-600}`` cannot underflow, and weights below ``e^{-708}`` relative to
 ``c_i`` are below ``e^{-108}`` relative to the largest."""
+
+
+def block_for(d: int) -> int:
+    """Preferred tile bytes for inner dimension ``d``: small (cache) when memory-bound, large
+    (few BLAS calls) when compute-bound."""
+    return _DEFAULT_BLOCK if d <= _SMALL_D else _LARGE_BLOCK
 
 
 def _logits(q: np.ndarray, kt: np.ndarray, out: np.ndarray) -> np.ndarray:
@@ -248,6 +261,8 @@ class _RowKernel(Kernel):
             v = np.concatenate([v, np.ones(v.shape[:2] + (1,))], axis=-1)
         small = dv <= _SMALL_D and m >= _LONG_ROW
         vcols = np.ascontiguousarray(np.moveaxis(v, -1, 0)) if small else None
+        # the tile plus one temporary of its size (broadcast logits, causal mask)
+        tiling = Tiling(tiling.memory_limit, buffers=2, block=block_for(q.shape[-1]))
         buf = np.empty(min(tiling.entries(), B * n * m))
         for bs, rs in tiling.tiles(B, n, m):
             b = bs.stop - bs.start

@@ -32,7 +32,7 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
 from .inputs import as_tokens, check_geometry
-from .kernels import _SMALL_D, DEFAULT_MEMORY_LIMIT, Tiling, _logits, _weighted_sum
+from .kernels import _SMALL_D, DEFAULT_MEMORY_LIMIT, Tiling, _logits, _weighted_sum, block_for
 from .velocity import _apply, _as_batch, velocity
 
 
@@ -54,7 +54,7 @@ def energy(
     B, n, d = xb.shape
     beta = model.beta
     total = np.zeros(B)
-    tiling = Tiling(memory_limit)
+    tiling = Tiling(memory_limit, buffers=2, block=block_for(d))
     for Q, K in _factors(model, d):
         q, k = _apply(Q, xb), _apply(K, xb)
         if beta == 0.0:
@@ -86,7 +86,7 @@ def energy_gradient(
     B, n, d = xb.shape
     beta = model.beta
     grad = np.zeros_like(xb)
-    tiling = Tiling(memory_limit)
+    tiling = Tiling(memory_limit, buffers=2, block=block_for(d))
     for Q, K in _factors(model, d):
         q, k = _apply(Q, xb), _apply(K, xb)
         kq = k @ Q  # rows (Q^T K x_j)^T

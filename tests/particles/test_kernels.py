@@ -141,3 +141,29 @@ def test_normalised_kernels_have_unit_row_sums(kind: str) -> None:
     model = Model(beta=3.0, attention=kind, sinkhorn_tol=1e-12)
     W = particles.attention_weights(model, particles.sample_sphere(20, 4, 10))
     np.testing.assert_allclose(W.sum(axis=1), 1.0, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["softmax", "l2"])
+def test_shift_fallback_to_row_maximum(kind: str) -> None:
+    # with general Q, K at beta = 300 the Cauchy-Schwarz row bound exceeds the diagonal
+    # logit by more than the 600 slack, so the row maximum is used; compare with scipy's
+    # softmax of the dense logits (round-off of logits ~ beta * 1e-16 * |S| ~ 1e-12)
+    from scipy.special import softmax
+
+    from particles.kernels import Kernel
+
+    Q, K, V = random_matrices(3, seed=12, scale=2.0)
+    beta = 300.0
+    model = Model(beta=beta, attention=kind, Q=Q, K=K, V=V)
+    x = unit(np.random.default_rng(13).standard_normal((25, 3)))
+    q, k, v = x @ Q.T, x @ K.T, x @ V.T
+    kern = Kernel.from_model(model)
+    assert kern._shift(beta * q[None], k[None], kern.column_bias(k[None])) is None
+    if kind == "softmax":
+        S = beta * q @ k.T
+    else:
+        S = -beta * ((q[:, None] - k[None]) ** 2).sum(-1) / 2
+    # some row maximum beyond +-745: e^S overflows (or all of a row underflows) unshifted
+    assert np.max(np.abs(S.max(axis=1))) > 745
+    want = softmax(S, axis=1) @ v
+    np.testing.assert_allclose(particles.attention(model, x), want, rtol=1e-9, atol=1e-12)

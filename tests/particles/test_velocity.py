@@ -171,3 +171,24 @@ def test_dimension_mismatch_with_matrices() -> None:
 def test_bad_geometry() -> None:
     with pytest.raises(ValueError, match="geometry must be one of"):
         particles.velocity(Model(beta=1.0), particles.sample_sphere(5, 3, 0), "torus")
+
+
+@pytest.mark.parametrize("kind", ["softmax", "unnormalized", "sigmoid", "sinkhorn"])
+@pytest.mark.parametrize("d", [3, 8])
+def test_memory_stays_under_the_limit(kind: str, d: int) -> None:
+    # numpy reports its allocations to tracemalloc: the peak of one velocity evaluation must
+    # stay under memory_limit plus O(n d) arrays (tokens, q, k, v, output, potentials: allow
+    # 40 n d doubles, <= 2.6 MB); the full n x n matrix alone would be 8 MB, the limit is
+    # 512 kB
+    import tracemalloc
+
+    n, limit = 1000, 2**19
+    x = particles.sample_sphere(n, d, 13)
+    model = Model(beta=1.0, attention=kind)
+    tracemalloc.start()
+    try:
+        particles.velocity(model, x, memory_limit=limit)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < limit + 40 * n * d * 8
