@@ -5,6 +5,7 @@
    plot_sphere_trajectories
    plot_inner_product_histograms
    plot_trajectories
+   plot_result
 
 ``plot_circle_trajectories`` draws the angle of every token against time, like Figure 4 of
 the paper; ``plot_sphere_trajectories`` draws the paths on ``S^2``;
@@ -152,9 +153,16 @@ def plot_trajectories(
     return plot_inner_product_histograms(ds, path, batch=batch)
 
 
+def plot_result(ds: xr.Dataset, path: str | os.PathLike[str], **kwargs: Any) -> Any:
+    """Draw a particle result to ``path`` (what ``meanfield plot FILE`` calls): the
+    trajectories by dimension, see :func:`plot_trajectories`."""
+    return plot_trajectories(ds, path, **kwargs)
+
+
 __all__ = [
     "plot_circle_trajectories",
     "plot_inner_product_histograms",
+    "plot_result",
     "plot_sphere_trajectories",
     "plot_trajectories",
 ]

@@ -106,7 +106,6 @@ def _dataset(
     observables: bool,
     memory_limit: int,
 ) -> xr.Dataset:
-    T = t.size
     lead = ("time", "batch") if batched else ("time",)
     if observables:
         en = np.array([energy(model, xk, memory_limit=memory_limit) for xk in xs])
@@ -133,7 +132,6 @@ def _dataset(
         },
         coords=coords,
     )
-    del T
     return ds
 
 

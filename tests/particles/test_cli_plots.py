@@ -83,3 +83,13 @@ def test_plots(tmp_path) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(ValueError, match="batch must be in"):
         plot_circle_trajectories(circ, batch=5)
     plt.close("all")
+
+
+def test_meanfield_plot_draws_a_particle_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # ``meanfield plot FILE`` hands particle files (variable ``x``) to particles.plots
+    out = tmp_path / "run.nc"
+    assert main(["particles", "--n", "6", "--d", "3", "--t-max", "0.5", "--times", "3",
+                 "--out", str(out)]) == 0
+    assert main(["plot", str(out), "--out", str(tmp_path / "run.png")]) == 0
+    assert (tmp_path / "run.png").read_bytes()[:8] == PNG
+    plt.close("all")
