@@ -88,16 +88,17 @@ def write_report(entries: list[SuiteEntry], out_dir: Path, *, suite: str, seed: 
         head.append("**interrupted**: checks not run are listed as 'not run'; `--resume` continues.")
 
     md = ["# meanfield validation report", ""] + [f"- {h}" for h in head] + ["",
-          "| check | status | measured | expected | tolerance | time (s) |",
-          "|---|---|---|---|---|---:|"]
+          "| check | status | measured | expected | tolerance | wall (s) | CPU (s) |",
+          "|---|---|---|---|---|---:|---:|"]
     for s in secs:
         r = s.get("result")
         if r is None:
-            md.append(f"| [{s['name']}](#{s['name'].replace('.', '')}) | not run | | | | |")
+            md.append(f"| [{s['name']}](#{s['name'].replace('.', '')}) | not run | | | | | |")
             continue
-        w = s["meta"].get("wall_time_s")
+        w, c = s["meta"].get("wall_time_s"), s["meta"].get("cpu_time_s")
         md.append(f"| [{s['name']}](#{s['name'].replace('.', '')}) | **{s['status']}** | {_md_cell(r.measured)} | "
-                  f"{_md_cell(r.expected)} | {_md_cell(r.tolerance)} | {'' if w is None else f'{w:.1f}'} |")
+                  f"{_md_cell(r.expected)} | {_md_cell(r.tolerance)} | {'' if w is None else f'{w:.1f}'} | "
+                  f"{'' if c is None else f'{c:.1f}'} |")
     for s in secs:
         md += ["", f"## {s['name']}", "", f"Status: **{s['status']}**", ""]
         r = s.get("result")

@@ -86,15 +86,15 @@ def run_check(entry: SuiteEntry, *, seed: int, out_dir: Path, suite: str) -> Che
     return result
 
 
-def _remote(entry: SuiteEntry, seed: int, out_dir: str, suite: str) -> tuple[CheckResult, float, bytes | None]:
-    """Worker side of a Dask run: the record, its wall time and the figure's bytes (so that
-    the figure reaches the client even when the workers do not share its disk)."""
-    t0 = time.perf_counter()
+def _remote(entry: SuiteEntry, seed: int, out_dir: str, suite: str) -> tuple[CheckResult, float, float, bytes | None]:
+    """Worker side of a Dask run: the record, its wall and CPU times and the figure's bytes
+    (so that the figure reaches the client even when the workers do not share its disk)."""
+    t0, c0 = time.perf_counter(), time.process_time()
     result = run_check(entry, seed=seed, out_dir=Path(out_dir), suite=suite)
     png = None
     if result.figure and Path(result.figure).is_file():
         png = Path(result.figure).read_bytes()
-    return result, time.perf_counter() - t0, png
+    return result, time.perf_counter() - t0, time.process_time() - c0, png
 
 
 def _json_safe(value: Any) -> Any:
@@ -131,7 +131,7 @@ def _atomic_text(path: Path, text: str) -> None:
 
 
 def save_record(result: CheckResult, out_dir: Path, *, seed: int, suite: str, wall_time: float,
-                png: bytes | None = None) -> Path:
+                cpu_time: float | None = None, png: bytes | None = None) -> Path:
     """Write ``result.json`` and ``data.nc`` (and the figure's bytes if given) atomically."""
     from meanfield.io import write_netcdf
 
@@ -152,7 +152,8 @@ def save_record(result: CheckResult, out_dir: Path, *, seed: int, suite: str, wa
     if figure:
         rec["figure"] = os.path.relpath(Path(figure).resolve(), d.resolve())
     rec.update({"status": status_of(result), "seed": int(seed), "suite": suite,
-                "wall_time_s": float(wall_time), "data_file": data_file,
+                "wall_time_s": float(wall_time),
+                "cpu_time_s": None if cpu_time is None else float(cpu_time), "data_file": data_file,
                 "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
     _atomic_text(d / "result.json", json.dumps(rec, indent=1))
     return d / "result.json"
@@ -168,7 +169,8 @@ def load_record(out_dir: Path, name: str) -> tuple[CheckResult, dict[str, Any]] 
         rec = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return None
-    meta = {k: rec.pop(k, None) for k in ("status", "seed", "suite", "wall_time_s", "data_file", "finished")}
+    meta = {k: rec.pop(k, None) for k in ("status", "seed", "suite", "wall_time_s", "cpu_time_s", "data_file",
+                                          "finished")}
     figure = rec.get("figure")
     if figure:
         rec["figure"] = str((d / figure).resolve())
@@ -269,8 +271,9 @@ def run_suite(
                     continue
         pending.append(e)
 
-    def finish(entry: SuiteEntry, res: CheckResult, wall: float, png: bytes | None = None) -> None:
-        save_record(res, out_dir, seed=seed, suite=suite, wall_time=wall, png=png)
+    def finish(entry: SuiteEntry, res: CheckResult, wall: float, cpu: float | None = None,
+               png: bytes | None = None) -> None:
+        save_record(res, out_dir, seed=seed, suite=suite, wall_time=wall, cpu_time=cpu, png=png)
         results[entry.name] = res
         emit(format_row(res, wall))
         bar.update(1)
@@ -284,9 +287,9 @@ def run_suite(
         else:
             for e in pending:
                 bar.set_postfix_str(e.name)
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 res = run_check(e, seed=seed, out_dir=out_dir, suite=suite)
-                finish(e, res, time.perf_counter() - t0)
+                finish(e, res, time.perf_counter() - t0, time.process_time() - c0)
     finally:
         bar.close()
     return [results[e.name] for e in entries if e.name in results]
@@ -312,10 +315,10 @@ def _run_dask(pending: list[SuiteEntry], finish: Callable[..., None], *, out_dir
         for fut in as_completed(list(futures)):
             e = futures[fut]
             try:
-                res, wall, png = fut.result()
+                res, wall, cpu, png = fut.result()
             except Exception as exc:  # noqa: BLE001 - a lost worker is an error of that check
-                res, wall, png = _error_record(e, exc), float("nan"), None
-            finish(e, res, wall, png)
+                res, wall, cpu, png = _error_record(e, exc), float("nan"), None, None
+            finish(e, res, wall, cpu, png)
     except KeyboardInterrupt:
         for fut in futures:
             fut.cancel()
