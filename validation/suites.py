@@ -74,7 +74,7 @@ QUICK: list[SuiteEntry] = [
 FULL: list[SuiteEntry] = QUICK + [
     SuiteEntry("zonal.meanfield_iid", f"{_C}:check_zonal_iid"),
     SuiteEntry("pde.self_convergence_sphere", f"{_C}:check_pde_self_convergence_sphere"),
-    SuiteEntry("phase.transition", "validation.checks.phase:check_phase_transition"),
+    SuiteEntry("phase.transition_curve", "validation.checks.phase:check_phase_transition"),
 ]
 """The full suite: every check at larger sizes (``suite="full"``)."""
 
