@@ -8,14 +8,16 @@
    GaussianFlowError
    GAUSSIAN_KINDS
 
-Without layer normalisation (tokens in ``R^d``), softmax and L2 attention give a field that is
-affine in ``x`` when ``mu = N(m, Sigma)``, so the flow keeps Gaussians Gaussian. For one head
+Without layer normalisation (tokens in ``R^d``), softmax, L2 and Sinkhorn attention give a
+field that is affine in ``x`` when ``mu = N(m, Sigma)``, so the flow keeps Gaussians Gaussian. For one head
 ``(Q, K, V)``, ``A = beta K^T Q`` and ``P = (I + beta Sigma K^T K)^{-1}`` (L2) or ``P = I``
 (softmax):
 
-    X[mu](x) = V P (m + Sigma A x) = b + B x,   b = V P m,   B = V P Sigma A
+    X[mu](x) = V P (m + Sigma A x) = b + B x,   b = V P m,   B = V P Sigma A.
 
-and, summing ``b`` and ``B`` over heads, with noise ``sigma`` (the term ``sigma Lap rho``):
+Sinkhorn attention averages over the Gaussian self-coupling of ``mu`` instead:
+``X(x) = V (m + L G^T L^{-1} (x - m))`` with ``Sigma = L L^T`` and
+``G (I - G^T G)^{-1} = L^T A^T L`` (solved by an SVD). Summing ``b`` and ``B`` over heads, with noise ``sigma`` (the term ``sigma Lap rho``):
 
     m' = b + B m,        Sigma' = B Sigma + Sigma B^T + 2 sigma I.
 
@@ -227,8 +229,8 @@ def solve_gaussian(model: Model, mean0: Any, cov0: Any, t: Any, *, rtol: float =
     """Evolve ``N(mean0, cov0)`` under the mean-field flow of ``model`` (MATH.md section 4).
 
     Args:
-        model: softmax or L2 attention, any ``Q, K, V``, ``heads``, ``beta``, ``value`` and
-            ``noise``.
+        model: softmax, L2 or Sinkhorn attention, any ``Q, K, V``, ``heads``, ``beta``,
+            ``value`` and ``noise``.
         mean0: initial mean, shape ``(d,)``.
         cov0: initial covariance, symmetric positive definite, shape ``(d, d)``.
         t: strictly increasing output times; ``t[0]`` is the initial time.

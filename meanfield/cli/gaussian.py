@@ -32,12 +32,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``gaussian`` and set ``func``."""
     p = subparsers.add_parser(
         "gaussian",
-        help="mean/covariance ODE of a Gaussian in R^d (softmax, multi-head, L2)",
+        help="mean/covariance ODE of a Gaussian in R^d (softmax, multi-head, L2, Sinkhorn)",
         description=__doc__.split("\n\n")[0],
     )
     p.add_argument("--model", type=Path, help="JSON file of a Model (overrides the options below)")
     p.add_argument("--beta", type=float, default=1.0, help="inverse temperature (default 1)")
-    p.add_argument("--attention", default="softmax", choices=("softmax", "l2"))
+    p.add_argument("--attention", default="softmax", choices=("softmax", "l2", "sinkhorn"))
     p.add_argument("--value", type=int, default=1, choices=(1, -1), help="sign folded into V")
     p.add_argument("--noise", type=float, default=0.0, help="sigma of sigma*Laplacian")
     for name in ("Q", "K", "V"):
