@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from .phase_diagram import sample_tokens, trajectory
+from .phase_diagram import sample_tokens, trajectory, usa_step
 from .sweep import sweep
 
 
@@ -82,7 +82,8 @@ def trajectories(betas: Sequence[float] = (4.0, 9.0), n: int = 32, t_max: float 
     x0 = sample_tokens(np.random.default_rng(seed), 1, int(n), 2)
     theta = np.empty((len(betas), t.size, int(n)))
     for b, beta in enumerate(betas):
-        for k, x in trajectory(x0, float(beta), t, attention=attention, dt=dt):
+        for k, x in trajectory(x0, float(beta), t, attention=attention,
+                               dt=usa_step(dt, float(beta), attention)):
             theta[b, k] = _angles(x[0])
     theta = np.unwrap(theta, axis=1)
     return xr.Dataset(
@@ -101,7 +102,7 @@ def metastability_cell(beta: float, rng: np.random.Generator, *, n: int, seeds: 
     t = np.asarray(times)
     x0 = sample_tokens(rng, seeds, n, 2)
     counts = np.empty((seeds, t.size), dtype=np.int64)
-    for k, x in trajectory(x0, beta, t, attention=attention, dt=dt,
+    for k, x in trajectory(x0, beta, t, attention=attention, dt=usa_step(dt, beta, attention),
                            freeze_above=1.0 - delta):
         counts[:, k] = count_clusters_circle(_angles(x), delta)
     dwell = dwell_times(counts, t, n)

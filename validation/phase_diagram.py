@@ -359,6 +359,13 @@ def _grid(name: str, value: int | Sequence[float], lo: float, hi: float) -> np.n
     return arr
 
 
+def usa_step(dt: float, beta: float, attention: str) -> float:
+    """The RK4 step: ``dt`` for SA; ``dt * exp(-beta)`` for USA, whose field is ``Z_i / n``
+    times the SA one with ``Z_i = Σ_j e^{beta <x_i, x_j>} <= n e^{beta}`` (MATH.md section
+    2), so that its stiffest rate (a cluster contracting) is ``e^{beta}`` times larger."""
+    return dt if _check_attention(attention) == "softmax" else dt * math.exp(-beta)
+
+
 def phase_cell(beta: float, d: int, rng: np.random.Generator, *, n: int, times: Sequence[float],
                delta: float, realizations: int, attention: str, qk: str, v: str, dt: float,
                confidence: float) -> xr.Dataset:
@@ -372,7 +379,8 @@ def phase_cell(beta: float, d: int, rng: np.random.Generator, *, n: int, times: 
     pairs = np.zeros((t.size, realizations))
     inner12 = np.zeros(t.size)
     for k, x in trajectory(x0, beta, t, attention=attention, bilinear=bilinear, value=value,
-                           dt=dt, freeze_above=thr if identity else None):
+                           dt=usa_step(dt, beta, attention),
+                           freeze_above=thr if identity else None):
         g12 = np.einsum("bd,bd->b", x[:, 0], x[:, 1])
         pair12[k] = np.count_nonzero(g12 >= thr)
         inner12[k] = g12.mean()
@@ -439,8 +447,9 @@ def phase_diagram(
         workers: Dask workers (``1``: in this process), see :func:`validation.sweep.sweep`.
         qk, v: random-matrix ensembles (:data:`QK_ENSEMBLES`, :data:`V_ENSEMBLES`), drawn
             once per realisation.
-        dt: largest RK4 step (SA: 0.3 keeps the probabilities within ~1/realizations of a
-            4x finer step, see ``docs/sweeps.md``; USA: scale it like ``e^{-beta}``).
+        dt: largest RK4 step for SA (0.3 keeps the probabilities within 1-2 starts of a
+            4x finer step, see ``docs/sweeps.md``); USA uses ``dt * e^{-beta}``
+            (:func:`usa_step`), so give it a short ``t_max`` at large ``beta``.
         confidence: level of the Wilson intervals.
         scheduler, store, resume, progress, processes: passed to the sweep.
 
@@ -513,5 +522,5 @@ def phase_diagram(
 __all__ = [
     "ATTENTIONS", "QK_ENSEMBLES", "V_ENSEMBLES", "first_crossing", "gamma", "phase_cell",
     "phase_diagram", "sample_matrices", "sample_tokens", "trajectory", "transition_time",
-    "wilson_interval",
+    "usa_step", "wilson_interval",
 ]

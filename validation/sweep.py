@@ -226,15 +226,18 @@ def sweep(
     return out
 
 
-def _run_distributed(func, grid, seed, kwargs, todo, finish, bar, *, workers, scheduler,
-                     processes) -> None:
+def _run_distributed(func: Callable[..., Any], grid: dict[str, np.ndarray], seed: int,
+                     kwargs: dict[str, Any], todo: list[int],
+                     finish: Callable[[int, xr.Dataset], None], bar: Any, *, workers: int,
+                     scheduler: Any, processes: bool) -> None:
+    """Submit the cells in ``todo`` to a cluster; ``finish`` each result as it arrives."""
     from distributed import Client, LocalCluster, as_completed
 
     cluster = None
     own_client = True
     if scheduler is None:
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=processes,
-                               dashboard_address=None)
+                               dashboard_address=":0")  # any free port, no warning
         client = Client(cluster)
     elif isinstance(scheduler, Client):
         client, own_client = scheduler, False

@@ -2,12 +2,15 @@
 
 Runs :func:`validation.phase_diagram.phase_diagram` (optionally on a Dask cluster), writes
 the Dataset as NetCDF (atomically) and, optionally, a PNG heat map with the curve (6.12).
+Each finished (d, beta) cell is saved under ``OUT.cells/`` as it completes; after an
+interruption, the same command with ``--resume`` computes only the missing cells.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -39,8 +42,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="root seed (default 0)")
     p.add_argument("--workers", type=int, default=1, help="LocalCluster workers (1: no cluster)")
     p.add_argument("--scheduler", help="address of an existing Dask scheduler")
-    p.add_argument("--store", type=Path, help="directory for per-cell files (enables --resume)")
-    p.add_argument("--resume", action="store_true", help="skip cells already in --store")
+    p.add_argument("--store", type=Path,
+                   help="directory for the per-cell files (default: OUT with suffix .cells)")
+    p.add_argument("--resume", action="store_true",
+                   help="skip the cells already in the store (after an interruption)")
+    p.add_argument("--keep-cells", action="store_true",
+                   help="keep the per-cell files after success (default: remove them)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.add_argument("--out", type=Path, required=True, help="NetCDF file to write")
     p.add_argument("--plot", type=Path, help="PNG heat map with the curve (6.12)")
@@ -67,14 +74,17 @@ def run(args: argparse.Namespace) -> int:
     from validation.plots_phase import plot_phase_diagram
 
     d = args.d[0] if len(args.d) == 1 else args.d
+    store = args.store if args.store is not None else args.out.with_suffix(".cells")
     ds = phase_diagram(
         n=args.n, d=d, beta_min=args.beta_min, beta_max=args.beta_max, betas=args.betas,
         t_max=args.t_max, times=args.times, delta=args.delta, realizations=args.realizations,
         attention=args.attention, seed=args.seed, workers=args.workers, qk=args.qk, v=args.v,
-        dt=args.dt, scheduler=args.scheduler, store=args.store, resume=args.resume,
+        dt=args.dt, scheduler=args.scheduler, store=store, resume=args.resume,
         progress=not args.no_progress)
     write_netcdf(ds, args.out)
     print(f"wrote {args.out}")
+    if not args.keep_cells:
+        shutil.rmtree(store, ignore_errors=True)
     if args.plot is not None:
         plot_phase_diagram(ds, args.plot)
         print(f"wrote {args.plot}")

@@ -99,6 +99,11 @@ def test_cli(tmp_path, capsys):
     ds = xr.open_dataset(out, engine="h5netcdf")
     assert ds["probability"].dims == ("beta", "time") and png.stat().st_size > 0
     ds.close()
+    assert not (tmp_path / "pd.cells").exists()  # per-cell files removed after success
+    assert main(["phase-diagram", "--n", "6", "--d", "3", "--betas", "2", "--t-max", "2",
+                 "--times", "5", "--realizations", "8", "--out", str(out), "--keep-cells",
+                 "--no-progress"]) == 0
+    assert len(list((tmp_path / "pd.cells").glob("cell-*.nc"))) == 2
     assert main(["phase-diagram", "--delta", "2", "--out", str(out)]) == 2
     assert "delta" in capsys.readouterr().err
     out = tmp_path / "ms.nc"
