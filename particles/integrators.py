@@ -22,7 +22,7 @@ and :class:`Stats`.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -116,7 +116,6 @@ class Stats:
     steps: int = 0
     rejected: int = 0
     evaluations: int = 0
-    extra: dict[str, float] = field(default_factory=dict)
 
 
 def normalize_rows(x: np.ndarray) -> np.ndarray:
@@ -251,7 +250,10 @@ def integrate_adaptive(
             err = float(np.sqrt(np.mean((e / sc) ** 2)))
             if not math.isfinite(err):
                 err = math.inf
-            fac = factormax if err == 0 else min(factormax, max(factormin, safety * err ** (-1 / (q + 1))))
+            if err == 0:
+                fac = factormax
+            else:
+                fac = min(factormax, max(factormin, safety * err ** (-1 / (q + 1))))
             if err <= 1.0:
                 x = project(xn) if project is not None else xn
                 tc = float(t[k]) if last else tc + hh

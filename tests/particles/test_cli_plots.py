@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import json
 
 import matplotlib
@@ -25,7 +27,7 @@ from particles.plots import (  # noqa: E402
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
-def test_cli_writes_netcdf_and_png(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_cli_writes_netcdf_and_png(tmp_path: Path) -> None:
     out, png = tmp_path / "run.nc", tmp_path / "run.png"
     code = main(["particles", "--n", "8", "--d", "2", "--beta", "4", "--t-max", "1",
                  "--times", "5", "--seed", "3", "--out", str(out), "--plot", str(png)])
@@ -39,7 +41,7 @@ def test_cli_writes_netcdf_and_png(tmp_path) -> None:  # type: ignore[no-untyped
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.nc", "run.png"]  # no temp left
 
 
-def test_cli_same_seed_same_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_cli_same_seed_same_file(tmp_path: Path) -> None:
     args = ["particles", "--n", "5", "--d", "3", "--batch", "2", "--t-max", "0.5", "--times",
             "3", "--method", "dopri5", "--attention", "l2", "--seed", "7"]
     assert main([*args, "--out", str(tmp_path / "a.nc")]) == 0
@@ -68,7 +70,7 @@ def test_cli_bad_options(tmp_path, capsys, extra, message) -> None:  # type: ign
     assert not (tmp_path / "x.nc").exists()
 
 
-def test_plots(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_plots(tmp_path: Path) -> None:
     t = np.linspace(0, 2, 11)
     circ = particles.simulate(Model(beta=4.0), particles.sample_sphere(12, 2, 0, batch=2), t)
     fig = plot_circle_trajectories(circ, tmp_path / "c.png", batch=1)
@@ -85,7 +87,7 @@ def test_plots(tmp_path) -> None:  # type: ignore[no-untyped-def]
     plt.close("all")
 
 
-def test_meanfield_plot_draws_a_particle_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_meanfield_plot_draws_a_particle_file(tmp_path: Path) -> None:
     # ``meanfield plot FILE`` hands particle files (variable ``x``) to particles.plots
     out = tmp_path / "run.nc"
     assert main(["particles", "--n", "6", "--d", "3", "--t-max", "0.5", "--times", "3",

@@ -3,6 +3,8 @@ constraint, the Gaussian reduction in R^d (MATH.md section 4), result format, ba
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import json
 
 import numpy as np
@@ -267,7 +269,7 @@ def test_noise_gives_spherical_brownian_motion_decay() -> None:
     assert abs(c - np.exp(-2 * 0.5)) < 0.04
 
 
-def test_result_attrs_are_netcdf_safe_and_round_trip(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_result_attrs_are_netcdf_safe_and_round_trip(tmp_path: Path) -> None:
     model = Model(beta=2.0, attention="l2", Q=np.eye(3))
     x0 = particles.sample_sphere(5, 3, 16)
     ds = particles.simulate(model, x0, [0.0, 0.5], method="dopri5")
