@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import particles
-from meanfield import Circle
+from meanfield import Circle, Sphere
 
 
 def test_sample_sphere_shapes_norms_and_seeds() -> None:
@@ -47,6 +47,18 @@ def test_sample_density_on_the_circle() -> None:
     assert abs(x[:, 0].mean() - a / 2) < 5 * np.sqrt(0.5 / 20000)
     with pytest.raises(ValueError, match="grid shape"):
         particles.sample_density(dom, rho[:10], 5, 0)
+
+
+def test_sample_density_on_the_sphere() -> None:
+    # rho = (1 + a z) / (4 pi) on S^2: E[z] = a / 3; Var z <= E[z^2] = 1/3, N = 20 000: std of
+    # the mean <= sqrt(1/3 / N) ~ 4e-3; 5 sigma
+    dom = Sphere(16)
+    a = 0.6
+    rho = (1 + a * dom.points[..., 2]) / (4 * np.pi)
+    x = particles.sample_density(dom, rho, 20000, 5)
+    assert x.shape == (20000, 3)
+    np.testing.assert_allclose(np.linalg.norm(x, axis=-1), 1.0, atol=1e-12)
+    assert abs(x[:, 2].mean() - a / 3) < 5 * np.sqrt(1 / 3 / 20000)
 
 
 def test_sample_gaussian() -> None:
