@@ -383,16 +383,20 @@ class Sinkhorn(Kernel):
         B, n, _ = q.shape
         m = k.shape[1]
         qb = q * self.beta
-        kt = np.swapaxes(k, 1, 2)
-        tiles = list(Tiling(tiling.memory_limit, buffers=3).tiles(B, n, m))
+        kt = np.ascontiguousarray(np.swapaxes(k, 1, 2))
+        # every iteration sweeps the logits twice: keep them when they fit (with two
+        # temporaries of their size) in the memory limit, else recompute tile by tile
+        keep = 3 * 8 * B * n * m <= tiling.memory_limit
+        block = tiling.memory_limit if keep else block_for(q.shape[-1])
+        tiles = list(Tiling(tiling.memory_limit, buffers=3, block=block).tiles(B, n, m))
         cache: dict[tuple[int, int, int, int], np.ndarray] = {}
 
         def logits(bs: slice, rs: slice) -> np.ndarray:
             key = (bs.start, bs.stop, rs.start, rs.stop)
             if key in cache:
                 return cache[key]
-            S = np.matmul(qb[bs, rs], kt[bs])
-            if len(tiles) == 1:
+            S = _logits(qb[bs, rs], kt[bs], np.empty((bs.stop - bs.start, rs.stop - rs.start, m)))
+            if keep:
                 cache[key] = S
             return S
 
