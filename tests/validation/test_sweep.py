@@ -148,3 +148,18 @@ def test_bad_workers_and_resume_without_store():
         sweep(noisy_cell, GRID, workers=0, progress=False)
     with pytest.raises(ValueError, match="store"):
         sweep(noisy_cell, GRID, resume=True, progress=False)
+
+
+def test_existing_scheduler_by_address_and_client():
+    from distributed import Client, LocalCluster
+
+    reference = sweep(noisy_cell, GRID, seed=4, progress=False)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                      dashboard_address=":0") as cluster:
+        by_address = sweep(noisy_cell, GRID, seed=4, progress=False,
+                           scheduler=cluster.scheduler_address)
+        with Client(cluster) as client:
+            by_client = sweep(noisy_cell, GRID, seed=4, progress=False, scheduler=client)
+            assert client.status == "running"  # a client we were given is left open
+    xr.testing.assert_identical(by_address, reference)
+    xr.testing.assert_identical(by_client, reference)
