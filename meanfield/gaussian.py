@@ -303,7 +303,7 @@ def solve_gaussian(model: Model, mean0: Any, cov0: Any, t: Any, *, rtol: float =
     else:
         with np.errstate(over="ignore", invalid="ignore"):
             sol = solve_ivp(rhs, (times[0], times[-1]), y0, method=method, t_eval=times,
-                            rtol=rtol, atol=atol, events=blowup)
+                            rtol=rtol, atol=atol, events=blowup, dense_output=True)
         sol_t, sol_y, status, message, nfev = sol.t, sol.y, sol.status, sol.message, sol.nfev
         events = sol
     ys = sol_y.T
@@ -322,24 +322,34 @@ def solve_gaussian(model: Model, mean0: Any, cov0: Any, t: Any, *, rtol: float =
     if status == 1 and events is not None and len(events.t_events[0]):
         t_stop = float(events.t_events[0][0])
         m_stop, l_stop = split(events.y_events[0][0])
+    elif events is not None and events.sol is not None:
+        # the integrator gave up: the last accepted step ends where its interpolant does
+        t_stop = float(events.sol.t_max)
+        m_stop, l_stop = split(events.sol(t_stop))
     else:
-        # the integrator stopped: take the last accepted state it reports
-        t_stop = float(sol_t[-1]) if len(sol_t) else float(times[0])
-        m_stop, l_stop = split(ys[-1] if len(sol_t) else y0)
+        t_stop = float(times[0])
+        m_stop, l_stop = split(y0)
     c_stop = 0.5 * (l_stop @ l_stop.T + (l_stop @ l_stop.T).T)
-    lam, vec = np.linalg.eigh(c_stop)
+    with np.errstate(over="ignore", invalid="ignore"):
+        finite = bool(np.all(np.isfinite(c_stop)))
+        lam, vec = np.linalg.eigh(c_stop) if finite else (np.array([np.inf]), np.full((d, 1), np.nan))
     lam_max, v_max = float(lam[-1]), vec[:, -1]
-    blown = status == 1 or not np.isfinite(lam_max) or lam_max > threshold
-    if blown and np.isfinite(lam_max):
+    t_star = float("nan")
+    if np.isfinite(lam_max):
         dm, dc = gaussian_rhs(model, m_stop, c_stop)
         rate = float(v_max @ dc @ v_max)  # d lambda_max / dt (Hellmann-Feynman)
         t_star = t_stop + lam_max / rate if rate > 0 else float("inf")
+    # a pole: the threshold was crossed, or the step size collapsed just before t*
+    near_pole = t_star - t_stop <= 1e-6 * max(1.0, abs(t_stop))
+    blown = status == 1 or not np.isfinite(lam_max) or lam_max > threshold or near_pole
+    if blown:
         reason = (f"finite-time blow-up: the largest eigenvalue of the covariance reached "
                   f"{lam_max:.6g} (threshold {threshold:.3g}) at t = {t_stop:.12g}, along "
                   f"{np.array2string(v_max, precision=4)}; extrapolated blow-up time "
                   f"t* = {t_star:.12g}")
+        if status == -1:
+            reason += f" (the integrator stopped: {message})"
     else:
-        t_star = float("nan")
         reason = f"the integrator stopped at t = {t_stop:.12g}: {message}"
     attrs.update({"successful": "false", "stop_reason": reason, "stop_time": t_stop,
                   "blowup_time": t_star})

@@ -314,6 +314,18 @@ def test_blowup_detected_at_the_right_time(seed: int) -> None:
     assert ds.sizes["time"] == partial.sizes["time"]
 
 
+def test_blowup_found_when_the_step_size_collapses_first() -> None:
+    """A threshold the solver cannot reach (1e300): the step size collapses near the pole and
+    the stop is still reported as a blow-up, with the same extrapolated time (to 1e-8, as
+    in test_blowup_detected_at_the_right_time)."""
+    q, k, beta = _rand(0), _rand(10), 0.7
+    t_star = _blowup_time(beta * k.T @ q, COV0)
+    with pytest.raises(BlowUpError, match="integrator stopped") as info:
+        solve_gaussian(Model(beta=beta, Q=q, K=k), MEAN0, COV0, [0.0, 2 * t_star],
+                       max_eigenvalue=1e300)
+    assert abs(info.value.blowup_time - t_star) / t_star < 1e-8
+
+
 def test_no_blowup_when_a_is_negative() -> None:
     """K = -Q gives A + A^T <= 0: Sigma stays bounded, no error over a long time."""
     q = _rand(8)
