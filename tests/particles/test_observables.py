@@ -31,6 +31,9 @@ def test_energy_beta_zero_limit() -> None:
     beta = 1e-7
     taylor = 0.5 * G.mean() + beta * (G**2).mean() / 4
     assert particles.energy(Model(beta=beta), x) == pytest.approx(taylor, rel=1e-11)
+    # down to subnormal beta (expm1(beta s) / beta would lose all digits there)
+    for tiny in (1e-200, 5e-324):
+        assert particles.energy(Model(beta=tiny), x) == pytest.approx(half, rel=1e-14)
 
 
 def test_energy_of_multi_head_model_sums_heads() -> None:
