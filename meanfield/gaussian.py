@@ -9,15 +9,16 @@
    GAUSSIAN_KINDS
 
 Without layer normalisation (tokens in ``R^d``), softmax, L2 and Sinkhorn attention give a
-field that is affine in ``x`` when ``mu = N(m, Sigma)``, so the flow keeps Gaussians Gaussian. For one head
-``(Q, K, V)``, ``A = beta K^T Q`` and ``P = (I + beta Sigma K^T K)^{-1}`` (L2) or ``P = I``
-(softmax):
+field that is affine in ``x`` when ``mu = N(m, Sigma)``, so the flow keeps Gaussians Gaussian.
+For one head ``(Q, K, V)``, ``A = beta K^T Q`` and ``P = (I + beta Sigma K^T K)^{-1}`` (L2)
+or ``P = I`` (softmax):
 
     X[mu](x) = V P (m + Sigma A x) = b + B x,   b = V P m,   B = V P Sigma A.
 
 Sinkhorn attention averages over the Gaussian self-coupling of ``mu`` instead:
 ``X(x) = V (m + L G^T L^{-1} (x - m))`` with ``Sigma = L L^T`` and
-``G (I - G^T G)^{-1} = L^T A^T L`` (solved by an SVD). Summing ``b`` and ``B`` over heads, with noise ``sigma`` (the term ``sigma Lap rho``):
+``G (I - G^T G)^{-1} = L^T A^T L`` (solved by an SVD). Summing ``b`` and ``B`` over heads,
+with noise ``sigma`` (the term ``sigma Lap rho``):
 
     m' = b + B m,        Sigma' = B Sigma + Sigma B^T + 2 sigma I.
 
@@ -261,7 +262,8 @@ def solve_gaussian(model: Model, mean0: Any, cov0: Any, t: Any, *, rtol: float =
     lam0 = float(np.linalg.eigvalsh(cov)[-1])
     threshold = 1e10 * max(1.0, lam0) if max_eigenvalue is None else float(max_eigenvalue)
     if not threshold > lam0:
-        msg = f"max_eigenvalue = {threshold!r} must exceed the largest eigenvalue of cov0 {lam0:.6g}"
+        msg = (f"max_eigenvalue = {threshold!r} must exceed the largest eigenvalue of cov0, "
+               f"{lam0:.6g}")
         raise ValueError(msg)
     sigma = model.noise
 
@@ -332,7 +334,10 @@ def solve_gaussian(model: Model, mean0: Any, cov0: Any, t: Any, *, rtol: float =
     c_stop = 0.5 * (l_stop @ l_stop.T + (l_stop @ l_stop.T).T)
     with np.errstate(over="ignore", invalid="ignore"):
         finite = bool(np.all(np.isfinite(c_stop)))
-        lam, vec = np.linalg.eigh(c_stop) if finite else (np.array([np.inf]), np.full((d, 1), np.nan))
+        if finite:
+            lam, vec = np.linalg.eigh(c_stop)
+        else:
+            lam, vec = np.array([np.inf]), np.full((d, 1), np.nan)
     lam_max, v_max = float(lam[-1]), vec[:, -1]
     t_star = float("nan")
     if np.isfinite(lam_max):

@@ -71,7 +71,8 @@ def plot_ellipses(ds: xr.Dataset, *, dims: Sequence[int] | None = None, count: i
     span = max(times[-1] - times[0], np.finfo(float).tiny)
     for k in _pick_times(len(times), count):
         lam, vec = np.linalg.eigh(covs[k])
-        pts = means[k][:, None] + nsigma * vec @ (np.sqrt(np.clip(lam, 0.0, None))[:, None] * circle)
+        axes = vec * np.sqrt(np.clip(lam, 0.0, None))  # columns: the semi-axes
+        pts = means[k][:, None] + nsigma * axes @ circle
         colour = cmap((times[k] - times[0]) / span)
         ax.plot(pts[0], pts[1], color=colour, lw=1.5, label=f"t = {times[k]:.3g}")
     ax.plot(means[:, 0], means[:, 1], "k.-", lw=0.8, ms=2, label="mean")
@@ -99,7 +100,8 @@ def plot_eigenvalues(ds: xr.Dataset, *, log: bool = True, ax: Any = None) -> Fig
         ax.set_yscale("log")
     t_star = ds.attrs.get("blowup_time")
     if t_star is not None and np.isfinite(float(t_star)):
-        ax.axvline(float(t_star), color="k", ls="--", lw=1, label=f"blow-up t* = {float(t_star):.4g}")
+        ax.axvline(float(t_star), color="k", ls="--", lw=1,
+                   label=f"blow-up t* = {float(t_star):.4g}")
     ax.set_xlabel("t")
     ax.set_ylabel("eigenvalues of Sigma(t)")
     ax.set_title("covariance spectrum")

@@ -285,7 +285,7 @@ def test_covariance_stays_symmetric_psd(attention: str, seed: int) -> None:
 
 @pytest.mark.parametrize("seed", [0, 1, 5])
 def test_blowup_detected_at_the_right_time(seed: int) -> None:
-    """V = I with A + A^T indefinite: Sigma blows up at t* = 1 / lambda_max(A + A^T, Sigma0^{-1})."""
+    """V = I, A + A^T indefinite: Sigma blows up at t* = 1 / lambda_max(A + A^T, Sigma0^{-1})."""
     q, k, beta = _rand(seed), _rand(seed + 10), 0.7
     a = beta * k.T @ q
     t_star = _blowup_time(a, COV0)
