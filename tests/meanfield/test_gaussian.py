@@ -504,3 +504,22 @@ def test_particles_agree_with_the_ode_within_sampling_error(case: str) -> None:
         wrong = _particle_errors(model, CASES["softmax"], n=400, replicas=16, t_end=0.5)
         tw = wrong.mean(0) / (wrong.std(0, ddof=1) / np.sqrt(len(wrong)))
         assert np.abs(tw).max() > 6.0, tw
+
+
+def test_validation_check_plumbing(tmp_path, monkeypatch) -> None:
+    """check_gaussian_particles on a tiny design: a complete CheckResult, figure and data (the
+    statistics themselves are measured by the quick and full suites, not here)."""
+    pytest.importorskip("particles")
+    from validation.checks import gaussian as check
+    from validation.records import CheckResult
+
+    monkeypatch.setitem(check.SUITES, "tiny", {"n": (60, 120), "replicas": (3, 2)})
+    result = check.check_gaussian_particles(seed=0, out_dir=tmp_path, suite="tiny")
+    assert isinstance(result, CheckResult) and result.error is None
+    assert set(result.measured) == {"softmax", "multihead", "l2"}
+    assert result.data["error"].shape == (3, 2, 5) and np.all(result.data["error"] > 0)
+    assert (tmp_path / "gaussian_particles.png").read_bytes()[:4] == b"\x89PNG"
+    assert all(t < 0.5 for t in result.details["tail_max_over_t"].values())
+    json.loads(result.to_json())
+    with pytest.raises(ValueError, match="suite"):
+        check.check_gaussian_particles(seed=0, out_dir=tmp_path, suite="huge")

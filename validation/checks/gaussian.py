@@ -17,6 +17,7 @@ softmax and L2 attention, by the slope of ``log(error)`` against ``log(n)``.
 from __future__ import annotations
 
 import inspect
+import json
 import math
 import pathlib
 import time as _time
@@ -132,6 +133,10 @@ def check_gaussian_particles(*, seed: int, out_dir: pathlib.Path, suite: str) ->
     must contain ``-1/2``. The residuals are those of ``log`` of a norm of a Gaussian vector
     (3 or 6 components), identically distributed across ``n``, so the interval is valid up
     to the ``O(n^{-1/2})`` skew of the finite-n distribution.
+
+    ``details`` also hold the intervals, ``sqrt(n)`` times the RMS errors (flat under the
+    law), the tail condition along the run (see :data:`CASES`), and the power of the test:
+    the slopes obtained against the ODE of another case, whose intervals should exclude -1/2.
     """
     import particles
 
@@ -187,7 +192,8 @@ def check_gaussian_particles(*, seed: int, out_dir: pathlib.Path, suite: str) ->
         coords={"case": list(CASES), "quantity": ["mean", "cov"],
                 "n": ("sample", n_arr.astype(int)), "replica": ("sample", np.array(reps))},
         attrs={"t_final": T_FINAL, "dt": DT, "seed": seed, "suite": suite,
-               "models": str({k: m.to_json() for k, m in CASES.items()})},
+               "models": json.dumps({k: m.state() for k, m in CASES.items()}),
+               "mean0": json.dumps(MEAN0.tolist()), "cov0": json.dumps(COV0.tolist())},
     )
     figure = _figure(n_arr, errs, fits, out_dir / "gaussian_particles.png")
     measured = {name: {q: round(f["slope"], 4) for q, f in fq.items()} for name, fq in fits.items()}
