@@ -11,7 +11,16 @@ __version__ = "0.1.0"
 
 from .model import ATTENTION_KINDS, Model
 from .domains import Circle, Domain, Sphere, ZonalSphere
-from . import initial
+from . import convergence, initial, metrics
+from .convergence import convergence_table, self_convergence
+from .metrics import (
+    kernel_distance,
+    kernel_distance_particle_sets,
+    kernel_distance_particles,
+    w1_densities,
+    w1_density_particles,
+    w1_particles,
+)
 from .flow import make_flow
 from .gaussian import BlowUpError, solve_gaussian
 from .solve import ResolutionError, StopReason, solve
@@ -27,8 +36,18 @@ __all__ = [
     "StopReason",
     "ZonalSphere",
     "__version__",
+    "convergence",
+    "convergence_table",
     "initial",
+    "kernel_distance",
+    "kernel_distance_particle_sets",
+    "kernel_distance_particles",
     "make_flow",
+    "metrics",
+    "self_convergence",
     "solve",
     "solve_gaussian",
+    "w1_densities",
+    "w1_density_particles",
+    "w1_particles",
 ]

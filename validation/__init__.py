@@ -1,5 +1,34 @@
-"""validation: checks and studies that set the particle system against the PDE and theory."""
+"""validation: checks and studies that set the particle system against the PDE and theory.
+
+* checks, suites, the runner and the report (``meanfield validate``);
+* phase diagrams (Figures 3 and 5 of the paper) and metastability (Figure 4);
+* parameter sweeps on Dask (:func:`sweep`).
+"""
 
 from .records import CheckResult
+from .report import write_report
+from .runner import exit_code, run_check, run_suite, status_of
+from .suites import FULL, QUICK, SUITES, SuiteEntry, get_suite, select
+from .sweep import sweep
+from .metastability import cluster_counts, pde_cluster_counts, trajectories
+from .phase_diagram import phase_diagram  # noqa: E402  (the function shadows the module name)
 
-__all__ = ["CheckResult"]
+__all__ = [
+    "FULL",
+    "QUICK",
+    "SUITES",
+    "CheckResult",
+    "SuiteEntry",
+    "cluster_counts",
+    "exit_code",
+    "get_suite",
+    "pde_cluster_counts",
+    "phase_diagram",
+    "run_check",
+    "run_suite",
+    "select",
+    "status_of",
+    "sweep",
+    "trajectories",
+    "write_report",
+]
