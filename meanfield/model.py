@@ -25,6 +25,13 @@ second paper (``l2``, ``sigmoid``, ``sinkhorn``)."""
 
 _ALIASES = {"sa": "softmax", "usa": "unnormalized"}
 
+ACTIVATIONS = {
+    "relu": lambda z: np.maximum(z, 0.0),
+    "tanh": np.tanh,
+    "sigmoid": lambda z: 0.5 * (1.0 + np.tanh(0.5 * z)),
+}
+"""Activations ``sigma`` of the feed-forward term (2.8), by name."""
+
 
 def _as_matrix(name: str, value: Any) -> np.ndarray | None:
     if value is None:
@@ -58,6 +65,11 @@ class Model:
         sigmoid_bias: the bias ``b`` of sigmoid attention.
         sinkhorn_iterations: maximum number of Sinkhorn iterations.
         sinkhorn_tol: stop Sinkhorn once row and column sums are within this of 1.
+        feedforward: optional ``(w, a, b)`` of the feed-forward term ``w sigma(a x + b)``
+            added inside the projection ((2.8)): ``w`` is ``d x l``, ``a`` is ``l x d``,
+            ``b`` has length ``l`` (particles only).
+        activation: ``sigma`` of the feed-forward term: ``"relu"``, ``"tanh"`` or
+            ``"sigmoid"``.
     """
 
     beta: float
@@ -72,6 +84,8 @@ class Model:
     sigmoid_bias: float = 0.0
     sinkhorn_iterations: int = 200
     sinkhorn_tol: float = 1e-10
+    feedforward: Any = None
+    activation: str = "relu"
     _dim: int | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -122,6 +136,28 @@ class Model:
                 msg = "heads must contain at least one (Q, K, V) triple"
                 raise ValueError(msg)
             set_("heads", tuple(heads))
+        if self.feedforward is not None:
+            if len(self.feedforward) != 3:
+                msg = f"feedforward must be a (w, a, b) triple, got {len(self.feedforward)} items"
+                raise ValueError(msg)
+            w, a, b = (np.array(m, dtype=float) for m in self.feedforward)
+            if w.ndim != 2 or a.ndim != 2 or b.ndim != 1 or a.shape != (w.shape[1], w.shape[0]) \
+                    or b.shape != (w.shape[1],):
+                msg = (
+                    "feedforward (w, a, b) must have shapes (d, l), (l, d), (l,); got "
+                    f"{w.shape}, {a.shape}, {b.shape}"
+                )
+                raise ValueError(msg)
+            if not all(np.all(np.isfinite(m)) for m in (w, a, b)):
+                msg = "feedforward contains non-finite entries"
+                raise ValueError(msg)
+            for m in (w, a, b):
+                m.setflags(write=False)
+            dims.add(w.shape[0])
+            set_("feedforward", (w, a, b))
+        if self.activation not in ACTIVATIONS:
+            msg = f"activation must be one of {tuple(ACTIVATIONS)}, got {self.activation!r}"
+            raise ValueError(msg)
         if len(dims) > 1:
             msg = f"Q, K, V (and heads) must share one dimension d, got sizes {sorted(dims)}"
             raise ValueError(msg)
@@ -151,7 +187,7 @@ class Model:
     @property
     def is_identity(self) -> bool:
         """True when ``Q = K = I`` and ``V = value * I`` (the setting of the PDE solvers)."""
-        if self.heads is not None:
+        if self.heads is not None or self.feedforward is not None:
             return False
         return all(getattr(self, n) is None for n in ("Q", "K", "V"))
 
@@ -180,6 +216,14 @@ class Model:
         v = eye if self.V is None else self.V
         return [(q, k, self.value * v)]
 
+    def feedforward_term(self, x: np.ndarray) -> np.ndarray:
+        """``w sigma(a x_i + b)`` for each row ``x_i`` of ``x`` (shape ``(..., d)``); zero
+        when the model has no feed-forward layer ((2.8))."""
+        if self.feedforward is None:
+            return np.zeros_like(x)
+        w, a, b = self.feedforward
+        return ACTIVATIONS[self.activation](x @ a.T + b) @ w.T
+
     def replace(self, **changes: Any) -> Model:
         """A copy with some fields changed (validated again)."""
         kw = {n: getattr(self, n) for n in _FIELDS}
@@ -195,8 +239,8 @@ class Model:
             v = getattr(self, n)
             if isinstance(v, np.ndarray):
                 v = v.tolist()
-            elif n == "heads" and v is not None:
-                v = [[m.tolist() for m in triple] for triple in v]
+            elif n in ("heads", "feedforward") and v is not None:
+                v = [[m.tolist() for m in triple] for triple in v] if n == "heads" else [m.tolist() for m in v]
             out[n] = v
         return out
 
@@ -220,7 +264,7 @@ class Model:
 
 _FIELDS: Sequence[str] = (
     "beta", "attention", "value", "noise", "Q", "K", "V", "heads", "causal",
-    "sigmoid_bias", "sinkhorn_iterations", "sinkhorn_tol",
+    "sigmoid_bias", "sinkhorn_iterations", "sinkhorn_tol", "feedforward", "activation",
 )
 
 __all__ = ["ATTENTION_KINDS", "Model"]

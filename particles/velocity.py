@@ -99,7 +99,7 @@ def velocity(
     memory_limit: int = DEFAULT_MEMORY_LIMIT,
     check: bool = True,
 ) -> np.ndarray:
-    """The right-hand side ``x_i'`` of MATH.md section 2 (SA (2.3), USA, (2.7), (9.1)).
+    """The right-hand side ``x_i'`` of MATH.md section 2 (SA (2.3), USA, (2.7), (2.8), (9.1)).
 
     Args:
         model: a :class:`meanfield.Model` (attention kind, ``beta``, ``Q, K, V`` or heads,
@@ -116,6 +116,8 @@ def velocity(
     if check:
         x = as_tokens(x, "x", model=model)
     a = attention(model, x, memory_limit=memory_limit, check=False)
+    if getattr(model, "feedforward", None) is not None:
+        a = a + model.feedforward_term(x)  # (2.8): inside the projection
     if geometry == "sphere":
         return project_tangent(x, a)
     return a

@@ -192,3 +192,31 @@ def test_memory_stays_under_the_limit(kind: str, d: int) -> None:
     finally:
         tracemalloc.stop()
     assert peak < limit + 40 * n * d * 8
+
+
+def test_feedforward_term_inside_the_projection():
+    """(2.8): x_i' = P_x^perp(attention_i + w sigma(a x_i + b)). For one token with V = I the
+    attention term is x itself, which the projection removes: only the feed-forward part is
+    left, computed here by hand (round-off only)."""
+    import meanfield
+    import particles
+
+    rng = np.random.default_rng(3)
+    d, width = 3, 5
+    w, a, b = rng.normal(size=(d, width)), rng.normal(size=(width, d)), rng.normal(size=width)
+    x = rng.normal(size=(1, d))
+    x /= np.linalg.norm(x)
+    for act, sigma in (("relu", lambda z: np.maximum(z, 0)), ("tanh", np.tanh)):
+        model = meanfield.Model(2.0, feedforward=(w, a, b), activation=act)
+        y = w @ sigma(a @ x[0] + b)
+        expect = y - (x[0] @ y) * x[0]
+        np.testing.assert_allclose(particles.velocity(model, x)[0], expect, atol=1e-14)
+        # euclidean: no projection, the attention term (x itself) stays
+        np.testing.assert_allclose(particles.velocity(model, x, "euclidean")[0], x[0] + y, atol=1e-14)
+    assert not meanfield.Model(1.0, feedforward=(w, a, b)).is_identity
+    with pytest.raises(ValueError, match="feedforward"):
+        meanfield.Model(1.0, feedforward=(w, a.T, b))
+    with pytest.raises(ValueError, match="activation"):
+        meanfield.Model(1.0, feedforward=(w, a, b), activation="swish")
+    m = meanfield.Model(1.0, feedforward=(w, a, b), activation="tanh")
+    assert meanfield.Model.from_state(m.to_json()) == m
