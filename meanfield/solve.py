@@ -31,6 +31,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 import xarray as xr
 
+from .checks import output_times
 from .controller import ConstantStep, PIController, rms_norm
 from .domains.base import Domain
 from .flow import Flow, make_flow
@@ -59,20 +60,6 @@ class ResolutionError(RuntimeError):
         self.dataset = dataset
         self.t = t
         self.reason = reason
-
-
-def _check_times(t: Sequence[float] | np.ndarray) -> np.ndarray:
-    times = np.atleast_1d(np.asarray(t, dtype=float))
-    if times.ndim != 1 or times.size < 1:
-        msg = f"t must be a 1-d sequence of output times, got shape {times.shape}"
-        raise ValueError(msg)
-    if not np.all(np.isfinite(times)):
-        msg = "t contains non-finite times"
-        raise ValueError(msg)
-    if np.any(np.diff(times) <= 0):
-        msg = "t must be strictly increasing (first entry: the start time)"
-        raise ValueError(msg)
-    return times
 
 
 def check_density(domain: Domain, rho: Any, *, negative_tol: float = 1e-10) -> np.ndarray:
@@ -214,7 +201,7 @@ def solve(
         ``dissipation``, ``mass`` and ``resolution`` (time), and the settings in ``attrs``.
     """
     wall0 = _time.perf_counter()
-    times = _check_times(t)
+    times = output_times(t)
     tab = get_scheme(scheme)
     if controller is None:
         if tab.adaptive:

@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from meanfield.checks import count
+
 GEOMETRIES = ("sphere", "euclidean")
 """``sphere``: layer normalisation, tokens on ``S^{d-1}`` (MATH.md section 2);
 ``euclidean``: tokens in ``R^d``, no projection (pure self-attention, (9.1))."""
@@ -105,13 +107,7 @@ def as_rng(rng: Any) -> np.random.Generator:
 
 def as_count(value: Any, name: str, minimum: int = 1) -> int:
     """An integer ``>= minimum`` (not a bool), else ``ValueError`` naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        msg = f"{name} must be an integer, got {value!r}"
-        raise ValueError(msg)
-    if value < minimum:
-        msg = f"{name} must be >= {minimum}, got {value}"
-        raise ValueError(msg)
-    return int(value)
+    return count(value, name, minimum)
 
 
 __all__ = ["GEOMETRIES", "SPHERE_TOL", "as_count", "as_rng", "as_tokens", "check_geometry"]

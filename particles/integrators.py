@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+
+from meanfield.checks import output_times
 from scipy.integrate import solve_ivp
 
 Rhs = Callable[[np.ndarray], np.ndarray]
@@ -142,15 +144,7 @@ def rk_step(
 
 
 def _check_times(t: np.ndarray) -> None:
-    if t.ndim != 1 or t.size < 1:
-        msg = f"t must be a non-empty 1-d array of output times, got shape {t.shape}"
-        raise ValueError(msg)
-    if not np.all(np.isfinite(t)):
-        msg = "t contains non-finite values"
-        raise ValueError(msg)
-    if np.any(np.diff(t) <= 0):
-        msg = "t must be strictly increasing (t[0] is the time of x0)"
-        raise ValueError(msg)
+    output_times(t)
 
 
 def _positive(value: float, name: str) -> float:

@@ -28,6 +28,8 @@ from typing import Any, Callable
 import numpy as np
 import xarray as xr
 
+from meanfield.checks import output_times
+
 from .angles import angle_velocity, check_angle_model, from_angles, to_angles
 from .inputs import as_count, as_rng, as_tokens, check_geometry
 from .integrators import (
@@ -62,24 +64,6 @@ def _check_method(method: str) -> str:
         msg = f"method must be one of {tuple(METHODS)}, got {method!r}"
         raise ValueError(msg)
     return method
-
-
-def _times(t: Any) -> np.ndarray:
-    try:
-        arr = np.atleast_1d(np.asarray(t, dtype=float))
-    except (TypeError, ValueError):
-        msg = f"t must be an array of output times, got {type(t).__name__}"
-        raise ValueError(msg) from None
-    if arr.ndim != 1 or arr.size < 1:
-        msg = f"t must be a non-empty 1-d array of output times, got shape {arr.shape}"
-        raise ValueError(msg)
-    if not np.all(np.isfinite(arr)):
-        msg = "t contains non-finite values (NaN or inf)"
-        raise ValueError(msg)
-    if np.any(np.diff(arr) <= 0):
-        msg = "t must be strictly increasing (t[0] is the time of x0)"
-        raise ValueError(msg)
-    return arr
 
 
 def _progress_bar(progress: bool, t: np.ndarray) -> tuple[Callable[[float], None] | None, Any]:
@@ -175,7 +159,7 @@ def simulate(
     """
     check_geometry(geometry)
     _check_method(method)
-    t = _times(t)
+    t = output_times(t)
     x0 = as_tokens(x0, "x0", geometry=geometry, normalize=normalize, model=model)
     memory_limit = as_count(memory_limit, "memory_limit")
     batched = x0.ndim == 3
@@ -324,7 +308,7 @@ def simulate_angles(
         ``2 pi``) and ``x`` (the points ``(cos, sin)``), ``energy``, ``dissipation``.
     """
     check_angle_model(model)
-    t = _times(t)
+    t = output_times(t)
     th0 = np.asarray(theta0, dtype=float)
     if th0.ndim not in (1, 2) or th0.shape[-1] < 1:
         msg = f"theta0 must have shape (n,) or (batch, n) with n >= 1, got {th0.shape}"

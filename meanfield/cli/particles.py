@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 from typing import Any
 
@@ -109,18 +108,6 @@ def _initial(args: argparse.Namespace, rng: np.random.Generator) -> np.ndarray:
     return particles.sample_sphere(args.n, args.d, rng, batch=batch)
 
 
-def write_netcdf(ds: Any, path: Path) -> None:
-    """Write ``ds`` to ``path`` atomically: a temporary name in the same folder, then rename."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        ds.to_netcdf(tmp, engine="h5netcdf")
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
 def run(args: argparse.Namespace) -> int:
     import meanfield
     import particles
@@ -140,6 +127,8 @@ def run(args: argparse.Namespace) -> int:
     )
     ds.attrs["seed"] = int(args.seed)
     ds.attrs["init"] = args.init
+    from meanfield.io import write_netcdf
+
     write_netcdf(ds, args.out)
     print(f"wrote {args.out}: {ds.sizes['time']} times, n = {args.n}, d = {args.d}, "
           f"{ds.attrs['num_steps']} steps in {ds.attrs['wall_time']:.3g} s")

@@ -31,6 +31,7 @@ from typing import Any, Callable
 import ducc0
 import numpy as np
 
+from ..checks import count
 from .base import Domain
 
 _SQRT4PI = math.sqrt(4.0 * math.pi)
@@ -43,16 +44,6 @@ def _even_good_size(n: int) -> int:
     while m % 2:
         m = ducc0.fft.good_size(m + 1, True)
     return m
-
-
-def _check_int(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        msg = f"{name} must be an integer, got {value!r}"
-        raise ValueError(msg)
-    if value < minimum:
-        msg = f"{name} must be >= {minimum}, got {name}={value}"
-        raise ValueError(msg)
-    return int(value)
 
 
 def _legendre_table(x: np.ndarray, lmax: int) -> np.ndarray:
@@ -84,8 +75,8 @@ class Sphere(Domain):
     dims = ("colatitude", "longitude")
 
     def __init__(self, lmax: int, nthreads: int = 1) -> None:
-        self.lmax = _check_int("lmax", lmax, 3)
-        self.nthreads = _check_int("nthreads", nthreads, 1)
+        self.lmax = count(lmax, "lmax", 3)
+        self.nthreads = count(nthreads, "nthreads", 1)
         L = self.lmax
         self.ntheta = L + 1
         self.nphi = _even_good_size(2 * L + 2)
@@ -486,7 +477,7 @@ class Sphere(Domain):
         on a 2x finer grid); should a proposal exceed ``M``, ``M`` grows and sampling
         restarts, so the accepted points follow ``rho`` exactly.
         """
-        n = _check_int("n", n, 0)
+        n = count(n, "n", 0)
         c = self.forward(rho)
         if self.mass(c) <= 0:
             msg = "cannot sample from a density of non-positive mass"

@@ -40,19 +40,10 @@ from scipy.linalg import eigh_tridiagonal
 from scipy.special import gammaln
 
 from ..special import log_sphere_area
+from ..checks import count
 from .base import Domain
 
 _MIN_LOG_AREA = -650.0  # |S^{d-1}| > e^-650 ~ 1e-282: densities 1/|S| stay below 1e282
-
-
-def _check_int(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        msg = f"{name} must be an integer, got {value!r}"
-        raise ValueError(msg)
-    if value < minimum:
-        msg = f"{name} must be >= {minimum}, got {name}={value}"
-        raise ValueError(msg)
-    return int(value)
 
 
 def log_harmonic_dimension(d: int, l: np.ndarray) -> np.ndarray:
@@ -132,8 +123,8 @@ class ZonalSphere(Domain):
     accepts_out = True
 
     def __init__(self, d: int, degree: int) -> None:
-        self._d = _check_int("d", d, 3)
-        self.degree = _check_int("degree", degree, 2)
+        self._d = count(d, "d", 3)
+        self.degree = count(degree, "degree", 2)
         if log_sphere_area(self._d) < _MIN_LOG_AREA:
             msg = (
                 f"d={d} is too large: |S^(d-1)| = e^{log_sphere_area(self._d):.0f} leaves the "
@@ -370,7 +361,7 @@ class ZonalSphere(Domain):
     def sample(self, rho: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
         """``n`` i.i.d. points (n, d): ``s`` by inverting the marginal CDF (linear
         interpolation on a fine grid), then a uniform direction orthogonal to ``e``."""
-        n = _check_int("n", n, 0)
+        n = count(n, "n", 0)
         theta, F = self.marginal_cdf(self.forward(rho))
         th = np.interp(rng.random(n), F, theta)
         u = rng.standard_normal((n, self._d - 1))

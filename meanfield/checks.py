@@ -1,0 +1,47 @@
+"""Input checks shared by the PDE solvers and the particle system.
+
+.. autosummary::
+   output_times
+   count
+
+Each raises ``ValueError`` with a message that names the argument and its value.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+def output_times(t: Any, name: str = "t") -> np.ndarray:
+    """``t`` as a non-empty, finite, strictly increasing 1-d float array (``t[0]``: start)."""
+    try:
+        times = np.atleast_1d(np.asarray(t, dtype=float))
+    except (TypeError, ValueError):
+        msg = f"{name} must be an array of output times, got {type(t).__name__}"
+        raise ValueError(msg) from None
+    if times.ndim != 1 or times.size < 1:
+        msg = f"{name} must be a non-empty 1-d array of output times, got shape {times.shape}"
+        raise ValueError(msg)
+    if not np.all(np.isfinite(times)):
+        msg = f"{name} contains non-finite values (NaN or inf)"
+        raise ValueError(msg)
+    if np.any(np.diff(times) <= 0):
+        msg = f"{name} must be strictly increasing ({name}[0] is the start time)"
+        raise ValueError(msg)
+    return times
+
+
+def count(value: Any, name: str, minimum: int = 1) -> int:
+    """An integer ``>= minimum`` (not a bool), else ``ValueError`` naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        msg = f"{name} must be an integer, got {value!r}"
+        raise ValueError(msg)
+    if value < minimum:
+        msg = f"{name} must be >= {minimum}, got {name}={value}"
+        raise ValueError(msg)
+    return int(value)
+
+
+__all__ = ["count", "output_times"]
