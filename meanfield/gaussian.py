@@ -37,6 +37,7 @@ import numpy as np
 import xarray as xr
 from scipy.integrate import solve_ivp
 
+from .checks import output_times
 from .model import Model
 
 GAUSSIAN_KINDS = ("softmax", "l2", "sinkhorn")
@@ -188,17 +189,7 @@ def _check_state(model: Model, mean0: Any, cov0: Any) -> tuple[np.ndarray, np.nd
 
 
 def _check_times(t: Any) -> np.ndarray:
-    times = np.atleast_1d(np.array(t, dtype=float))
-    if times.ndim != 1 or times.size == 0:
-        msg = f"t must be a non-empty 1-d array of times, got shape {np.shape(t)}"
-        raise ValueError(msg)
-    if not np.all(np.isfinite(times)):
-        msg = "t must be finite"
-        raise ValueError(msg)
-    if np.any(np.diff(times) <= 0):
-        msg = "t must be strictly increasing"
-        raise ValueError(msg)
-    return times
+    return output_times(t)
 
 
 # -- the solver -----------------------------------------------------------------------------

@@ -21,7 +21,6 @@ carries the partial results (also written to ``out`` when given).
 from __future__ import annotations
 
 import enum
-import json
 import math
 import time as _time
 from datetime import datetime, timezone

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -72,15 +70,9 @@ def _model(args: argparse.Namespace) -> Any:
 
 
 def _write_netcdf(ds: Any, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".nc", dir=path.parent)
-    os.close(fd)
-    try:
-        ds.to_netcdf(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    from ..io import write_netcdf
+
+    write_netcdf(ds, path)
 
 
 def run(args: argparse.Namespace) -> int:
