@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from .phase_diagram import sample_tokens, trajectory, usa_step
+from .phase_diagram import CHUNK, sample_tokens, trajectory, usa_step
 from .sweep import sweep
 
 
@@ -102,9 +102,11 @@ def metastability_cell(beta: float, rng: np.random.Generator, *, n: int, seeds: 
     t = np.asarray(times)
     x0 = sample_tokens(rng, seeds, n, 2)
     counts = np.empty((seeds, t.size), dtype=np.int64)
-    for k, x in trajectory(x0, beta, t, attention=attention, dt=usa_step(dt, beta, attention),
-                           freeze_above=1.0 - delta):
-        counts[:, k] = count_clusters_circle(_angles(x), delta)
+    for start in range(0, seeds, CHUNK):
+        part = slice(start, start + CHUNK)
+        for k, x in trajectory(x0[part], beta, t, attention=attention,
+                               dt=usa_step(dt, beta, attention), freeze_above=1.0 - delta):
+            counts[part, k] = count_clusters_circle(_angles(x), delta)
     dwell = dwell_times(counts, t, n)
     first = np.where((counts[:, :, None] <= np.arange(1, n + 1)).any(axis=1),
                      t[np.argmax(counts[:, :, None] <= np.arange(1, n + 1), axis=1)], np.nan)
