@@ -34,6 +34,8 @@ from typing import Any
 
 import numpy as np
 import xarray as xr
+
+from meanfield.io import write_netcdf
 from tqdm.auto import tqdm
 
 _MANIFEST = "sweep.json"
@@ -80,13 +82,7 @@ def _cell_path(store: Path, index: int) -> Path:
 
 
 def _write_atomic(ds: xr.Dataset, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        ds.to_netcdf(tmp, engine="h5netcdf")
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    write_netcdf(ds, path)
 
 
 def _manifest(grid: dict[str, np.ndarray], seed: int, func: Callable[..., Any],

@@ -48,6 +48,31 @@ def _identity(E: np.ndarray, D: np.ndarray, times: np.ndarray) -> tuple[float, f
     return float(E[-1] - E[0]), fine, abs(fine - coarse) / 15.0
 
 
+def _energy_figure_and_data(curves: dict, rows: dict, times: np.ndarray, out_dir: Path, name: str,
+                            energy_label: str, dissipation_label: str) -> tuple:
+    """Energy and dissipation against t per model (figure), the same numbers as a Dataset,
+    and the worst identity error relative to its tolerance."""
+    plt = _figure()
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for label, (E, D) in curves.items():
+        axes[0].plot(times, E, label=label)
+        axes[1].plot(times, D, label=label)
+    axes[0].set_xlabel("t")
+    axes[0].set_ylabel(energy_label)
+    axes[1].set_xlabel("t")
+    axes[1].set_ylabel(dissipation_label)
+    axes[0].legend(fontsize=7)
+    figure = _save(fig, out_dir, name)
+    labels = list(curves)
+    data = xr.Dataset(
+        {"energy": (("model", "time"), np.array([curves[k][0] for k in labels])),
+         "dissipation": (("model", "time"), np.array([curves[k][1] for k in labels]))},
+        coords={"model": labels, "time": times},
+    )
+    worst_rel = max(r["identity error"] / r["identity tol"] for r in rows.values())
+    return figure, data, worst_rel
+
+
 def check_energy_pde(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
     """PDE energy: monotone, and ``E(T) - E(0) = int_0^T D dt`` (dissipation identity).
 
@@ -84,24 +109,8 @@ def check_energy_pde(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
                        "int D dt": intD, "identity error": abs(dE - intD), "identity tol": tol,
                        "passed": bool(ok)}
         curves[label] = (E, D)
-    plt = _figure()
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for label, (E, D) in curves.items():
-        axes[0].plot(times, E, label=label)
-        axes[1].plot(times, D, label=label)
-    axes[0].set_xlabel("t")
-    axes[0].set_ylabel("E_beta[rho(t)]")
-    axes[1].set_xlabel("t")
-    axes[1].set_ylabel("dissipation D (= dE/dt)")
-    axes[0].legend(fontsize=7)
-    figure = _save(fig, out_dir, "energy_pde")
-    labels = list(curves)
-    data = xr.Dataset(
-        {"energy": (("model", "time"), np.array([curves[k][0] for k in labels])),
-         "dissipation": (("model", "time"), np.array([curves[k][1] for k in labels]))},
-        coords={"model": labels, "time": times},
-    )
-    worst_rel = max(r["identity error"] / r["identity tol"] for r in rows.values())
+    figure, data, worst_rel = _energy_figure_and_data(
+        curves, rows, times, out_dir, "energy_pde", "E_beta[rho(t)]", "dissipation D (= dE/dt)")
     return CheckResult(
         name="energy.pde",
         quantity="PDE energy monotone and dE = int D dt (circle; SA, USA, repulsive)",
@@ -153,24 +162,9 @@ def check_energy_particles(*, seed: int, out_dir: Path, suite: str) -> CheckResu
                        "int D dt": intD, "identity error": abs(dE - intD), "identity tol": tol,
                        "passed": bool(ok)}
         curves[label] = (E, D)
-    plt = _figure()
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for label, (E, D) in curves.items():
-        axes[0].plot(times, E, label=label)
-        axes[1].plot(times, D, label=label)
-    axes[0].set_xlabel("t")
-    axes[0].set_ylabel("E_beta(X(t)), n = 32, d = 3")
-    axes[1].set_xlabel("t")
-    axes[1].set_ylabel("dissipation D")
-    axes[0].legend(fontsize=7)
-    figure = _save(fig, out_dir, "energy_particles")
-    labels = list(curves)
-    data = xr.Dataset(
-        {"energy": (("model", "time"), np.array([curves[k][0] for k in labels])),
-         "dissipation": (("model", "time"), np.array([curves[k][1] for k in labels]))},
-        coords={"model": labels, "time": times},
-    )
-    worst_rel = max(r["identity error"] / r["identity tol"] for r in rows.values())
+    figure, data, worst_rel = _energy_figure_and_data(
+        curves, rows, times, out_dir, "energy_particles", "E_beta(X(t)), n = 32, d = 3",
+        "dissipation D")
     return CheckResult(
         name="energy.particles",
         quantity="particle energy monotone and dE = int D dt (S^2, n=32; SA, USA, repulsive)",
