@@ -155,17 +155,16 @@ def _positive(value: float, name: str) -> float:
     return v
 
 
-def integrate_fixed(
-    f: Rhs,
+def _fixed_steps(
+    step: Callable[[np.ndarray, float], np.ndarray],
     x0: np.ndarray,
     t: np.ndarray,
     dt: float,
-    tableau: ButcherTableau = RK4,
-    project: Projection = None,
-    progress: Callable[[float], None] | None = None,
+    evaluations_per_step: int,
+    progress: Callable[[float], None] | None,
 ) -> tuple[np.ndarray, Stats]:
-    """Fixed-step RK: each interval ``[t_k, t_{k+1}]`` is cut into ``ceil(len / dt)`` equal
-    steps (``<= dt``); ``project`` after every step."""
+    """Drive ``x <- step(x, h)``: each output interval ``[t_k, t_{k+1}]`` is cut into
+    ``ceil(len / dt)`` equal steps (``h <= dt``); states saved at every ``t_k``."""
     t = np.asarray(t, dtype=float)
     _check_times(t)
     dt = _positive(dt, "dt")
@@ -178,15 +177,31 @@ def integrate_fixed(
         m = max(1, math.ceil(span / dt - 1e-9))
         h = span / m
         for _ in range(m):
-            x, _err = rk_step(f, x, h, tableau)
-            if project is not None:
-                x = project(x)
+            x = step(x, h)
             stats.steps += 1
-            stats.evaluations += tableau.stages
+            stats.evaluations += evaluations_per_step
         out[k] = x
         if progress is not None:
             progress(t[k])
     return out, stats
+
+
+def integrate_fixed(
+    f: Rhs,
+    x0: np.ndarray,
+    t: np.ndarray,
+    dt: float,
+    tableau: ButcherTableau = RK4,
+    project: Projection = None,
+    progress: Callable[[float], None] | None = None,
+) -> tuple[np.ndarray, Stats]:
+    """Fixed-step RK: each interval ``[t_k, t_{k+1}]`` is cut into ``ceil(len / dt)`` equal
+    steps (``<= dt``); ``project`` after every step."""
+    def step(x: np.ndarray, h: float) -> np.ndarray:
+        x, _err = rk_step(f, x, h, tableau)
+        return x if project is None else project(x)
+
+    return _fixed_steps(step, x0, t, dt, tableau.stages, progress)
 
 
 def integrate_adaptive(
@@ -364,30 +379,14 @@ def integrate_euler_maruyama(
     ``x <- normalize(x + dt f(x) + sqrt(2 sigma dt) P_x^perp xi)`` on the sphere (weak order 1:
     the normalisation supplies the Ito drift ``-(d-1) sigma x`` of spherical Brownian motion),
     ``x + dt f(x) + sqrt(2 sigma dt) xi`` in ``R^d``."""
-    t = np.asarray(t, dtype=float)
-    _check_times(t)
-    dt = _positive(dt, "dt")
-    out = np.empty((t.size,) + x0.shape)
-    out[0] = x0
-    x = x0
-    stats = Stats()
-    for k in range(1, t.size):
-        span = t[k] - t[k - 1]
-        m = max(1, math.ceil(span / dt - 1e-9))
-        h = span / m
-        for _ in range(m):
-            xi = rng.standard_normal(x.shape) * math.sqrt(2.0 * sigma * h)
-            if sphere:
-                xi = xi - np.sum(x * xi, axis=-1, keepdims=True) * x
-            x = x + h * f(x) + xi
-            if sphere:
-                x = normalize_rows(x)
-            stats.steps += 1
-            stats.evaluations += 1
-        out[k] = x
-        if progress is not None:
-            progress(t[k])
-    return out, stats
+    def step(x: np.ndarray, h: float) -> np.ndarray:
+        xi = rng.standard_normal(x.shape) * math.sqrt(2.0 * sigma * h)
+        if sphere:
+            xi = xi - np.sum(x * xi, axis=-1, keepdims=True) * x
+        x = x + h * f(x) + xi
+        return normalize_rows(x) if sphere else x
+
+    return _fixed_steps(step, x0, t, dt, 1, progress)
 
 
 __all__ = [
