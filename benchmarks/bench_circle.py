@@ -1,7 +1,9 @@
 """Cost of one right-hand-side evaluation on the circle, in FFT pairs (issue 2).
 
 For N from 256 to 65536: time(flow.rhs) / time(one real FFT pair of the padded size M),
-both measured in this run with pyFFTW plans (best of several repeats). Target: <= 6.
+both measured in this run (best of several repeats). The floor's plans are made with
+FFTW_PATIENT, the fastest pair FFTW finds (planning takes a minute at the largest sizes).
+Target: <= 6.
 
     python benchmarks/bench_circle.py [--repeat 7]
 """
@@ -33,8 +35,8 @@ def main() -> None:
         a = pyfftw.empty_aligned(d.M, dtype="float64")
         b = pyfftw.empty_aligned(d.M // 2 + 1, dtype="complex128")
         a[:] = np.random.default_rng(0).random(d.M)
-        fwd = pyfftw.FFTW(a, b, flags=("FFTW_MEASURE",))
-        bwd = pyfftw.FFTW(b, a, direction="FFTW_BACKWARD", flags=("FFTW_MEASURE", "FFTW_DESTROY_INPUT"))
+        fwd = pyfftw.FFTW(a, b, flags=("FFTW_PATIENT",))
+        bwd = pyfftw.FFTW(b, a, direction="FFTW_BACKWARD", flags=("FFTW_PATIENT", "FFTW_DESTROY_INPUT"))
 
         def pair() -> None:
             fwd.execute()

@@ -36,7 +36,7 @@ from typing import Callable
 
 import numpy as np
 
-from .domains.base import Domain
+from .domains.base import Domain, FusedDrift
 from .model import Model
 from .special import constant_mode_energy_factor
 
@@ -68,8 +68,30 @@ class Flow(ABC):
     def __init__(self, domain: Domain, noise: float) -> None:
         self.domain = domain
         self.noise = float(noise)
-        self.max_speed = 0.0
+        self._max_speed = 0.0
         self._buffers: dict[str, np.ndarray] = {}
+        self._fused: FusedDrift | None = None
+        self._fused_ready = False
+
+    @property
+    def max_speed(self) -> float:
+        """Largest ``|X|`` of the last :meth:`drift` call (for the CFL bound)."""
+        if self._fused is not None:
+            return self._fused.max_speed()
+        return self._max_speed
+
+    def _velocity_parts(self) -> tuple[np.ndarray, float, np.ndarray | None, float]:
+        """``(grad_mult, scale, z_mult, beta)`` of ``X = s grad(phi) / m`` (see
+        :func:`_velocity`)."""
+        raise NotImplementedError
+
+    def _fused_drift(self) -> FusedDrift | None:
+        """The domain's fused drift for this flow, if it has one (made on first use)."""
+        if not self._fused_ready:
+            grad_mult, scale, z_mult, _ = self._velocity_parts()
+            self._fused = self.domain.fused_drift(grad_mult, scale, z_mult, self.sign)
+            self._fused_ready = True
+        return self._fused
 
     def _out(self, name: str, template: Callable[[], np.ndarray]) -> dict[str, np.ndarray]:
         """``{"out": buffer}`` for domains that accept work buffers, else ``{}``.
@@ -88,15 +110,21 @@ class Flow(ABC):
         """Diagonal linear part ``sigma * Laplacian`` (per coefficient)."""
         return self.noise * self.domain.laplacian_eigenvalues
 
-    @abstractmethod
     def velocity_padded(self, c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(rho, X, Z)`` on the dealiased grid: density, velocity, metric weight."""
+        """``(rho, X, m)`` on the dealiased grid: density, velocity, metric weight."""
+        return _velocity(self, c, *self._velocity_parts())
 
     def drift(self, c: np.ndarray) -> np.ndarray:
-        """``-div(rho X[rho])`` in coefficients."""
+        """``-div(rho X[rho])`` in coefficients.
+
+        Domains with a fused evaluation (:meth:`Domain.fused_drift`) compute it there; the
+        result is the same to round-off."""
+        fused = self._fused if self._fused_ready else self._fused_drift()
+        if fused is not None:
+            return fused.evaluate(c)
         rho, X, _ = self.velocity_padded(c)
         # componentwise max (no temporary): within sqrt(d) of max |X|
-        self.max_speed = max(float(X.max()), -float(X.min()))
+        self._max_speed = max(float(X.max()), -float(X.min()))
         flux = np.multiply(X, rho, out=X) if self.domain.accepts_out else X * rho
         out = self.domain.divergence_padded(flux)
         out *= -1.0
@@ -211,10 +239,10 @@ class GradientFlow(Flow):
     def potential(self, c: np.ndarray) -> np.ndarray:
         return self._scale * self._potential_mult * c
 
-    def velocity_padded(self, c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _velocity_parts(self) -> tuple[np.ndarray, float, np.ndarray | None, float]:
         attention = isinstance(self.metric, AttentionMetric)
-        return _velocity(self, c, self._potential_mult, self._scale,
-                         self._z_mult if attention else None, self.energy_functional.beta)
+        return (self._potential_mult, self._scale, self._z_mult if attention else None,
+                self.energy_functional.beta)
 
     def energy(self, c: np.ndarray) -> float:
         d = self.domain
@@ -243,10 +271,10 @@ class ContinuityFlow(Flow):
         self._softmax = model.attention == "softmax"
         self._energy = GradientFlow(domain, InteractionEnergy(beta), WassersteinMetric())
 
-    def velocity_padded(self, c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _velocity_parts(self) -> tuple[np.ndarray, float, np.ndarray | None, float]:
         # grad(K * mu)/beta and (K * mu), both times e^{-beta}
-        return _velocity(self, c, self._grad_mult, self._exp_beta,
-                         self._kernel_mult if self._softmax else None, self.model.beta)
+        return (self._grad_mult, self._exp_beta, self._kernel_mult if self._softmax else None,
+                self.model.beta)
 
     def potential(self, c: np.ndarray) -> np.ndarray:
         return self._energy.potential(c)

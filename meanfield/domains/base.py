@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from functools import cached_property
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, Protocol
 
 import numpy as np
 
@@ -32,6 +32,17 @@ def _flush(mult: np.ndarray) -> np.ndarray:
     round-off, and as subnormal numbers they would slow every product by orders of magnitude."""
     top = float(np.max(np.abs(mult))) if mult.size else 0.0
     return np.where(np.abs(mult) < 1e-100 * top, 0.0, mult)
+
+
+class FusedDrift(Protocol):
+    """A domain's own evaluation of the drift ``-div(rho X)`` (see :meth:`Domain.fused_drift`)."""
+
+    evaluate: Callable[[np.ndarray], np.ndarray]
+    """Coefficients ``c`` to the coefficients of ``-div(rho X)`` (a new array)."""
+
+    def max_speed(self) -> float:
+        """``max |X|`` (componentwise) of the last evaluation."""
+        ...
 
 
 class Domain(ABC):
@@ -136,6 +147,17 @@ class Domain(ABC):
     @abstractmethod
     def padded_weights(self) -> np.ndarray:
         """Quadrature weights of the dealiased grid."""
+
+    def fused_drift(
+        self, grad_mult: np.ndarray, scale: float, z_mult: np.ndarray | None, sign: float
+    ) -> FusedDrift | None:
+        """A faster evaluation of the drift ``-div(rho X)``, or ``None`` (the default) to let
+        the flow compose ``synthesize_padded``, ``gradient_padded`` and ``divergence_padded``.
+
+        ``X = s scale grad(grad_mult c)`` when ``z_mult`` is ``None`` (Wasserstein metric),
+        else ``X = s grad(grad_mult c) / (z_mult c)`` (attention metric); ``s = sign``.
+        """
+        return None
 
     @staticmethod
     def dot(u: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -259,4 +281,4 @@ class Domain(ABC):
         return hash(self.state_json())
 
 
-__all__ = ["Domain"]
+__all__ = ["Domain", "FusedDrift"]

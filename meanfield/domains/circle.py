@@ -21,6 +21,7 @@ import numpy as np
 import pyfftw
 
 from .base import Domain
+from .circle_drift import CircleDrift
 
 _PLANNER_FLAGS = ("FFTW_MEASURE", "FFTW_DESTROY_INPUT")
 
@@ -192,6 +193,13 @@ class Circle(Domain):
     @staticmethod
     def dot(u: np.ndarray, v: np.ndarray) -> np.ndarray:
         return u[0] * v[0]
+
+    def fused_drift(
+        self, grad_mult: np.ndarray, scale: float, z_mult: np.ndarray | None, sign: float
+    ) -> CircleDrift:
+        """The drift in four FFTs (:class:`~meanfield.domains.circle_drift.CircleDrift`)."""
+        return CircleDrift(self.N, self.M, self.wavenumbers, grad_mult, scale, z_mult, sign,
+                           threads=self.threads)
 
     def prolong(self, c: np.ndarray, coarse: Domain) -> np.ndarray:
         out = np.zeros(self.N // 2 + 1, dtype=complex)
