@@ -33,6 +33,7 @@ import numpy as np
 
 from ..checks import count
 from .base import Domain
+from .sphere_drift import SphereDrift
 
 _SQRT4PI = math.sqrt(4.0 * math.pi)
 _EPS_GENERAL = 1e-12  # NUFFT accuracy of ducc0's synthesis_general (double precision floor 2e-13)
@@ -371,6 +372,13 @@ class Sphere(Domain):
         out = w["im"] * h
         out -= RT @ e
         return out
+
+    def fused_drift(
+        self, grad_mult: np.ndarray, scale: float, z_mult: np.ndarray | None, sign: float
+    ) -> SphereDrift:
+        """The drift with shared Legendre and batched FFTW ring stages
+        (:class:`~meanfield.domains.sphere_drift.SphereDrift`)."""
+        return SphereDrift(self, grad_mult, scale, z_mult, sign)
 
     def gradient(self, c: np.ndarray) -> np.ndarray:
         """``(d_theta f, d_phi f / sin theta)`` on the working grid."""
