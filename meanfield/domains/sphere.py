@@ -261,8 +261,10 @@ class Sphere(Domain):
             cols.append(src[down])
             vals.append(-(l[down] + 1.0) * a_here)
         n_out = int(mstart[-1]) + L1 + 1
+        # complex entries: a real matrix times a complex vector would be cast on every call
         R = csr_matrix(
-            (np.concatenate(vals), (np.concatenate(rows).astype(np.int64), np.concatenate(cols))),
+            (np.concatenate(vals).astype(complex),
+             (np.concatenate(rows).astype(np.int64), np.concatenate(cols))),
             shape=(n_out, self.nalm),
         )
         return R, R.T.tocsr(), mstart

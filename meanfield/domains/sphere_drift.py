@@ -86,8 +86,10 @@ class SphereDrift:
         c2r = pyfftw.FFTW(spec, real, axes=(-1,), direction="FFTW_BACKWARD", flags=_PLAN,
                           threads=nthreads).execute  # unnormalised, as ducc0's leg2map
         spec[:] = 0.0  # the padding m > lmax stays zero (pyFFTW preserves c2r input)
-        flux = pyfftw.empty_aligned((2, n, nphi), dtype="float64")
-        flux_spec = pyfftw.empty_aligned((2, n, H), dtype="complex128")
+        # the flux's transform is in place (FFTW's padded layout, rows of 2H reals): one
+        # grid-sized buffer fewer keeps more of the evaluation in cache
+        flux_buf = pyfftw.empty_aligned((2, n, 2 * H), dtype="float64")
+        flux, flux_spec = flux_buf[:, :, :nphi], flux_buf.view("complex128")
         r2c = pyfftw.FFTW(flux, flux_spec, axes=(-1,), flags=(*_PLAN, "FFTW_DESTROY_INPUT"),
                           threads=nthreads).execute
         leg = spec[:, :, : L + 1]  # Legendre rows, views into the FFT input
@@ -104,6 +106,9 @@ class SphereDrift:
         im_all = 1j * S.orders
         mul, divide = np.multiply, np.divide
         rho_leg = leg[0:1]
+        # complex multipliers: real-times-complex products are cast chunk by chunk
+        z_mult_c = None if z_mult is None else np.asarray(z_mult, dtype=complex)
+        g_mult_c = np.asarray(grad_mult, dtype=complex)
         if softmax:
             z_leg, gt_leg, gp_leg = leg[1:2], leg[2:3], leg[3:4]
             R_grad = (R * alpha).tocsr() if shared else R
@@ -112,7 +117,11 @@ class SphereDrift:
             gt_leg, gp_leg = leg[1:2], leg[2:3]
         rho_row = real[0]
         grad_rows = self._grad_rows
-        ratio = np.empty((n, nphi)) if softmax else None
+        # work arrays for coefficients, kept between calls (fresh ones cost page faults)
+        zc = np.empty(S.nalm, dtype=complex)
+        gc = np.empty(S.nalm, dtype=complex)
+        e = np.empty((1, R.shape[0]), dtype=complex)
+        h = np.empty((1, S.nalm), dtype=complex)
 
         def legendre(alm: np.ndarray, out: np.ndarray, lmax: int = L, **kw: Any) -> None:
             alm2leg(alm=alm.reshape(1, -1), lmax=lmax, theta=theta, spin=0, nthreads=nthreads,
@@ -123,33 +132,35 @@ class SphereDrift:
             legendre(c, rho_leg)
             mul(rho_leg, f_col, rho_leg)
             if softmax:
-                zc = z_mult * c
+                mul(z_mult_c, c, zc)
                 legendre(zc, z_leg)
                 if shared:
                     mul(z_leg, dphi, gp_leg)
                     gc_theta = R_grad @ zc
                 else:
-                    gc = grad_mult * c
-                    legendre(im_all * gc, gp_leg)
+                    mul(g_mult_c, c, gc)
                     gc_theta = R @ gc
+                    mul(gc, im_all, gc)
+                    legendre(gc, gp_leg)
             else:
-                gc = grad_mult * c
-                legendre(im_all * gc, gp_leg)
+                mul(g_mult_c, c, gc)
                 gc_theta = R @ gc
-            legendre(np.asarray(gc_theta, dtype=complex), gt_leg, L + 1, mval=mval, mstart=mstart)
+                mul(gc, im_all, gc)
+                legendre(gc, gp_leg)
+            legendre(gc_theta, gt_leg, L + 1, mval=mval, mstart=mstart)
             c2r()
             if softmax:
-                divide(rho_row, real[1], ratio)
-                mul(grad_rows, ratio, flux)
+                divide(rho_row, real[1], rho_row)  # f rho / Z, in place: rho is done with
+                mul(grad_rows, rho_row, flux)
             else:
                 mul(grad_rows, rho_row, flux)
             r2c()
-            e = leg2alm(leg=flux_leg[0:1], lmax=L + 1, theta=theta, spin=0, mval=mval,
-                        mstart=mstart, nthreads=nthreads)[0]
-            h = leg2alm(leg=flux_leg[1:2], lmax=L, theta=theta, spin=0, nthreads=nthreads)[0]
-            out = RT @ e
-            h *= im_all
-            out -= h
+            leg2alm(leg=flux_leg[0:1], lmax=L + 1, theta=theta, spin=0, mval=mval,
+                    mstart=mstart, nthreads=nthreads, alm=e)
+            leg2alm(leg=flux_leg[1:2], lmax=L, theta=theta, spin=0, nthreads=nthreads, alm=h)
+            out = RT @ e[0]
+            mul(h[0], im_all, h[0])
+            out -= h[0]
             return out
 
         self.evaluate = drift
