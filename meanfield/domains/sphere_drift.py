@@ -14,9 +14,9 @@ evaluation are shared and batched:
   see :mod:`meanfield.domains.sphere`). ``d_phi`` is ``i m`` on the Legendre rows, so for SA,
   where ``grad_mult`` is a multiple of ``z_mult`` on ``l >= 1``, the ``d_phi`` row is the
   ``Z`` row times ``i m`` (no Legendre stage of its own); USA transforms ``i m grad_mult c``.
-* Fourier stages: one batched FFTW c2r plan for all rows, one r2c plan for the two flux
-  components (FFTW's ring FFTs are ~2x faster than the Fourier stage of ducc0's two-stage
-  transforms at these sizes).
+* Fourier stages: one batched ``ducc0.fft.c2r`` over all rows and rings, one ``r2c`` for the
+  two flux components, into work arrays kept between calls (2x faster than the Fourier
+  stage of ducc0's two-stage SHTs, ``leg2map``/``map2leg``, which go ring by ring).
 * Every per-ring factor (``sqrt(4 pi)`` of ``B_lm``, ``1/sin theta`` of the gradient, the
   quadrature weight and ``1/sin theta`` of the weak divergence, the sign) is one factor
   ``f_j`` applied to the ``rho`` row in Legendre space, where rows are a third the size of
@@ -34,10 +34,8 @@ from typing import Any
 
 import ducc0
 import numpy as np
-import pyfftw
 
 _SQRT4PI = math.sqrt(4.0 * math.pi)
-_PLAN = ("FFTW_MEASURE",)
 
 
 class SphereDrift:
@@ -81,17 +79,19 @@ class SphereDrift:
         w = S._w_padded
         f_ring = sign * w / sin**2 * (1.0 if softmax else scale * _SQRT4PI)
         rows = 4 if softmax else 3
-        spec = pyfftw.zeros_aligned((rows, n, H), dtype="complex128")
-        real = pyfftw.empty_aligned((rows, n, nphi), dtype="float64")
-        c2r = pyfftw.FFTW(spec, real, axes=(-1,), direction="FFTW_BACKWARD", flags=_PLAN,
-                          threads=nthreads).execute  # unnormalised, as ducc0's leg2map
-        spec[:] = 0.0  # the padding m > lmax stays zero (pyFFTW preserves c2r input)
-        # the flux's transform is in place (FFTW's padded layout, rows of 2H reals): one
-        # grid-sized buffer fewer keeps more of the evaluation in cache
-        flux_buf = pyfftw.empty_aligned((2, n, 2 * H), dtype="float64")
-        flux, flux_spec = flux_buf[:, :, :nphi], flux_buf.view("complex128")
-        r2c = pyfftw.FFTW(flux, flux_spec, axes=(-1,), flags=(*_PLAN, "FFTW_DESTROY_INPUT"),
-                          threads=nthreads).execute
+        spec = np.zeros((rows, n, H), dtype=complex)  # the padding m > lmax stays zero
+        real = np.empty((rows, n, nphi))
+        flux = np.empty((2, n, nphi))
+        flux_spec = np.empty((2, n, H), dtype=complex)
+        c2r_fft, r2c_fft = ducc0.fft.c2r, ducc0.fft.r2c
+
+        def c2r() -> None:  # unnormalised, as ducc0's leg2map
+            c2r_fft(spec, axes=(-1,), lastsize=nphi, forward=False, inorm=0, out=real,
+                    nthreads=nthreads)
+
+        def r2c() -> None:
+            r2c_fft(flux, axes=(-1,), forward=True, inorm=0, out=flux_spec, nthreads=nthreads)
+
         leg = spec[:, :, : L + 1]  # Legendre rows, views into the FFT input
         flux_leg = flux_spec[:, :, : L + 1]
 
@@ -134,14 +134,9 @@ class SphereDrift:
             if softmax:
                 mul(z_mult_c, c, zc)
                 legendre(zc, z_leg)
-                if shared:
-                    mul(z_leg, dphi, gp_leg)
-                    gc_theta = R_grad @ zc
-                else:
-                    mul(g_mult_c, c, gc)
-                    gc_theta = R @ gc
-                    mul(gc, im_all, gc)
-                    legendre(gc, gp_leg)
+            if shared:
+                mul(z_leg, dphi, gp_leg)
+                gc_theta = R_grad @ zc
             else:
                 mul(g_mult_c, c, gc)
                 gc_theta = R @ gc
@@ -151,9 +146,7 @@ class SphereDrift:
             c2r()
             if softmax:
                 divide(rho_row, real[1], rho_row)  # f rho / Z, in place: rho is done with
-                mul(grad_rows, rho_row, flux)
-            else:
-                mul(grad_rows, rho_row, flux)
+            mul(grad_rows, rho_row, flux)
             r2c()
             leg2alm(leg=flux_leg[0:1], lmax=L + 1, theta=theta, spin=0, mval=mval,
                     mstart=mstart, nthreads=nthreads, alm=e)
