@@ -51,3 +51,13 @@ def test_fused_drift_returns_new_arrays():
 def test_generic_domains_have_no_fused_drift():
     """The default hook lets the flow compose the domain's transforms."""
     assert Domain.fused_drift(mf.Sphere(8), np.ones(1), 1.0, None, 1.0) is None
+
+
+@pytest.mark.parametrize("noise", [0.0, 0.3])
+def test_rhs_is_drift_plus_diffusion(noise):
+    """``rhs = drift + sigma Laplacian`` with ``Laplacian = -k^2`` on the circle."""
+    d = mf.Circle(32)
+    flow = mf.make_flow(mf.Model(2.0, noise=noise), d)
+    c = d.forward(von_mises(d, [0.3], [2.0]))
+    expected = flow.drift(c) - noise * d.degrees**2 * c
+    np.testing.assert_allclose(flow.rhs(c), expected, rtol=0, atol=1e-15 * np.abs(expected).max())
