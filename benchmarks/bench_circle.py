@@ -32,9 +32,10 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3,
                     help="interleaved rounds of floor, SA and USA (best kept): a transient "
                          "load on the shared machine then spoils one round, not the figure")
+    ap.add_argument("--N", type=int, nargs="*", default=[256, 1024, 4096, 16384, 65536])
     args = ap.parse_args()
     print(f"{'N':>6} {'M':>6} {'attention':>12} {'FFT pair (us)':>14} {'rhs (us)':>10} {'ratio':>6}")
-    for N in (256, 1024, 4096, 16384, 65536):
+    for N in args.N:
         d = mf.Circle(N)
         c = d.forward(von_mises(d, [0.3, 2.0], [2.0, 3.0]))
         a = pyfftw.empty_aligned(d.M, dtype="float64")
