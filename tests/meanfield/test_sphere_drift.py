@@ -33,7 +33,7 @@ TOL = 1e-12
 @pytest.mark.parametrize("form", ["continuity", "gradient"])
 @pytest.mark.parametrize("attention", ["softmax", "unnormalized"])
 @pytest.mark.parametrize("value", [1, -1])
-@pytest.mark.parametrize(("lmax", "beta"), [(5, 0.5), (24, 4.0), (40, 20.0)])
+@pytest.mark.parametrize(("lmax", "beta"), [(6, 0.0), (5, 0.5), (24, 4.0), (40, 20.0)])
 def test_fused_drift_equals_generic(form, attention, value, lmax, beta):
     S = mf.Sphere(lmax)
     c = start(S)
