@@ -443,6 +443,15 @@ class Sphere(Domain):
         lam = 2 * np.pi * (w * vals) @ table
         return lam[self.degrees.astype(int)]
 
+    def polar_angle_density(self, c: np.ndarray, theta: np.ndarray) -> np.ndarray:
+        """Density of the colatitude ``theta`` (the angle from the north pole ``e_z``) under
+        the density ``c``: ``p(theta) = sin(theta) int rho(theta, phi) d phi
+        = 2 pi sin(theta) sum_l Re(c_l0) sqrt(2l + 1) P_l(cos theta)`` (only ``m = 0``
+        survives the longitude integral); it integrates to the mass over ``[0, pi]``."""
+        theta = np.asarray(theta, dtype=float)
+        c0 = np.real(np.asarray(c)[: self.lmax + 1])  # c_l0 = c[index(l, 0)] = c[l]
+        return 2 * np.pi * np.sin(theta) * (_legendre_table(np.cos(theta), self.lmax) @ c0)
+
     # -- particles -----------------------------------------------------------------------
 
     @staticmethod

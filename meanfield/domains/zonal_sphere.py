@@ -342,6 +342,15 @@ class ZonalSphere(Domain):
             c += gegenbauer_table(self._d, s[start : start + 8192], self.degree).sum(axis=0)
         return c / s.size
 
+    def polar_angle_density(self, c: np.ndarray, theta: np.ndarray) -> np.ndarray:
+        """Density of the angle ``theta = arccos <x, e>`` under the density ``c``:
+        ``p(theta) = |S^{d-2}| sin^{d-2}(theta) f(cos theta)`` (it integrates to the mass over
+        ``[0, pi]``; the area factor is taken in logs, so any supported ``d`` works)."""
+        theta = np.asarray(theta, dtype=float)
+        with np.errstate(divide="ignore"):
+            log_measure = log_sphere_area(self._d - 1) + (self._d - 2) * np.log(np.sin(theta))
+        return self.evaluate(c, np.cos(theta)) * np.exp(log_measure)
+
     def marginal_cdf(self, c: np.ndarray, npoints: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """``(theta, F)``: the law of the geodesic angle ``theta = arccos s`` from ``e``,
         ``F(theta) = P(angle <= theta)``, on a fine grid (``f`` clipped at 0; trapezoid rule

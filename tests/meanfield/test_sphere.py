@@ -15,6 +15,7 @@ from scipy import special
 
 from meanfield.domains.base import Domain
 from meanfield.domains.sphere import Sphere
+from meanfield.initial import von_mises
 
 # Round-off floor of one GL transform pair at the sizes used here (lmax <= 48): the
 # Legendre recurrences of ducc0 lose a few ulps per degree, so 1e-13 relative is safe while
@@ -501,3 +502,16 @@ def test_plots(tmp_path):
     assert pick_times(ds) == [0, 1, 2] and pick_times(ds, [0.39]) == [2]
     with pytest.raises(ValueError, match="outside"):
         plot_result(ds, tmp_path / "x.png", times=[5.0])
+
+
+def test_polar_angle_density_of_von_mises_fisher():
+    """A vMF density about the north pole has colatitude density
+    ``kappa e^{kappa cos theta} sin theta / (2 sinh kappa)``. The series is truncated at
+    ``lmax = 40``, where the coefficients of ``e^{2 cos theta}`` are ~``i_40(2)`` ~ 1e-50: only
+    round-off (~1e-15 of the peak) remains."""
+    kappa = 2.0
+    S = Sphere(40)
+    c = S.forward(von_mises(S, [[0, 0, 1]], [kappa]))
+    theta = np.linspace(0.0, np.pi, 37)
+    exact = kappa * np.exp(kappa * np.cos(theta)) * np.sin(theta) / (2 * np.sinh(kappa))
+    np.testing.assert_allclose(S.polar_angle_density(c, theta), exact, rtol=0, atol=1e-13)

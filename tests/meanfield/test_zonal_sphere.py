@@ -367,3 +367,28 @@ def test_work_buffers(rng):
     assert np.shares_memory(Z.gradient_padded(c, out=g_buf), g_buf)
     f, g = Z.synthesize_with_gradient_padded(c)
     assert np.array_equal(f, f_buf) and np.array_equal(g, g_buf)
+
+
+@pytest.mark.parametrize("d", [3, 8, 64, 300])
+def test_polar_angle_density_of_exponential_profile(d):
+    """``f ∝ e^{kappa s}`` has angle density ``∝ e^{kappa cos theta} sin^{d-2} theta``, whose
+    normaliser is computed here independently by adaptive quadrature (scipy.integrate.quad,
+    tolerance 1e-13). Degree 60 resolves the profile (coefficients ~ kappa^60/60! ~ 1e-64);
+    round-off in the density values, ~1e-15 relative, is what the tolerance allows for."""
+    from scipy.integrate import quad
+
+    kappa = 2.0
+    Z = ZonalSphere(d, 60)
+    f = np.exp(kappa * Z.grid)
+    c = Z.forward(f / Z.integrate(f))
+    # e^{kappa (cos t - 1)} sin^{d-2} t, scaled by its maximum (sin^{d-2} underflows for d = 300)
+    log_g = lambda t: kappa * (np.cos(t) - 1) + (d - 2) * np.log(np.sin(t))  # noqa: E731
+    t_peak = np.arctan2(d - 2, kappa)  # maximiser of log_g
+    g = lambda t: np.exp(log_g(t) - log_g(t_peak))  # noqa: E731
+    norm = quad(g, 0.0, np.pi, epsabs=0, epsrel=1e-13, points=[t_peak], limit=200)[0]
+    theta = np.linspace(0.01, np.pi - 0.01, 41)
+    exact = g(theta) / norm
+    got = Z.polar_angle_density(c, theta)
+    np.testing.assert_allclose(got, exact, rtol=0, atol=1e-12 * exact.max())
+    assert np.trapezoid(Z.polar_angle_density(c, np.linspace(0, np.pi, 4001)),
+                        np.linspace(0, np.pi, 4001)) == pytest.approx(1.0, rel=1e-6)

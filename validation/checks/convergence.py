@@ -383,6 +383,24 @@ def check_circle_time(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
     )
 
 
+def _angle_histogram_panel(ax: Any, snaps: tuple) -> None:
+    """PDE law of the angle from the axis ``e`` (the last coordinate; ``polar_angle_density``)
+    against the particles' histogram, for each ``(domain, coefficients, particles, t)`` in
+    ``snaps``. The angle is the one-dimensional statistic that both ``Sphere`` and
+    ``ZonalSphere`` resolve, so one panel serves both checks."""
+    theta = np.linspace(0.0, np.pi, 361)
+    for (dom, c, x, t), col in zip(snaps, ("C0", "C3")):
+        x = np.asarray(x).reshape(-1, np.shape(x)[-1])
+        ang = np.arccos(np.clip(x[:, -1] / np.linalg.norm(x, axis=1), -1.0, 1.0))
+        ax.hist(ang, bins=48, range=(0, np.pi), density=True, alpha=0.35, color=col,
+                label=f"particles t = {t:g} ({x.shape[0]} points)")
+        ax.plot(theta, dom.polar_angle_density(c, theta), "-", color=col, lw=2,
+                label=f"PDE t = {t:g}")
+    ax.set_xlabel("angle from the axis e (rad)")
+    ax.set_ylabel("density")
+    ax.legend(fontsize=7)
+
+
 def _sphere_like_iid(name: str, domain: Any, model: Any, rho0: np.ndarray, t_end: float,
                      ns: np.ndarray, S: int, seed: int, out_dir: Path, method: str) -> CheckResult:
     """Shared body of the S^2 and zonal i.i.d. checks (kernel distance only)."""
@@ -403,7 +421,9 @@ def _sphere_like_iid(name: str, domain: Any, model: Any, rho0: np.ndarray, t_end
     fit = fit_power_law(nn, kd)
     passed = fit["lo"] <= -0.5 <= fit["hi"]
     plt = _figure()
-    fig, ax = plt.subplots(figsize=(6, 4.5))
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
+    _angle_histogram_panel(ax2, ((domain, domain.forward(rho0), x0, 0.0),
+                                 (fdom, c_t, xt, t_end)))
     _loglog_panel(ax, ns, kd, fit, -0.5, "kernel distance", "C1")
     ax.set_xlabel("n (particles)")
     ax.set_ylabel(f"kernel distance to the PDE at t = {t_end}")
