@@ -57,6 +57,7 @@ QUICK: list[SuiteEntry] = [
     SuiteEntry("theory.growth_rates", f"{_T}:check_growth_rates"),
     SuiteEntry("theory.orthogonal_start", f"{_T}:check_orthogonal_start"),
     SuiteEntry("theory.wendel", f"{_T}:check_wendel"),
+    SuiteEntry("theory.cone_collapse", f"{_T}:check_cone_collapse"),
     SuiteEntry("theory.noise_threshold", f"{_T}:check_noise_threshold"),
     SuiteEntry("theory.wrapped_cauchy", f"{_T}:check_wrapped_cauchy"),
     SuiteEntry("gaussian.particles", "validation.checks.gaussian:check_gaussian_particles"),

@@ -11,7 +11,9 @@ import pytest
 from validation.checks.convergence import fit_power_law
 from validation.checks.theory import (
     REFERENCE_RATES,
+    collapse_rate,
     growth_rate,
+    hemisphere_direction,
     in_open_hemisphere,
     wendel_probability,
 )
@@ -63,6 +65,26 @@ def test_wendel_helpers() -> None:
     assert not in_open_hemisphere(np.array([[1.0, 0.0], [-0.5, 0.8], [-0.5, -0.8]]))
 
 
+def test_hemisphere_direction_agrees_with_the_hull_test() -> None:
+    """The LP's direction certifies the hemisphere exactly when 0 is outside the hull."""
+    w, margin = hemisphere_direction(np.array([[1.0, 0.0], [0.0, 1.0], [0.6, 0.8]]))
+    assert margin == pytest.approx(np.sqrt(0.5), abs=1e-9)  # w = (1, 1)/sqrt(2) maximises it
+    np.testing.assert_allclose(w, [np.sqrt(0.5)] * 2, atol=1e-9)
+    assert hemisphere_direction(np.array([[1.0, 0.0], [-0.5, 0.8], [-0.5, -0.8]]))[1] <= 0
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        g = rng.standard_normal((6, 3))
+        x = g / np.linalg.norm(g, axis=1, keepdims=True)
+        assert (hemisphere_direction(x)[1] > 1e-9) == in_open_hemisphere(x)
+
+
+def test_collapse_rate_is_the_linearised_rate() -> None:
+    """``2c`` with the contraction ``c`` of ``e_i' = c (mean(e) - e_i)``: ``1`` for SA and
+    ``e^beta`` for USA, whose weights near consensus are ``e^beta / n``."""
+    assert collapse_rate("softmax", 3.0) == 2.0
+    assert collapse_rate("unnormalized", 1.0) == pytest.approx(2 * np.e, rel=1e-15)
+
+
 def _run(name: str, tmp_path: Path) -> CheckResult:
     entry = next(e for e in QUICK if e.name == name)
     res = entry.load()(seed=0, out_dir=tmp_path, suite="quick")
@@ -72,7 +94,7 @@ def _run(name: str, tmp_path: Path) -> CheckResult:
 
 
 @pytest.mark.parametrize("name", ["theory.noise_threshold", "theory.orthogonal_start", "theory.wendel",
-                                  "energy.pde", "energy.particles"])
+                                  "theory.cone_collapse", "energy.pde", "energy.particles"])
 def test_cheap_quick_checks_pass(name: str, tmp_path: Path) -> None:
     res = _run(name, tmp_path)
     assert status_of(res) == "pass", res

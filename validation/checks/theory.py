@@ -5,6 +5,9 @@
    check_growth_rates
    check_orthogonal_start
    check_wendel
+   hemisphere_direction
+   collapse_rate
+   check_cone_collapse
    check_noise_threshold
    check_wrapped_cauchy
 """
@@ -268,6 +271,136 @@ def check_wendel(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
         tolerance=f"exact inside the {1 - alpha:.4f} Clopper–Pearson interval",
         passed=bool(passed),
         details={"rows": rows, "draws": M},
+        data=data,
+        figure=figure,
+    )
+
+
+def hemisphere_direction(x: np.ndarray) -> tuple[np.ndarray, float]:
+    """``(w, margin)``: the unit ``w`` maximising ``min_i <x_i, w>`` over the box
+    ``|w_k| <= 1`` (a linear program), and that minimum after normalising ``w``. The points lie
+    in the open hemisphere about ``w`` iff ``margin > 0``."""
+    n, d = x.shape
+    cost = np.zeros(d + 1)
+    cost[-1] = -1.0  # maximise s subject to <x_i, w> >= s
+    res = optimize.linprog(cost, A_ub=np.hstack([-x, np.ones((n, 1))]), b_ub=np.zeros(n),
+                           bounds=[(-1.0, 1.0)] * d + [(None, None)])
+    norm = float(np.linalg.norm(res.x[:d])) if res.success else 0.0
+    if norm == 0.0:  # 0 is in the convex hull: no hemisphere
+        return np.zeros(d), -np.inf
+    w = res.x[:d] / norm
+    return w, float(np.min(x @ w))
+
+
+def collapse_rate(attention: str, beta: float) -> float:
+    """Asymptotic rate of ``1 - min_ij <x_i, x_j>`` as the tokens collapse to one point:
+    ``2`` (SA) and ``2 e^beta`` (USA).
+
+    Near consensus, ``x_i = x* + e_i`` with ``e_i`` small and tangent: the attention weights
+    are ``1/n`` (SA) and ``e^beta / n`` (USA) up to ``O(|e|^2)``, and ``P_{x_i} x_j = x_j - x_i
+    + O(|e|^2)``, so ``e_i' = c (mean(e) - e_i)`` with ``c = 1`` (SA) or ``e^beta`` (USA):
+    differences contract at rate ``c``, and ``1 - <x_i, x_j> = |x_i - x_j|^2 / 2`` at ``2c``.
+    """
+    return 2.0 if attention == "softmax" else 2.0 * math.exp(beta)
+
+
+def check_cone_collapse(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
+    """After Wendel's event: tokens in an open hemisphere collapse to one point at an
+    exponential rate (Lemma 6.4), for SA and USA at ``beta = 1``.
+
+    Uniform draws of ``(n, d) = (6, 3)`` and ``(10, 4)`` are kept when they lie in an open
+    hemisphere (8 per case, quick; 24, full), and run with RK4 (``dt = 0.01``) to ``t = 30``.
+    Two statements are checked on every run:
+
+    1. Step 1 of the proof: with ``w`` the direction of the hemisphere (the largest margin,
+       :func:`hemisphere_direction`), ``r(t) = min_i <x_i(t), w>`` never decreases.
+       Tolerance ``1e-9`` on each decrease between outputs: RK4's local error is
+       ``O(dt^5) ~ 1e-10`` per step for velocities of order 1, 5 steps between outputs.
+    2. The rate: the diameter ``D(t) = 1 - min_ij <x_i, x_j>`` decays like
+       ``e^{-lambda t}`` with ``lambda`` = :func:`collapse_rate` (2 for SA, ``2e`` for USA),
+       fitted where ``1e-12 < D < 1e-6``. The paper proves only ``lambda >= 1/(2 n e^{2 beta})``
+       ((6.7)); the linearisation gives the rate exactly. Tolerance ``1e-4`` relative: the
+       corrections to the linear rate are ``O(D) <= 1e-6`` relative in the window (with
+       constants of order ``e^{2 beta}``), RK4's error on the rate ``(lambda dt)^4 / 120 < 1e-8``.
+    """
+    try:
+        import particles
+    except ImportError as exc:
+        return _missing("theory.cone_collapse", "collapse after the hemisphere event",
+                        "monotone r(t); rate 2 (SA), 2e (USA)", exc)
+    from meanfield import Model
+
+    rng = np.random.default_rng(seed)
+    beta, T = 1.0, 30.0
+    per_case = 8 if suite == "quick" else 24
+    t = np.linspace(0.0, T, 601)
+    rows: list[dict[str, Any]] = []
+    curves: dict[str, np.ndarray] = {}
+    for n, d in ((6, 3), (10, 4)):
+        starts, dirs = [], []
+        while len(starts) < per_case:
+            g = rng.standard_normal((n, d))
+            x = g / np.linalg.norm(g, axis=1, keepdims=True)
+            w, margin = hemisphere_direction(x)
+            if margin > 1e-3:  # in an open hemisphere, with a margin the LP resolves
+                starts.append(x)
+                dirs.append(w)
+        X, W = np.array(starts), np.array(dirs)
+        for attention in ("softmax", "unnormalized"):
+            ds = particles.simulate(Model(beta, attention=attention), X, t, method="rk4",
+                                    dt=0.01, observables=False)
+            x = np.asarray(ds["x"].values)  # (time, batch, token, dim)
+            r = np.einsum("tbnd,bd->tbn", x, W).min(axis=2)
+            D = 1.0 - np.einsum("tbnd,tbmd->tbnm", x, x).min(axis=(2, 3))
+            rates = []
+            for b in range(X.shape[0]):
+                window = (D[:, b] > 1e-12) & (D[:, b] < 1e-6)
+                rates.append(-np.polyfit(t[window], np.log(D[window, b]), 1)[0]
+                             if window.sum() >= 5 else np.nan)
+            expected = collapse_rate(attention, beta)
+            worst_drop = float(max(0.0, -np.diff(r, axis=0).min()))
+            rel = float(np.nanmax(np.abs(np.array(rates) / expected - 1.0))) if not np.all(np.isnan(rates)) else np.inf
+            rows.append({"n": n, "d": d, "attention": attention, "expected_rate": expected,
+                         "rate_min": float(np.nanmin(rates)), "rate_max": float(np.nanmax(rates)),
+                         "rate_rel_error": rel, "worst_r_drop": worst_drop,
+                         "passed": bool(worst_drop <= 1e-9 and rel <= 1e-4
+                                        and not np.any(np.isnan(rates)))})
+            curves[f"{attention} n={n} d={d}"] = D
+    passed = all(r["passed"] for r in rows)
+    plt = _figure()
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    for (label, D), col in zip(curves.items(), ("C0", "C1", "C2", "C3")):
+        ax.semilogy(t, np.maximum(D, 1e-17), color=col, lw=0.8, alpha=0.6)
+        ax.plot([], [], color=col, label=label)
+    for attention, ls in (("softmax", "--"), ("unnormalized", ":")):
+        lam = collapse_rate(attention, beta)
+        # through the median time at which this attention's runs cross D = 1e-6
+        D = np.concatenate([v for k, v in curves.items() if k.startswith(attention)], axis=1)
+        t_cross = float(np.median(t[np.argmax(D < 1e-6, axis=0)]))
+        ax.semilogy(t, 1e-6 * np.exp(-lam * (t - t_cross)), "k", ls=ls, lw=1,
+                    label=f"slope -{lam:.3f} ({'SA' if attention == 'softmax' else 'USA'})")
+    ax.set_ylim(1e-17, 3)
+    ax.set_xlabel("t")
+    ax.set_ylabel("diameter 1 - min <x_i, x_j>")
+    ax.set_title("tokens in an open hemisphere collapse (Lemma 6.4), beta = 1")
+    ax.legend(fontsize=7)
+    figure = _save(fig, out_dir, "cone_collapse")
+    data = xr.Dataset(
+        {key: ("case", [r[key] for r in rows])
+         for key in ("n", "d", "attention", "expected_rate", "rate_min", "rate_max",
+                     "rate_rel_error", "worst_r_drop")},
+        attrs={"beta": beta, "runs_per_case": per_case, "dt": 0.01, "t_end": T},
+    )
+    return CheckResult(
+        name="theory.cone_collapse",
+        quantity="min_i <x_i, w> monotone and the collapse rate of the diameter (hemisphere starts)",
+        expected="r(t) non-decreasing; rate 2 (SA), 2e = 5.4366 (USA)",
+        measured="; ".join(f"{'SA' if r['attention'] == 'softmax' else 'USA'} "
+                           f"n={r['n']}: rates {r['rate_min']:.5f}-{r['rate_max']:.5f}, "
+                           f"max drop {r['worst_r_drop']:.1e}" for r in rows),
+        tolerance="drop <= 1e-9; rate 1e-4 relative",
+        passed=bool(passed),
+        details={"rows": rows},
         data=data,
         figure=figure,
     )
