@@ -273,7 +273,8 @@ def solve(
     try:
         for t_target in times[1:]:
             while tnow < t_target:
-                cfl_dt = cfl * domain.min_spacing / flow.max_speed if flow.max_speed > 0 else np.inf
+                speed = flow.max_speed  # computed on demand by fused drifts: read once
+                cfl_dt = cfl * domain.min_spacing / speed if speed > 0 else np.inf
                 h = min(dt, cfl_dt, t_target - tnow)
                 if t_target - (tnow + h) < 1e-10 * h:
                     h = t_target - tnow

@@ -95,12 +95,15 @@ def _fused(
     ``rho`` (a copy); the multipliers are complex, as mixed real-complex products cast."""
     mul, divide = np.multiply, np.divide
     rho_spec = fills[0][1]
+    shape = rho_spec.shape
     rho, row1 = real[0], real[1]
     if len(fills) == 3:  # SA: rows rho, Z, G
         (z_mult, z_spec), (g_mult, g_spec) = fills[1], fills[2]
         grad = real[2]
 
         def drift(c: np.ndarray) -> np.ndarray:
+            if getattr(c, "shape", None) != shape:  # a scalar would broadcast silently
+                _bad_shape(c, shape)
             rho_spec[...] = c
             mul(z_mult, c, z_spec)
             mul(g_mult, c, g_spec)
@@ -114,6 +117,8 @@ def _fused(
         g_mult, g_spec = fills[1]
 
         def drift(c: np.ndarray) -> np.ndarray:
+            if getattr(c, "shape", None) != shape:
+                _bad_shape(c, shape)
             rho_spec[...] = c
             mul(g_mult, c, g_spec)
             c2r()
@@ -122,6 +127,12 @@ def _fused(
             return flux_spec * div_mult
 
     return drift
+
+
+def _bad_shape(c: object, shape: tuple[int, ...]) -> None:
+    msg = (f"expected {shape[0]} Fourier coefficients (k = 0..N/2) as an array, got shape "
+           f"{np.shape(c)}")
+    raise ValueError(msg)
 
 
 __all__ = ["CircleDrift"]

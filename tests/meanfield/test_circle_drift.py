@@ -36,6 +36,47 @@ def test_fused_drift_equals_generic(form, attention, value, N, beta):
     assert fused[-1] == 0  # Nyquist stays zero
 
 
+def rough_coefficients(N: int, seed: int) -> np.ndarray:
+    """``c_k = (noise) / (1 + k)`` up to Nyquist: every wavenumber present at order 1/k, so a
+    product formed without the 3/2 rule aliases at ~1e-2 and any missing factor shows."""
+    rng = np.random.default_rng(seed)
+    K = N // 2 + 1
+    c = (rng.standard_normal(K) + 1j * rng.standard_normal(K)) / (1.0 + np.arange(K))
+    c[0] = 1.0 / (2 * np.pi) * 3.0  # mean well above the oscillation: Z > 0 for SA
+    c[-1] = 0.0
+    return c
+
+
+@pytest.mark.parametrize("attention", ["softmax", "unnormalized"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_fused_drift_on_rough_data_and_reused(attention, threads):
+    """Rough spectra (dealiasing matters), and one flow evaluated on c1, c2, c1 in turn: each
+    result equals the generic composition, and the first is untouched by the later calls."""
+    d = mf.Circle(96, threads=threads)
+    flow = mf.make_flow(mf.Model(3.0, attention=attention), d)
+    c1, c2 = rough_coefficients(96, 1), rough_coefficients(96, 2)
+    results = [flow.drift(c) for c in (c1, c2, c1)]
+    for c, got in zip((c1, c2, c1), results):
+        ref, speed = generic_drift(flow, c)
+        np.testing.assert_allclose(got, ref, rtol=0, atol=1e-13 * np.max(np.abs(ref)))
+    assert flow.max_speed == pytest.approx(speed, rel=1e-13)
+    np.testing.assert_array_equal(results[0], results[2])
+    # the same products without the 3/2 rule differ at the size of the aliased tail
+    naive = mf.domains.circle_drift.CircleDrift(96, 96, d.wavenumbers, *flow._velocity_parts()[:3],
+                                                flow.sign)
+    assert np.max(np.abs(naive.evaluate(c1) - results[0])) > 1e-4 * np.max(np.abs(results[0]))
+
+
+def test_fused_drift_rejects_coefficients_of_the_wrong_shape():
+    d = mf.Circle(16)
+    flow = mf.make_flow(mf.Model(1.0), d)
+    c = d.forward(von_mises(d, [0.3], [2.0]))
+    flow.drift(c)
+    for bad in (c[:-1], c[:1], np.complex128(1.0), list(c)):
+        with pytest.raises(ValueError, match="expected 9 Fourier coefficients"):
+            flow.drift(bad)
+
+
 def test_fused_drift_returns_new_arrays():
     """The integrator keeps every stage: an evaluation must not overwrite an earlier result."""
     d = mf.Circle(32)
