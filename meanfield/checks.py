@@ -3,6 +3,7 @@
 .. autosummary::
    output_times
    count
+   finite
 
 Each raises ``ValueError`` with a message that names the argument and its value.
 """
@@ -24,13 +25,21 @@ def output_times(t: Any, name: str = "t") -> np.ndarray:
     if times.ndim != 1 or times.size < 1:
         msg = f"{name} must be a non-empty 1-d array of output times, got shape {times.shape}"
         raise ValueError(msg)
-    if not np.all(np.isfinite(times)):
-        msg = f"{name} contains non-finite values (NaN or inf)"
-        raise ValueError(msg)
+    finite(times, name)
     if np.any(np.diff(times) <= 0):
         msg = f"{name} must be strictly increasing ({name}[0] is the start time)"
         raise ValueError(msg)
     return times
+
+
+def finite(a: np.ndarray, name: str) -> np.ndarray:
+    """``a`` itself when every entry is finite, else ``ValueError`` naming ``name`` and how
+    many entries are NaN or inf."""
+    ok = np.isfinite(a)
+    if not np.all(ok):
+        msg = f"{name} contains {int(np.size(ok) - np.count_nonzero(ok))} non-finite value(s) (NaN or inf)"
+        raise ValueError(msg)
+    return a
 
 
 def count(value: Any, name: str, minimum: int = 1) -> int:
@@ -44,4 +53,4 @@ def count(value: Any, name: str, minimum: int = 1) -> int:
     return int(value)
 
 
-__all__ = ["count", "output_times"]
+__all__ = ["count", "finite", "output_times"]

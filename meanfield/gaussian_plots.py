@@ -12,9 +12,6 @@ Both take the Dataset of :func:`meanfield.gaussian.solve_gaussian` and return a
 from __future__ import annotations
 
 import math
-import os
-import tempfile
-from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
@@ -22,6 +19,8 @@ import xarray as xr
 from matplotlib import colormaps
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+
+from .io import save_png  # re-exported: the Gaussian CLI and checks write figures with it
 
 
 def _figure(figsize: tuple[float, float]) -> tuple[Figure, Any]:
@@ -107,21 +106,6 @@ def plot_eigenvalues(ds: xr.Dataset, *, log: bool = True, ax: Any = None) -> Fig
     ax.set_title("covariance spectrum")
     ax.legend(fontsize="small", loc="best")
     return fig
-
-
-def save_png(fig: Figure, path: str | os.PathLike, dpi: int = 120) -> Path:
-    """Write ``fig`` as PNG atomically (temporary file, then rename); return the path."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".png", dir=path.parent)
-    os.close(fd)
-    try:
-        fig.savefig(tmp, format="png", dpi=dpi)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-    return path
 
 
 __all__ = ["plot_eigenvalues", "plot_ellipses", "save_png"]

@@ -1,7 +1,8 @@
-"""Reading and writing results (NetCDF, written atomically).
+"""Reading and writing results (NetCDF and PNG figures, written atomically).
 
 .. autosummary::
    write_netcdf
+   save_png
    read_netcdf
    model_of
    domain_of
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any, Callable
 
 import xarray as xr
 
@@ -19,21 +21,31 @@ from .domains.base import Domain
 from .model import Model
 
 
-def write_netcdf(ds: xr.Dataset, path: str | os.PathLike) -> Path:
-    """Write ``ds`` to ``path`` atomically: to a temporary name beside it, then rename.
-
-    An interrupted write never leaves a truncated file under ``path``.
-    """
+def _write_atomically(path: str | os.PathLike, write: Callable[[Path], object]) -> Path:
+    """``write(tmp)`` to a temporary name beside ``path``, then rename it to ``path``: an
+    interrupted write never leaves a truncated file under ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
-        ds.to_netcdf(tmp, engine="h5netcdf")
+        write(tmp)
         os.replace(tmp, path)
     finally:
         if tmp.exists():
             tmp.unlink()
     return path
+
+
+def write_netcdf(ds: xr.Dataset, path: str | os.PathLike) -> Path:
+    """Write ``ds`` to ``path`` atomically (NetCDF-4 through h5netcdf)."""
+    return _write_atomically(path, lambda tmp: ds.to_netcdf(tmp, engine="h5netcdf"))
+
+
+def save_png(fig: Any, path: str | os.PathLike, dpi: int = 120, tight: bool = False) -> Path:
+    """Write a matplotlib figure to ``path`` as PNG, atomically; ``tight`` trims the margins
+    (``bbox_inches="tight"``). The figure stays open."""
+    extra = {"bbox_inches": "tight"} if tight else {}
+    return _write_atomically(path, lambda tmp: fig.savefig(tmp, format="png", dpi=dpi, **extra))
 
 
 def read_netcdf(path: str | os.PathLike) -> xr.Dataset:
@@ -56,4 +68,4 @@ def domain_of(ds: xr.Dataset) -> Domain:
     return Domain.from_state(json.loads(ds.attrs["domain"]))
 
 
-__all__ = ["domain_of", "model_of", "read_netcdf", "write_netcdf"]
+__all__ = ["domain_of", "model_of", "read_netcdf", "save_png", "write_netcdf"]

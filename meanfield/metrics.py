@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from .checks import finite
 from .domains.base import Domain
 
 _TWO_PI = 2.0 * np.pi
@@ -58,10 +59,7 @@ def _angles(x: Any, name: str) -> np.ndarray:
     if th.shape[-1] < 1:
         msg = f"{name} must hold at least one particle, got shape {x.shape}"
         raise ValueError(msg)
-    if not np.all(np.isfinite(th)):
-        msg = f"{name} contains non-finite values"
-        raise ValueError(msg)
-    return np.mod(th, _TWO_PI)
+    return np.mod(finite(th, name), _TWO_PI)
 
 
 def _check_circle(domain: Domain) -> None:
@@ -82,9 +80,7 @@ def _coefficients(domain: Domain, rho: Any, name: str, kind: str = "auto") -> np
     rho = np.asarray(rho)
     coef_shape = np.shape(domain.forward(domain.uniform()))
     grid_shape = tuple(domain.grid_shape)
-    if not np.all(np.isfinite(rho)):
-        msg = f"{name} contains non-finite values"
-        raise ValueError(msg)
+    finite(rho, name)
     if kind == "auto":
         if grid_shape == coef_shape and not np.iscomplexobj(rho):
             msg = (
@@ -307,10 +303,7 @@ def _points(domain: Domain, x: Any) -> np.ndarray:
     if x.ndim not in (2, 3) or x.shape[-1] != d:
         msg = f"x must be points of shape (n, {d}) or (batch, n, {d}) on {domain!r}, got {x.shape}"
         raise ValueError(msg)
-    if not np.all(np.isfinite(x)):
-        msg = "x contains non-finite values"
-        raise ValueError(msg)
-    return x / np.linalg.norm(x, axis=-1, keepdims=True)
+    return finite(x, "x") / np.linalg.norm(x, axis=-1, keepdims=True)
 
 
 def _evaluate(domain: Any, c: np.ndarray, x: np.ndarray) -> np.ndarray:

@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
+from .io import save_png
+
 
 def _pyplot():
     import matplotlib
@@ -46,8 +48,7 @@ def plot_circle(ds: xr.Dataset, path: str | Path) -> Path:
     if not ds.attrs.get("successful", 1):
         ax.text(0.01, 0.98, "stopped early: " + str(ds.attrs.get("stop_reason", ""))[:80],
                 transform=ax.transAxes, va="top", color="w", fontsize=8)
-    path = Path(path)
-    fig.savefig(path, dpi=120)
+    path = save_png(fig, path)
     plt.close(fig)
     return path
 

@@ -21,6 +21,8 @@ from typing import Sequence
 import numpy as np
 import xarray as xr
 
+from .io import save_png
+
 
 def _pyplot():
     import matplotlib
@@ -97,8 +99,7 @@ def plot_sphere(ds: xr.Dataset, path: str | Path, times: Sequence[float] | None 
     _energy(fig.add_subplot(grid[1, :]), ds, idx)
     fig.suptitle(_title(ds), fontsize=10)
     _stopped(fig, ds)
-    path = Path(path)
-    fig.savefig(path, dpi=110)
+    path = save_png(fig, path, dpi=110)
     plt.close(fig)
     return path
 
@@ -125,8 +126,7 @@ def plot_zonal(ds: xr.Dataset, path: str | Path, times: Sequence[float] | None =
     ax.set_title(_title(ds), fontsize=9)
     _energy(ax_e, ds, idx)
     _stopped(fig, ds)
-    path = Path(path)
-    fig.savefig(path, dpi=120)
+    path = save_png(fig, path)
     plt.close(fig)
     return path
 

@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 import xarray as xr
 
-from .checks import output_times
+from .checks import finite, output_times
 from .controller import ConstantStep, PIController, rms_norm
 from .domains.base import Domain
 from .flow import Flow, make_flow
@@ -80,10 +80,7 @@ def check_density(domain: Domain, rho: Any, *, negative_tol: float = 1e-10) -> n
         else:
             msg = f"rho0 must have the grid's shape {domain.grid_shape}, got {rho.shape}"
             raise ValueError(msg)
-    if not np.all(np.isfinite(rho)):
-        bad = int(np.sum(~np.isfinite(rho)))
-        msg = f"rho0 contains {bad} non-finite value(s) (NaN or inf)"
-        raise ValueError(msg)
+    finite(rho, "rho0")
     top = float(np.max(np.abs(rho)))
     if float(np.min(rho)) < -negative_tol * top:
         msg = f"rho0 is negative (min {float(np.min(rho)):.3g}); a density must be >= 0"

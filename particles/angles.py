@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from .inputs import as_angles
 from .kernels import DEFAULT_MEMORY_LIMIT, Tiling
 
 
@@ -57,13 +58,7 @@ def angle_velocity(
     """``theta_i'`` of (7.1) (USA) or its softmax version (SA); ``theta``: ``(n,)`` or
     ``(batch, n)``."""
     check_angle_model(model)
-    th = np.asarray(theta, dtype=float)
-    if th.ndim not in (1, 2) or th.shape[-1] < 1:
-        msg = f"theta must have shape (n,) or (batch, n) with n >= 1, got {th.shape}"
-        raise ValueError(msg)
-    if not np.all(np.isfinite(th)):
-        msg = "theta contains non-finite values (NaN or inf)"
-        raise ValueError(msg)
+    th = as_angles(theta, "theta")
     tb = th if th.ndim == 2 else th[None]
     B, n = tb.shape
     out = np.empty_like(tb)

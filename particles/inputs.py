@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from meanfield.checks import count
+from meanfield.checks import count, finite
 
 GEOMETRIES = ("sphere", "euclidean")
 """``sphere``: layer normalisation, tokens on ``S^{d-1}`` (MATH.md section 2);
@@ -68,10 +68,7 @@ def as_tokens(
     if a.ndim == 3 and a.shape[0] < 1:
         msg = f"{name} has batch={a.shape[0]} systems (shape {a.shape}); need batch >= 1"
         raise ValueError(msg)
-    if not np.all(np.isfinite(a)):
-        bad = int(np.sum(~np.isfinite(a)))
-        msg = f"{name} contains {bad} non-finite value(s) (NaN or inf)"
-        raise ValueError(msg)
+    finite(a, name)
     if model is not None:
         model.check_dim(a.shape[-1])
     if geometry == "sphere":
@@ -92,6 +89,16 @@ def as_tokens(
     return a
 
 
+def as_angles(theta: Any, name: str = "theta") -> np.ndarray:
+    """Validate angles on the circle: a finite float array of shape ``(n,)`` or
+    ``(batch, n)``, ``n >= 1``."""
+    th = np.asarray(theta, dtype=float)
+    if th.ndim not in (1, 2) or th.shape[-1] < 1:
+        msg = f"{name} must have shape (n,) or (batch, n) with n >= 1, got {th.shape}"
+        raise ValueError(msg)
+    return finite(th, name)
+
+
 def as_rng(rng: Any) -> np.random.Generator:
     """A ``numpy.random.Generator`` from a seed (int), a Generator, or ``None`` (fresh)."""
     if isinstance(rng, np.random.Generator):
@@ -110,4 +117,4 @@ def as_count(value: Any, name: str, minimum: int = 1) -> int:
     return count(value, name, minimum)
 
 
-__all__ = ["GEOMETRIES", "SPHERE_TOL", "as_count", "as_rng", "as_tokens", "check_geometry"]
+__all__ = ["GEOMETRIES", "SPHERE_TOL", "as_angles", "as_count", "as_rng", "as_tokens", "check_geometry"]

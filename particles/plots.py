@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from meanfield.io import save_png
+
 
 def _pyplot() -> Any:
     import matplotlib
@@ -44,9 +46,7 @@ def _one_system(ds: xr.Dataset, batch: int) -> np.ndarray:
 
 def _save(fig: Any, path: str | os.PathLike[str] | None) -> None:
     if path is not None:
-        tmp = f"{os.fspath(path)}.tmp.png"
-        fig.savefig(tmp, dpi=120, bbox_inches="tight")
-        os.replace(tmp, path)
+        save_png(fig, path, tight=True)
 
 
 def _title(ds: xr.Dataset) -> str:

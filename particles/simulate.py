@@ -31,7 +31,7 @@ import xarray as xr
 from meanfield.checks import output_times
 
 from .angles import angle_velocity, check_angle_model, from_angles, to_angles
-from .inputs import as_count, as_rng, as_tokens, check_geometry
+from .inputs import as_angles, as_count, as_rng, as_tokens, check_geometry
 from .integrators import (
     DOPRI5,
     RK4,
@@ -309,13 +309,7 @@ def simulate_angles(
     """
     check_angle_model(model)
     t = output_times(t)
-    th0 = np.asarray(theta0, dtype=float)
-    if th0.ndim not in (1, 2) or th0.shape[-1] < 1:
-        msg = f"theta0 must have shape (n,) or (batch, n) with n >= 1, got {th0.shape}"
-        raise ValueError(msg)
-    if not np.all(np.isfinite(th0)):
-        msg = "theta0 contains non-finite values (NaN or inf)"
-        raise ValueError(msg)
+    th0 = as_angles(theta0, "theta0")
     start = _time.perf_counter()
     th, stats = _integrate_angles(model, th0, t, dt, memory_limit)
     wall = _time.perf_counter() - start

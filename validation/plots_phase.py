@@ -21,13 +21,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import xarray as xr  # noqa: E402
 
+from meanfield.io import save_png  # noqa: E402
+
 
 def _save(fig, path: str | os.PathLike[str]) -> Path:
-    path = Path(path)
-    tmp = path.with_name(f".{path.stem}.tmp{os.getpid()}.png")
-    fig.savefig(tmp, dpi=120, bbox_inches="tight")
+    path = save_png(fig, path, tight=True)
     plt.close(fig)
-    os.replace(tmp, path)
     return path
 
 

@@ -51,26 +51,26 @@ class CircleDrift:
         threads: int = 1,
     ) -> None:
         K, H = N // 2 + 1, M // 2 + 1
+        # row 0 is rho itself; the others are multipliers times c (complex: mixed
+        # real-complex products are cast chunk by chunk)
         if z_mult is None:
-            rows = [np.ones(K), sign * scale * wavenumbers * grad_mult]
+            mults = [sign * scale * wavenumbers * grad_mult]
         else:
-            rows = [np.ones(K), z_mult, sign * wavenumbers * grad_mult]
-        n = len(rows)
-        spec = pyfftw.zeros_aligned((n, H), dtype="complex128")
-        real = pyfftw.empty_aligned((n, M), dtype="float64")
+            mults = [np.asarray(z_mult, dtype=complex), sign * wavenumbers * grad_mult]
+        rows = 1 + len(mults)
+        spec = pyfftw.zeros_aligned((rows, H), dtype="complex128")
+        real = pyfftw.empty_aligned((rows, M), dtype="float64")
         c2r = pyfftw.FFTW(spec, real, axes=(-1,), direction="FFTW_BACKWARD", flags=_PLAN,
                           threads=threads)
         spec[:] = 0.0  # planning may scribble on it; the padding stays zero from here on
         flux = pyfftw.empty_aligned(M, dtype="float64")
         flux_spec = pyfftw.empty_aligned(H, dtype="complex128")
         r2c = pyfftw.FFTW(flux, flux_spec, flags=(*_PLAN, "FFTW_DESTROY_INPUT"), threads=threads)
-        self._real = real
-        self._softmax = z_mult is not None
-        self.X = np.empty(M) if self._softmax else real[1]
+        self.X = np.empty(M) if z_mult is not None else real[1]
         """The velocity on the padded grid from the last evaluation."""
         self.evaluate = _fused(
-            [(np.asarray(r, dtype=complex), spec[i, :K]) for i, r in enumerate(rows)],
-            c2r.execute, real, self.X, flux, r2c.execute, flux_spec[:K], -wavenumbers / M,
+            spec[:, :K], mults, c2r.execute, real, self.X, flux, r2c.execute, flux_spec[:K],
+            -wavenumbers / M,
         )
 
     def max_speed(self) -> float:
@@ -81,7 +81,8 @@ class CircleDrift:
 
 
 def _fused(
-    fills: list[tuple[np.ndarray, np.ndarray]],
+    spec: np.ndarray,
+    mults: list[np.ndarray],
     c2r: Callable[[], None],
     real: np.ndarray,
     X: np.ndarray,
@@ -91,14 +92,14 @@ def _fused(
     div_mult: np.ndarray,
 ) -> Callable[[np.ndarray], np.ndarray]:
     """The evaluation as a closure over its buffers, unrolled: at ``N = 256`` each NumPy
-    call costs about half an FFT pair, so attribute lookups and loops matter. Row 0 is
-    ``rho`` (a copy); the multipliers are complex, as mixed real-complex products cast."""
+    call costs about half an FFT pair, so attribute lookups and loops matter. ``spec`` holds
+    the rows' coefficients (``rho``, then ``mults[i] * c``) ahead of their zero padding."""
     mul, divide = np.multiply, np.divide
-    rho_spec = fills[0][1]
-    shape = rho_spec.shape
+    rho_spec, shape = spec[0], spec[0].shape
     rho, row1 = real[0], real[1]
-    if len(fills) == 3:  # SA: rows rho, Z, G
-        (z_mult, z_spec), (g_mult, g_spec) = fills[1], fills[2]
+    if len(mults) == 2:  # SA: rows rho, Z, G
+        z_mult, g_mult = mults
+        z_spec, g_spec = spec[1], spec[2]
         grad = real[2]
 
         def drift(c: np.ndarray) -> np.ndarray:
@@ -114,7 +115,7 @@ def _fused(
             return flux_spec * div_mult
 
     else:  # USA: rows rho, X
-        g_mult, g_spec = fills[1]
+        (g_mult,), g_spec = mults, spec[1]
 
         def drift(c: np.ndarray) -> np.ndarray:
             if getattr(c, "shape", None) != shape:

@@ -80,10 +80,9 @@ def _loglog_panel(ax: Any, n: np.ndarray, d: np.ndarray, fit: dict[str, float], 
 
 
 def _save(fig: Any, out_dir: Path, name: str) -> str:
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{name}.png"
-    fig.savefig(path, dpi=110, bbox_inches="tight")
+    from meanfield.io import save_png
+
+    path = save_png(fig, Path(out_dir) / f"{name}.png", dpi=110, tight=True)
     _figure().close(fig)
     return str(path)
 
