@@ -2,7 +2,7 @@
 
 Spectral solvers for the continuity equation of self-attention on the circle, the sphere
 and ``S^{d-1}`` (axisymmetric), its gradient-flow form, and the Gaussian reduction in ``R^d``.
-See ``docs/`` and MATH.md for the conventions.
+See ``docs/`` and docs/equations.md for the conventions.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ so ``p_j`` grows with ``R`` (until round-off); the time integration (error-per-s
 of an embedded pair, advancing with the higher order) has ``q ~ 1`` (tolerance
 proportionality). Each resolution also reports ``t_resolved``: the last time its resolution
 monitor (spectral tail, positivity; :func:`meanfield.solve`) accepted the solution, the time
-up to which that resolution can be trusted (MATH.md section 3).
+up to which that resolution can be trusted (docs/equations.md section 3).
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ def self_convergence(
     form: str = "continuity",
     **solve_kwargs: Any,
 ) -> xr.Dataset:
-    """Self-convergence of ``solve(model, domain, rho0, t)`` under refinement (MATH.md section 3).
+    """Self-convergence of ``solve(model, domain, rho0, t)`` under refinement (docs/equations.md section 3).
 
     Args:
         model, domain, rho0, t: the run, as for :func:`meanfield.solve`; ``domain`` sets the

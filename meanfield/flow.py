@@ -9,7 +9,7 @@ r"""The right-hand side of the mean-field equation, written once against :class:
    AttentionMetric
    make_flow
 
-``d rho/dt = -div(rho X[rho]) + sigma Laplacian(rho)`` (MATH.md section 3, (3.4)), in
+``d rho/dt = -div(rho X[rho]) + sigma Laplacian(rho)`` (docs/equations.md section 3, (3.4)), in
 coefficients. The drift ``N(c) = -div(rho X)`` is evaluated on the dealiased grid; the
 diffusion ``sigma Laplacian`` is diagonal (``sigma * laplacian_eigenvalues``) and is treated
 exactly by the integrator (integrating factor), so it is not part of :meth:`Flow.drift`.
@@ -21,7 +21,7 @@ Two forms, equal up to round-off:
   times the sign of ``V = +-I``.
 * :class:`GradientFlow` builds it from an energy and a metric: ``X = s grad(dE/drho) / m``
   with the Wasserstein metric (``m = 1``, USA) or the attention metric (``m = Z_mu``, SA,
-  section 3.4.2 with MATH.md's erratum). Any zonal kernel ``W`` is allowed.
+  section 3.4.2 with docs/equations.md's erratum). Any zonal kernel ``W`` is allowed.
 
 The factor ``e^beta`` of ``K_beta`` is carried separately: the multipliers are stored as
 ``lambda_l e^{-beta}``, so that ``beta`` up to ~700 neither overflows nor loses accuracy.
@@ -147,7 +147,7 @@ class Flow(ABC):
 
     @abstractmethod
     def energy(self, c: np.ndarray) -> float:
-        """The energy the flow ascends (or descends, repulsive), MATH.md (3.5)."""
+        """The energy the flow ascends (or descends, repulsive), docs/equations.md (3.5)."""
 
     @abstractmethod
     def potential(self, c: np.ndarray) -> np.ndarray:
@@ -172,7 +172,7 @@ class Flow(ABC):
 
 @dataclass(frozen=True)
 class InteractionEnergy:
-    """``E[rho] = 1/2 iint W(<x,y>) rho rho`` for a zonal kernel (MATH.md (3.5)).
+    """``E[rho] = 1/2 iint W(<x,y>) rho rho`` for a zonal kernel (docs/equations.md (3.5)).
 
     With ``kernel=None`` it is ``W(t) = (e^{beta t} - 1)/beta`` (the project's convention,
     finite as ``beta -> 0``). A user kernel ``W`` is any vectorised function of ``t``.
@@ -264,7 +264,7 @@ class GradientFlow(Flow):
 
 
 class ContinuityFlow(Flow):
-    """The velocity field of (3.4) evaluated directly from the model (MATH.md section 3).
+    """The velocity field of (3.4) evaluated directly from the model (docs/equations.md section 3).
 
     USA: ``X = s grad(G_beta * mu)``, ``G_beta = e^{beta t}/beta``.
     SA:  ``X = s grad(K_beta * mu) / (beta K_beta * mu)``.

@@ -1,4 +1,4 @@
-"""The Gaussian reduction in ``R^d``: mean and covariance ODEs (MATH.md section 4).
+"""The Gaussian reduction in ``R^d``: mean and covariance ODEs (docs/equations.md section 4).
 
 .. autosummary::
    affine_field
@@ -73,7 +73,7 @@ class GaussianFlowError(RuntimeError):
 
 
 class BlowUpError(GaussianFlowError):
-    """The covariance diverged in finite time (MATH.md section 4, ``A + A^T`` indefinite).
+    """The covariance diverged in finite time (docs/equations.md section 4, ``A + A^T`` indefinite).
 
     Attributes (besides those of :class:`GaussianFlowError`):
         eigenvalue: the largest eigenvalue of ``Sigma`` at ``time`` (above the threshold).
@@ -115,7 +115,7 @@ def _sinkhorn_cross(a: np.ndarray, factor: np.ndarray) -> np.ndarray:
 
 
 def affine_field(model: Model, mean: np.ndarray, cov: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The field ``X[N(mean, cov)](x) = b + B x`` of the model, as ``(b, B)`` (MATH.md 4).
+    """The field ``X[N(mean, cov)](x) = b + B x`` of the model, as ``(b, B)`` (docs/equations.md 4).
 
     Summed over heads, ``A = beta K^T Q``. Softmax: ``V (m + cov A x)``. L2:
     ``V (I + beta cov K^T K)^{-1} (m + cov A x)`` (the mean of the tilted law, whose
@@ -218,7 +218,7 @@ def _dataset(model: Model, times: np.ndarray, means: np.ndarray, covs: np.ndarra
 def solve_gaussian(model: Model, mean0: Any, cov0: Any, t: Any, *, rtol: float = 1e-10,
                    atol: float = 1e-12, method: str = "DOP853",
                    max_eigenvalue: float | None = None, throw: bool = True) -> xr.Dataset:
-    """Evolve ``N(mean0, cov0)`` under the mean-field flow of ``model`` (MATH.md section 4).
+    """Evolve ``N(mean0, cov0)`` under the mean-field flow of ``model`` (docs/equations.md section 4).
 
     Args:
         model: softmax, L2 or Sinkhorn attention, any ``Q, K, V``, ``heads``, ``beta``,
@@ -287,7 +287,7 @@ def solve_gaussian(model: Model, mean0: Any, cov0: Any, t: Any, *, rtol: float =
         "model": model.to_json(),
         "solver": json.dumps(solver),
         "initial": json.dumps({"mean0": mean.tolist(), "cov0": cov.tolist()}),
-        "reference": "MATH.md section 4; docs/gaussian.md",
+        "reference": "docs/equations.md section 4; docs/gaussian.md",
     }
     start = _time.perf_counter()
     if times.size == 1:

@@ -1,4 +1,4 @@
-"""Figures of a Gaussian solution (MATH.md section 4; ``docs/gaussian.md``).
+"""Figures of a Gaussian solution (docs/equations.md section 4; ``docs/gaussian.md``).
 
 .. autosummary::
    plot_ellipses

@@ -88,7 +88,7 @@ def wrapped_cauchy(domain: Domain, r: float, phi: float = 0.0) -> np.ndarray:
     """Poisson kernel ``(1 - r^2) / (2 pi (1 - 2 r cos(theta - phi) + r^2))`` (circle).
 
     On ``S^{d-1}`` the family ``((1 - |w|^2)/|x - w|^2)^{d-1}`` with ``w = r e``, ``e`` the
-    direction of ``phi`` (an angle on the circle, a unit vector otherwise); MATH.md section 4.
+    direction of ``phi`` (an angle on the circle, a unit vector otherwise); docs/equations.md section 4.
     """
     if not 0 <= r < 1:
         msg = f"r must be in [0, 1), got {r!r}"

@@ -1,4 +1,4 @@
-r"""Distances between densities and particles (MATH.md section 6).
+r"""Distances between densities and particles (docs/equations.md section 6).
 
 .. autosummary::
    w1_particles
@@ -8,7 +8,7 @@ r"""Distances between densities and particles (MATH.md section 6).
    kernel_distance_particles
    kernel_distance_particle_sets
 
-On the circle the Wasserstein-1 distance is exact (MATH.md section 6):
+On the circle the Wasserstein-1 distance is exact (docs/equations.md section 6):
 
 .. math::  W_1(\mu, \nu) = \min_c \int_0^{2\pi} |F_\mu(\theta) - F_\nu(\theta) - c|\, d\theta,
 
@@ -218,7 +218,7 @@ def _count_below(sorted_th: np.ndarray, theta: np.ndarray) -> np.ndarray:
 
 
 def w1_particles(x: Any, y: Any) -> float | np.ndarray:
-    """Exact ``W_1`` on the circle between two empirical measures (MATH.md section 6).
+    """Exact ``W_1`` on the circle between two empirical measures (docs/equations.md section 6).
 
     Args:
         x, y: points (n, 2) or angles (n,); a batch (B, n, 2) / (B, n) gives B distances
@@ -288,7 +288,7 @@ def _check_beta(beta: float) -> float:
 
 
 def kernel_distance(domain: Domain, a: Any, b: Any, beta: float, *, kind: str = "auto") -> float:
-    """``||mu - nu||_beta`` (MATH.md section 6) between two densities on ``domain``
+    """``||mu - nu||_beta`` (docs/equations.md section 6) between two densities on ``domain``
     (grid values or coefficients, as ``kind`` says)."""
     beta = _check_beta(beta)
     return domain.kernel_distance(_coefficients(domain, a, "a", kind), _coefficients(domain, b, "b", kind), beta)

@@ -4,7 +4,7 @@
    Model
    ATTENTION_KINDS
 
-One frozen, validated object says which dynamics is meant (MATH.md sections 2 and 3):
+One frozen, validated object says which dynamics is meant (docs/equations.md sections 2 and 3):
 inverse temperature ``beta``, attention kind, optional matrices ``Q, K, V`` or ``heads``,
 a sign ``value`` (``+1``: attractive ``V = I``, ``-1``: repulsive ``V = -I``), and the noise
 ``sigma`` of the entropy term. It knows no discretisation.
@@ -49,7 +49,7 @@ def _as_matrix(name: str, value: Any) -> np.ndarray | None:
 
 @dataclass(frozen=True, eq=False)
 class Model:
-    """Self-attention dynamics (MATH.md sections 2-3).
+    """Self-attention dynamics (docs/equations.md sections 2-3).
 
     Args:
         beta: inverse temperature, ``beta >= 0`` and finite; ``beta = 0`` is the limit.

@@ -9,7 +9,7 @@
 :class:`~meanfield.domains.sphere.Sphere` results (``density`` on ``time, colatitude,
 longitude``) are drawn as Mollweide maps at a few times; :class:`~meanfield.domains.
 zonal_sphere.ZonalSphere` results (``density`` on ``time, s``) as profiles against
-``s = <x, e>``. Both add the energy curve (MATH.md (3.5)) beneath.
+``s = <x, e>``. Both add the energy curve (docs/equations.md (3.5)) beneath.
 """
 
 from __future__ import annotations

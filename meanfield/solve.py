@@ -400,7 +400,7 @@ def _assemble(saved, last_ok, model, start_domain, form, tab, controller, stats,
     ds = xr.Dataset(
         {
             "density": (dims, dens, {"long_name": "density w.r.t. surface measure", "units": "1/area"}),
-            "energy": ("time", diag[:, 0], {"long_name": "interaction energy E_beta (MATH.md (3.5), -1 convention)"}),
+            "energy": ("time", diag[:, 0], {"long_name": "interaction energy E_beta (docs/equations.md (3.5), -1 convention)"}),
             "dissipation": ("time", diag[:, 1], {"long_name": "dE/dt predicted by the dissipation identity"}),
             "mass": ("time", diag[:, 2], {"long_name": "total mass"}),
             "resolution": ("time", np.array([e[2].resolution for e in entries]), {"long_name": "resolution in use"}),

@@ -1,4 +1,4 @@
-"""Funk–Hecke multipliers of the exponential kernel, without overflow (MATH.md section 3).
+"""Funk–Hecke multipliers of the exponential kernel, without overflow (docs/equations.md section 3).
 
 .. autosummary::
    sphere_area

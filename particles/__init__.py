@@ -1,4 +1,4 @@
-"""particles: the finite-n self-attention system (MATH.md section 2).
+"""particles: the finite-n self-attention system (docs/equations.md section 2).
 
 Tokens ``x_i`` on ``S^{d-1}`` (or in ``R^d``) move with the attention of a
 :class:`meanfield.Model`: SA (2.3), USA, multi-head (2.7), repulsive, ``beta = 0``, and the

@@ -18,7 +18,7 @@ import numpy as np
 from meanfield.checks import count, finite
 
 GEOMETRIES = ("sphere", "euclidean")
-"""``sphere``: layer normalisation, tokens on ``S^{d-1}`` (MATH.md section 2);
+"""``sphere``: layer normalisation, tokens on ``S^{d-1}`` (docs/equations.md section 2);
 ``euclidean``: tokens in ``R^d``, no projection (pure self-attention, (9.1))."""
 
 SPHERE_TOL = 1e-10

@@ -341,7 +341,7 @@ def integrate_post_ln(
     project: Projection = normalize_rows,
     progress: Callable[[float], None] | None = None,
 ) -> tuple[np.ndarray, Stats]:
-    """Discrete Post-LN layers ``x <- normalize(x + dt attn(x))`` (MATH.md section 2); one layer
+    """Discrete Post-LN layers ``x <- normalize(x + dt attn(x))`` (docs/equations.md section 2); one layer
     per ``dt`` of time; ``t`` must be whole numbers of layers. With ``project=None``: plain
     residual layers ``x <- x + dt attn(x)``."""
     t = np.asarray(t, dtype=float)
@@ -375,7 +375,7 @@ def integrate_euler_maruyama(
     sphere: bool = True,
     progress: Callable[[float], None] | None = None,
 ) -> tuple[np.ndarray, Stats]:
-    """Noise ``sigma`` (generator ``sigma Delta`` of the density, MATH.md section 3):
+    """Noise ``sigma`` (generator ``sigma Delta`` of the density, docs/equations.md section 3):
     ``x <- normalize(x + dt f(x) + sqrt(2 sigma dt) P_x^perp xi)`` on the sphere (weak order 1:
     the normalisation supplies the Ito drift ``-(d-1) sigma x`` of spherical Brownian motion),
     ``x + dt f(x) + sqrt(2 sigma dt) xi`` in ``R^d``."""

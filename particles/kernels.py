@@ -1,4 +1,4 @@
-"""Attention kernels: the weights ``A_ij`` of MATH.md section 2, tiled and batched.
+"""Attention kernels: the weights ``A_ij`` of docs/equations.md section 2, tiled and batched.
 
 .. autosummary::
    Kernel
@@ -20,7 +20,7 @@ products (``q k^T`` and ``A v``) plus elementwise work done in place.
 Kernels register themselves by ``name`` through ``__init_subclass__``; the names are the
 attention kinds of :class:`meanfield.Model`.
 
-Conventions (MATH.md section 2):
+Conventions (docs/equations.md section 2):
 
 * ``softmax``: ``A_ij = e^{beta <q_i, k_j>} / sum_k e^{beta <q_i, k_k>}`` (max-shifted).
 * ``unnormalized``: ``A_ij = e^{beta <q_i, k_j>} / n``.

@@ -1,4 +1,4 @@
-"""Observables of a particle configuration (MATH.md sections 2 and 5).
+"""Observables of a particle configuration (docs/equations.md sections 2 and 5).
 
 .. autosummary::
    energy
@@ -14,13 +14,13 @@
 All take tokens ``x`` of shape ``(n, d)`` or ``(batch, n, d)``; a batch gives one value per
 system (leading axis ``batch``).
 
-Energy (Remark 3.8, with the "-1 inside the sum" convention of MATH.md section 2)::
+Energy (Remark 3.8, with the "-1 inside the sum" convention of docs/equations.md section 2)::
 
     E_beta(X) = (1 / (2 beta n^2)) sum_{i,j} (e^{beta <Q x_i, K x_j>} - 1)
 
 summed over heads (``Q = K = I`` by default); at ``beta = 0`` its limit
 ``(1 / (2 n^2)) sum_{i,j} <Q x_i, K x_j>`` (``|mean|^2 / 2`` for ``Q = K = I``). It is the
-Lyapunov function of USA and of SA when ``Q^T K = V`` is symmetric (``+-``), MATH.md section 2.
+Lyapunov function of USA and of SA when ``Q^T K = V`` is symmetric (``+-``), docs/equations.md section 2.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def _factors(model: Any, d: int) -> list[tuple[np.ndarray, np.ndarray]]:
 def energy(
     model: Any, x: np.ndarray, *, memory_limit: int = DEFAULT_MEMORY_LIMIT
 ) -> float | np.ndarray:
-    """``E_beta(X)`` of MATH.md section 2 (``(batch,)`` for a batch), ``beta = 0`` included.
+    """``E_beta(X)`` of docs/equations.md section 2 (``(batch,)`` for a batch), ``beta = 0`` included.
 
     Each tile sums ``expm1(beta s) / beta``; where ``beta |s| < 1e-8`` (tiny ``beta``, down to
     subnormal values) it sums the Taylor series ``s + beta s^2 / 2 + beta^2 s^3 / 6`` instead
@@ -126,7 +126,7 @@ def dissipation(
 ) -> float | np.ndarray:
     """``dE/dt = sum_i <grad_i E, x_i'>`` along the model's own flow (exact chain rule).
 
-    For ``Q = K = I``, ``V = value I`` this equals the identities of MATH.md section 2:
+    For ``Q = K = I``, ``V = value I`` this equals the identities of docs/equations.md section 2:
     ``value (1/n) sum_i |x_i'|^2`` (USA) and ``value (1/n) sum_i |x_i'|^2 Z(x_i)`` (SA); the
     tests check both. For any model it is the exact rate of change of :func:`energy`.
     """
@@ -178,7 +178,7 @@ def inner_product_histogram(
 
 def count_clusters(x: np.ndarray, threshold: float = 1e-3) -> int | np.ndarray:
     """Number of clusters: connected components of the graph linking ``i`` and ``j`` when
-    ``<x_i, x_j> >= 1 - threshold`` (unit tokens; MATH.md section 5 uses ``delta = 1e-3``).
+    ``<x_i, x_j> >= 1 - threshold`` (unit tokens; docs/equations.md section 5 uses ``delta = 1e-3``).
 
     Args:
         x: tokens ``(n, d)`` or ``(batch, n, d)``.

@@ -36,7 +36,7 @@ def sample_sphere(n: int, d: int, rng: Any = None, batch: int | None = None) -> 
 def orthogonal(n: int, d: int, rng: Any = None, batch: int | None = None) -> np.ndarray:
     """``n`` pairwise orthogonal unit tokens in ``R^d`` (``d >= n``), Haar-random frame.
 
-    The start of Theorem 6.8 (MATH.md section 4): all ``<x_i, x_j> = 0`` for ``i != j``.
+    The start of Theorem 6.8 (docs/equations.md section 4): all ``<x_i, x_j> = 0`` for ``i != j``.
     """
     n = as_count(n, "n")
     d = as_count(d, "d")
@@ -71,7 +71,7 @@ def sample_gaussian(
     mean: Any, cov: Any, n: int, rng: Any = None, batch: int | None = None
 ) -> np.ndarray:
     """``n`` i.i.d. tokens from ``N(mean, cov)`` in ``R^d`` (the start of the Gaussian
-    reduction, MATH.md section 4); ``cov`` symmetric positive semi-definite.
+    reduction, docs/equations.md section 4); ``cov`` symmetric positive semi-definite.
 
     Returns:
         ``(n, d)``, or ``(batch, n, d)`` when ``batch`` is given.

@@ -110,7 +110,7 @@ def _dataset(
         {
             "x": (lead + ("token", "dim"), xs, {"long_name": "token positions"}),
             "energy": (lead, en.reshape(xs.shape[: len(lead)]), {
-                "long_name": "E_beta (MATH.md section 2, -1 inside the sum)", "units": "1"}),
+                "long_name": "E_beta (docs/equations.md section 2, -1 inside the sum)", "units": "1"}),
             "dissipation": (lead, dis.reshape(xs.shape[: len(lead)]), {
                 "long_name": "dE/dt along the flow", "units": "1"}),
         },
@@ -136,7 +136,7 @@ def simulate(
     max_steps: int = 1_000_000,
     progress: bool = False,
 ) -> xr.Dataset:
-    """Evolve tokens under the model's self-attention dynamics (MATH.md section 2).
+    """Evolve tokens under the model's self-attention dynamics (docs/equations.md section 2).
 
     Args:
         model: a :class:`meanfield.Model`.

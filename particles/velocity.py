@@ -1,4 +1,4 @@
-"""The velocity field of the particle system (MATH.md section 2).
+"""The velocity field of the particle system (docs/equations.md section 2).
 
 .. autosummary::
    attention
@@ -68,7 +68,7 @@ def attention(
 def attention_weights(
     model: Any, x: np.ndarray, *, memory_limit: int = DEFAULT_MEMORY_LIMIT
 ) -> np.ndarray:
-    """The weight matrices ``A_ij`` of every kind (rows as in MATH.md section 2), for tests
+    """The weight matrices ``A_ij`` of every kind (rows as in docs/equations.md section 2), for tests
     and plots at moderate ``n``: ``([batch,] n, n)``, with a leading ``heads`` axis when the
     model has more than one head. (The attention applied to the identity matrix.)"""
     x = as_tokens(x, "x", model=model)
@@ -99,7 +99,7 @@ def velocity(
     memory_limit: int = DEFAULT_MEMORY_LIMIT,
     check: bool = True,
 ) -> np.ndarray:
-    """The right-hand side ``x_i'`` of MATH.md section 2 (SA (2.3), USA, (2.7), (2.8), (9.1)).
+    """The right-hand side ``x_i'`` of docs/equations.md section 2 (SA (2.3), USA, (2.7), (2.8), (9.1)).
 
     Args:
         model: a :class:`meanfield.Model` (attention kind, ``beta``, ``Q, K, V`` or heads,

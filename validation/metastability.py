@@ -1,4 +1,4 @@
-"""Metastability on the circle (Figure 4 of the paper, Problem 1; MATH.md section 5).
+"""Metastability on the circle (Figure 4 of the paper, Problem 1; docs/equations.md section 5).
 
 .. autosummary::
    trajectories

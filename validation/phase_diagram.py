@@ -1,4 +1,4 @@
-r"""The phase diagram of clustering (Figures 3 and 5 of the paper; MATH.md sections 4-5).
+r"""The phase diagram of clustering (Figures 3 and 5 of the paper; docs/equations.md sections 4-5).
 
 .. autosummary::
    phase_diagram
@@ -15,7 +15,7 @@ For every ``(beta, t)`` the probability, over i.i.d. uniform starts on ``S^{d-1}
 all pairs ``i != j``; and the curve ``Gamma_{inf,delta}`` of (6.12), where the solution
 ``gamma_beta`` of (6.9) (SA) or (6.10) (USA) reaches ``1 - delta``.
 
-The particle system of MATH.md section 2 is integrated here by a specialised batched
+The particle system of docs/equations.md section 2 is integrated here by a specialised batched
 integrator (classical RK4 on the ambient field ``x' = Y - <Y,x> x``, which keeps the sphere
 invariant, followed by a projection; cubic Hermite output between steps), vectorised over
 realisations. Two reductions make it fast, both exact:
@@ -202,7 +202,7 @@ def sample_matrices(rng: np.random.Generator, realizations: int, d: int, qk: str
 
 def _velocity(x: np.ndarray, beta: float, softmax: bool, bilinear: np.ndarray | None,
               value: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    """The right-hand side of (SA)/(USA) (MATH.md section 2) in row form, and the attention
+    """The right-hand side of (SA)/(USA) (docs/equations.md section 2) in row form, and the attention
     weights ``w`` (identity model: ``w_ij = exp(beta (<x_i, x_j> - 1))`` for SA, so that
     ``min w >= exp(-beta delta)`` iff all inner products are ``>= 1 - delta``).
 
@@ -366,7 +366,7 @@ def _grid(name: str, value: int | Sequence[float], lo: float, hi: float) -> np.n
 
 def usa_step(dt: float, beta: float, attention: str) -> float:
     """The RK4 step: ``dt`` for SA; ``dt * exp(-beta)`` for USA, whose field is ``Z_i / n``
-    times the SA one with ``Z_i = Σ_j e^{beta <x_i, x_j>} <= n e^{beta}`` (MATH.md section
+    times the SA one with ``Z_i = Σ_j e^{beta <x_i, x_j>} <= n e^{beta}`` (docs/equations.md section
     2), so that its stiffest rate (a cluster contracting) is ``e^{beta}`` times larger."""
     return dt if _check_attention(attention) == "softmax" else dt * math.exp(-beta)
 
@@ -441,7 +441,7 @@ def phase_diagram(
 ) -> xr.Dataset:
     """The probability that ``<x_1(t), x_2(t)> >= 1 - delta`` over ``(beta, time)``.
 
-    Figure 3 of the paper with its defaults (MATH.md section 5), Figure 5 with ``qk``/``v``;
+    Figure 3 of the paper with its defaults (docs/equations.md section 5), Figure 5 with ``qk``/``v``;
     the curve (6.12) from (6.9) (SA) or (6.10) (USA) comes with it.
 
     Args:

@@ -222,7 +222,7 @@ def run_suite(
     stream: TextIO | None = None,
     on_result: Callable[[CheckResult], None] | None = None,
 ) -> list[CheckResult]:
-    """Run ``entries`` and return their records in suite order (MATH.md sections 3–6 checks).
+    """Run ``entries`` and return their records in suite order (docs/equations.md sections 3–6 checks).
 
     Args:
         entries: the checks (see :mod:`validation.suites`).

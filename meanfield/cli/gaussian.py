@@ -4,7 +4,7 @@ Matrices and vectors are given as JSON (``--Q "[[1,0],[0,1]]"``), or the whole m
 JSON file written by ``Model.to_json()`` (``--model model.json``). Writes the Dataset as
 NetCDF (atomically) and, optionally, a PNG of the ellipses (``d = 2``) or eigenvalues.
 Exit code 0 on success, 1 on blow-up (the partial result is still written), 2 on bad input.
-See ``docs/gaussian.md`` and MATH.md section 4.
+See ``docs/gaussian.md`` and docs/equations.md section 4.
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "particles",
         help="simulate n interacting tokens (the finite-n system)",
-        description="Simulate the particle system of MATH.md section 2 and write NetCDF.",
+        description="Simulate the particle system of docs/equations.md section 2 and write NetCDF.",
     )
     p.add_argument("--n", type=int, default=DEFAULTS["n"], help="tokens per system")
     p.add_argument("--d", type=int, default=DEFAULTS["d"], help="dimension (tokens in R^d)")

@@ -25,7 +25,7 @@ DEFAULTS = {
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("solve", help="evolve a density under the mean-field PDE",
-                       description="Evolve a density under the mean-field PDE (MATH.md section 3).")
+                       description="Evolve a density under the mean-field PDE (docs/equations.md section 3).")
     p.add_argument("domain", choices=["circle", "sphere", "zonal"], help="spectral domain")
     p.add_argument("--beta", type=float, default=DEFAULTS["beta"])
     p.add_argument("--attention", choices=["softmax", "unnormalized"], default=DEFAULTS["attention"])

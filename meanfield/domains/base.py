@@ -198,7 +198,7 @@ class Domain(ABC):
         return -l * (l + self.d - 2.0)
 
     def scaled_kernel_multipliers(self, beta: float) -> np.ndarray:
-        """``lambda_l e^{-beta}`` of ``K_beta`` per coefficient (MATH.md section 3)."""
+        """``lambda_l e^{-beta}`` of ``K_beta`` per coefficient (docs/equations.md section 3)."""
         return _flush(self.area * scaled_kernel_multipliers(self.degrees, beta, self.d))
 
     def kernel_multipliers_over_beta(self, beta: float) -> np.ndarray:
@@ -214,7 +214,7 @@ class Domain(ABC):
         return float(np.sum(self.parseval_weights * np.real(a * np.conj(b))))
 
     def kernel_distance(self, a: np.ndarray, b: np.ndarray, beta: float) -> float:
-        """``||mu - nu||_beta`` of MATH.md section 6, from coefficients ``a``, ``b``."""
+        """``||mu - nu||_beta`` of docs/equations.md section 6, from coefficients ``a``, ``b``."""
         diff = np.asarray(a) - np.asarray(b)
         lam = self.scaled_kernel_multipliers(beta)
         sq = np.sum(self.parseval_weights * lam * np.abs(diff) ** 2)

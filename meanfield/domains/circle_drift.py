@@ -1,4 +1,4 @@
-"""The circle's drift ``-d_theta(rho X)`` fused into four FFTs (MATH.md section 3, (3.4)).
+"""The circle's drift ``-d_theta(rho X)`` fused into four FFTs (docs/equations.md section 3, (3.4)).
 
 .. autosummary::
    CircleDrift

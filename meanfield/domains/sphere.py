@@ -1,4 +1,4 @@
-r"""Spherical harmonics on ``S^2`` (ducc0.sht), for the mean-field PDE of MATH.md section 3.
+r"""Spherical harmonics on ``S^2`` (ducc0.sht), for the mean-field PDE of docs/equations.md section 3.
 
 .. autosummary::
    Sphere
@@ -61,7 +61,7 @@ def _legendre_table(x: np.ndarray, lmax: int) -> np.ndarray:
 
 
 class Sphere(Domain):
-    """Spherical-harmonic domain on ``S^2`` up to degree ``lmax`` (MATH.md section 3).
+    """Spherical-harmonic domain on ``S^2`` up to degree ``lmax`` (docs/equations.md section 3).
 
     Args:
         lmax: largest degree kept (``>= 3``).
@@ -433,7 +433,7 @@ class Sphere(Domain):
         return self.backward(self.real_mode_coefficients(key))
 
     def zonal_multipliers(self, kernel: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
-        """``lambda_l = 2 pi int_{-1}^1 W(t) P_l(t) dt`` (Funk–Hecke, MATH.md section 3), per
+        """``lambda_l = 2 pi int_{-1}^1 W(t) P_l(t) dt`` (Funk–Hecke, docs/equations.md section 3), per
         coefficient, by Gauss–Legendre quadrature (ducc0's nodes and weights) on
         ``4 (lmax + 1) + 1024`` nodes; the error is absolute, ~1e-15 lambda_0."""
         n = 4 * (self.lmax + 1) + 1024
@@ -480,7 +480,7 @@ class Sphere(Domain):
 
     def project(self, x: np.ndarray) -> np.ndarray:
         """``c_lm = (1/n) sum_i conj(B_lm(x_i)) / (4 pi)``: the coefficients of the empirical
-        measure (MATH.md section 6), by ducc0's adjoint NUFFT synthesis."""
+        measure (docs/equations.md section 6), by ducc0's adjoint NUFFT synthesis."""
         loc = self.angles(x)
         n = loc.shape[0]
         alm = ducc0.sht.adjoint_synthesis_general(

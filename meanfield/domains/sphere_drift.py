@@ -1,4 +1,4 @@
-r"""The sphere's drift ``-div(rho X)`` with shared stages (MATH.md section 3, (3.4)).
+r"""The sphere's drift ``-div(rho X)`` with shared stages (docs/equations.md section 3, (3.4)).
 
 .. autosummary::
    SphereDrift

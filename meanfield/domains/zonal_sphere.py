@@ -4,7 +4,7 @@ r"""Axisymmetric densities on ``S^{d-1}`` (any ``d >= 3``): a Gegenbauer basis i
    ZonalSphere
 
 A zonal density ``rho(x) = f(<x, e>)`` (axis ``e = e_d``, the last coordinate) stays zonal
-under the flow, so the PDE of MATH.md section 3 becomes one-dimensional in ``s in [-1, 1]``.
+under the flow, so the PDE of docs/equations.md section 3 becomes one-dimensional in ``s in [-1, 1]``.
 With ``alpha = (d - 2)/2`` the surface measure is ``dA = |S^{d-2}| (1 - s^2)^{alpha - 1/2} ds``
 and the degree-``l`` zonal harmonic is the Gegenbauer polynomial ``C_l^alpha(s)``. We store
 
@@ -304,7 +304,7 @@ class ZonalSphere(Domain):
         return self._synthesis[:, l].copy()
 
     def zonal_multipliers(self, kernel: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
-        """``lambda_l = int W(<x, e>) C_l^alpha(<x, e>)/C_l^alpha(1) dA`` (Funk–Hecke, MATH.md
+        """``lambda_l = int W(<x, e>) C_l^alpha(<x, e>)/C_l^alpha(1) dA`` (Funk–Hecke, docs/equations.md
         section 3) by Gauss–Jacobi quadrature on ``4 (degree + 1) + 1024`` nodes."""
         t, w = gauss_jacobi(self._d, 4 * (self.degree + 1) + 1024)
         vals = np.asarray(kernel(t), dtype=float)
@@ -335,7 +335,7 @@ class ZonalSphere(Domain):
 
     def project(self, x: np.ndarray) -> np.ndarray:
         """``c_l = (1/n) sum_i Q_l(<x_i, e>)``: the coefficients of the empirical
-        measure averaged over rotations about ``e`` (MATH.md section 6)."""
+        measure averaged over rotations about ``e`` (docs/equations.md section 6)."""
         s = self.axis_coordinate(x)
         c = np.zeros(self.degree + 1)
         for start in range(0, s.size, 8192):

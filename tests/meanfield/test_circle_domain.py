@@ -76,7 +76,7 @@ def test_kernel_multipliers_match_bessel(beta):
 
 
 def test_reference_values_of_growth_rates():
-    """MATH.md section 4 reference values (5 significant digits given)."""
+    """docs/equations.md section 4 reference values (5 significant digits given)."""
     k = np.array([1, 2, 3])
     sa = k**2 * special.iv(k, 4.0) / (4.0 * special.iv(0, 4.0))
     np.testing.assert_allclose(sa, [0.21588, 0.56824, 0.66439], rtol=5e-5)

@@ -1,4 +1,4 @@
-"""The mean-field PDE on the circle against the exact results of MATH.md."""
+"""The mean-field PDE on the circle against the exact results of docs/equations.md."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from meanfield.io import domain_of, read_netcdf
 
 
 def growth_rate(attention: str, beta: float, k: int, value: int = 1, noise: float = 0.0) -> float:
-    """MATH.md section 3: gamma_k = k^2 I_k/beta (USA), k^2 I_k/(beta I_0) (SA); beta -> 0: k=1 -> 1/2."""
+    """docs/equations.md section 3: gamma_k = k^2 I_k/beta (USA), k^2 I_k/(beta I_0) (SA); beta -> 0: k=1 -> 1/2."""
     if beta == 0:
         g = 0.5 if k == 1 else 0.0
     elif attention == "softmax":
@@ -82,7 +82,7 @@ def test_beta_zero_is_the_limit():
 @pytest.mark.parametrize("attention", ["softmax", "unnormalized"])
 def test_wrapped_cauchy_exact_solution_at_beta_zero(attention):
     """Ott-Antonsen: the Poisson kernel family is invariant, phi fixed,
-    r(t)^2 = r0^2 e^t / (1 - r0^2 + r0^2 e^t) (MATH.md section 4)."""
+    r(t)^2 = r0^2 e^t / (1 - r0^2 + r0^2 e^t) (docs/equations.md section 4)."""
     r0, phi = 0.3, 1.1
     d = Circle(64)
     times = np.array([0.0, 1.0, 2.5])
@@ -178,7 +178,7 @@ def test_spectral_convergence():
 
 
 def test_noise_threshold():
-    """Uniform state stable iff sigma > I_1(beta)/beta (USA, MATH.md section 4): mode 1
+    """Uniform state stable iff sigma > I_1(beta)/beta (USA, docs/equations.md section 4): mode 1
     decays for sigma = 1.1 sigma_c and grows for sigma = 0.9 sigma_c (rates +-0.1 I_1/beta)."""
     beta = 2.0
     sigma_c = special.iv(1, beta) / beta

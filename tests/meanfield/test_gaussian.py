@@ -1,4 +1,4 @@
-"""Tests of the Gaussian reduction in R^d (MATH.md section 4, docs/gaussian.md)."""
+"""Tests of the Gaussian reduction in R^d (docs/equations.md section 4, docs/gaussian.md)."""
 
 from __future__ import annotations
 
@@ -155,7 +155,7 @@ def test_rank_of_the_limit_when_k_is_minus_q() -> None:
 def _quadrature_field(model: Model, mean: np.ndarray, cov: np.ndarray, xs: np.ndarray,
                       nodes: int = 30) -> np.ndarray:
     """The attention field at the rows of xs for mu = N(mean, cov), by tensor Gauss-Hermite
-    quadrature, written from the definitions (MATH.md section 2), not from the affine formula.
+    quadrature, written from the definitions (docs/equations.md section 2), not from the affine formula.
     """
     d = mean.shape[0]
     z, w = np.polynomial.hermite_e.hermegauss(nodes)  # weight exp(-z^2/2)

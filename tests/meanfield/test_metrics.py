@@ -1,4 +1,4 @@
-"""Distances of MATH.md section 6: exact W_1 on the circle, kernel distance on any domain."""
+"""Distances of docs/equations.md section 6: exact W_1 on the circle, kernel distance on any domain."""
 
 from __future__ import annotations
 
@@ -99,7 +99,7 @@ def test_kernel_distance_between_particle_sets(rng: np.random.Generator) -> None
 
 
 def test_kernel_distance_of_iid_sample_has_the_exact_mean_square(rng: np.random.Generator) -> None:
-    """E ||mu_n - unif||^2 = (e^beta - I_0(beta))/n exactly (MATH.md section 6)."""
+    """E ||mu_n - unif||^2 = (e^beta - I_0(beta))/n exactly (docs/equations.md section 6)."""
     d, beta, n, reps = Circle(64), 1.0, 50, 400
     sq = np.array([kernel_distance_particles(d, d.uniform(), d.sample(d.uniform(), n, rng), beta) ** 2
                    for _ in range(reps)])

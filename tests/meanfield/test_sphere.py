@@ -1,7 +1,7 @@
 """Tests of :class:`meanfield.domains.sphere.Sphere` and of the PDE solved on it (issue 4).
 
 Transforms, calculus, Funk–Hecke multipliers, particles; then, through ``meanfield.solve``,
-the linear growth rates of MATH.md section 3, rotation equivariance, conservation laws and
+the linear growth rates of docs/equations.md section 3, rotation equivariance, conservation laws and
 the resolution monitor.
 """
 
@@ -238,7 +238,7 @@ def test_products_are_dealiased(rng):
 def test_kernel_multipliers_match_spherical_bessel(beta):
     S = Sphere(16)
     l = np.arange(17)
-    ref = 4 * np.pi * special.spherical_in(l, beta)  # MATH.md section 3, d = 3
+    ref = 4 * np.pi * special.spherical_in(l, beta)  # docs/equations.md section 3, d = 3
     got = S.scaled_kernel_multipliers(beta)[: 17] * math.exp(beta)  # m = 0 column: l = 0..16
     # ive vs spherical_in: both accurate to a few ulps for these orders; 1e-12 relative.
     assert np.allclose(got, ref, rtol=1e-12, atol=0)
@@ -306,7 +306,7 @@ def test_project_gives_empirical_inner_products(rng):
 
 def test_projected_samples_have_the_exact_kernel_noise(rng):
     """``E ||mu_n - mu||_beta^2 = (1/n) (sum_l lambda_l (2l+1)/(4 pi) - ||mu||_beta^2)`` for
-    i.i.d. samples (addition theorem ``sum_m |B_lm|^2 = 2l + 1``; MATH.md section 6)."""
+    i.i.d. samples (addition theorem ``sum_m |B_lm|^2 = 2l + 1``; docs/equations.md section 6)."""
     S = Sphere(20)
     beta, n, reps = 10.0, 1000, 40
     rho = S.uniform() * (1 + 0.5 * S.real_mode((1, 0)) / math.sqrt(3))
@@ -366,7 +366,7 @@ class ModeRecorder:
 
 
 def gamma_sphere(l: int, beta: float, attention: str) -> float:
-    """MATH.md section 3, S^2: ``l(l+1) i_l(beta)/beta`` (USA), ``/ i_0(beta)`` more (SA)."""
+    """docs/equations.md section 3, S^2: ``l(l+1) i_l(beta)/beta`` (USA), ``/ i_0(beta)`` more (SA)."""
     g = l * (l + 1) * special.spherical_in(l, beta) / beta
     return g / special.spherical_in(0, beta) if attention == "softmax" else g
 
@@ -392,7 +392,7 @@ def test_growth_rates_on_the_sphere(attention, beta):
 
 @pytest.mark.parametrize(("attention", "value"), [("softmax", -1), ("unnormalized", 1)])
 def test_growth_rates_with_noise_and_repulsion(attention, value):
-    """``value * gamma_l - sigma l (l + 1)`` (MATH.md section 3): the diffusion is integrated
+    """``value * gamma_l - sigma l (l + 1)`` (docs/equations.md section 3): the diffusion is integrated
     exactly (integrating factor), the sign flips with ``V = -I``."""
     S = Sphere(12)
     beta, sigma = 4.0, 0.3
@@ -446,7 +446,7 @@ def test_mass_energy_and_dissipation(attention, value, beta):
     # Mass: the l = 0 coefficient is untouched by a divergence (exactly, in coefficients).
     assert np.max(np.abs(ds.mass.values - 1.0)) < 1e-12
     E, D = ds.energy.values, ds.dissipation.values
-    # Energy monotone: up for attraction, down for repulsion (MATH.md section 3).
+    # Energy monotone: up for attraction, down for repulsion (docs/equations.md section 3).
     assert np.all(value * np.diff(E) > 0)
     # dE/dt by central differences at t = 0.15, 0.4: error h^2 E'''/6 (measured <= 2e-7
     # relative) plus the solve's error ~ 1e-11 / h = 1e-8; the identity must hold to 1e-5.

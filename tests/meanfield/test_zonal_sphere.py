@@ -178,7 +178,7 @@ def test_agrees_with_the_sphere_at_d3(rng):
 def test_kernel_multipliers_match_bessel(d, beta):
     Z = ZonalSphere(d, 12)
     l = np.arange(13)
-    # (2 pi)^{d/2} beta^{1 - d/2} I_{l + d/2 - 1}(beta), MATH.md section 3, in logs with ive.
+    # (2 pi)^{d/2} beta^{1 - d/2} I_{l + d/2 - 1}(beta), docs/equations.md section 3, in logs with ive.
     log_ref = (0.5 * d * math.log(2 * math.pi) + (1 - 0.5 * d) * math.log(beta)
                + np.log(special.ive(l + 0.5 * d - 1, beta)))
     assert np.allclose(np.log(Z.scaled_kernel_multipliers(beta)), log_ref, rtol=0, atol=1e-12)
@@ -247,7 +247,7 @@ class ModeRecorder:
 
 
 def gamma(l: int, beta: float, d: int, attention: str) -> float:
-    """MATH.md section 3: USA ``l(l+d-2) Gamma(d/2) (2/beta)^{d/2-1} I_{l+d/2-1}(beta)/beta``;
+    """docs/equations.md section 3: USA ``l(l+d-2) Gamma(d/2) (2/beta)^{d/2-1} I_{l+d/2-1}(beta)/beta``;
     SA ``l(l+d-2) I_{l+d/2-1}(beta) / (beta I_{d/2-1}(beta))``; in logs with ``ive``."""
     nu = l + 0.5 * d - 1
     if attention == "softmax":

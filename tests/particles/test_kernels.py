@@ -1,5 +1,5 @@
 """Attention kernels: registry, agreement with the dense formulas, tiling, stability,
-Sinkhorn (MATH.md section 2)."""
+Sinkhorn (docs/equations.md section 2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Observables: energy and dissipation (MATH.md section 2), Gram matrix, Figure 1 histogram,
+"""Observables: energy and dissipation (docs/equations.md section 2), Gram matrix, Figure 1 histogram,
 clusters, Kuramoto order, mean and covariance."""
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def test_energy_gradient_by_finite_differences(beta: float) -> None:
 @pytest.mark.parametrize("value", [1, -1])
 @pytest.mark.parametrize("beta", [0.0, 0.7, 6.0])
 def test_dissipation_identities(value: int, beta: float) -> None:
-    # MATH.md section 2: USA dE/dt = (1/n) sum |x_i'|^2, SA dE/dt = (1/n) sum |x_i'|^2 Z_i,
+    # docs/equations.md section 2: USA dE/dt = (1/n) sum |x_i'|^2, SA dE/dt = (1/n) sum |x_i'|^2 Z_i,
     # with the sign of V; dissipation() is the chain rule <grad E, x'>, so this is an
     # identity up to round-off (required: rel 1e-6; holds to ~1e-13)
     x = particles.sample_sphere(30, 3, 4, batch=2)

@@ -1,5 +1,5 @@
 """simulate: exact reductions (Theorem 6.8), energy laws, integrator orders, sphere
-constraint, the Gaussian reduction in R^d (MATH.md section 4), result format, bad input."""
+constraint, the Gaussian reduction in R^d (docs/equations.md section 4), result format, bad input."""
 
 from __future__ import annotations
 
@@ -77,7 +77,7 @@ def test_orthogonal_start_beta_zero_closed_form(kind: str, n: int) -> None:
 @pytest.mark.parametrize("kind", ["softmax", "unnormalized"])
 @pytest.mark.parametrize("value", [1, -1])
 def test_energy_monotone(kind: str, value: int) -> None:
-    # MATH.md section 2: E never decreases along SA and USA with V = I, never increases for
+    # docs/equations.md section 2: E never decreases along SA and USA with V = I, never increases for
     # V = -I. Steps may change E by round-off only in the wrong direction: allow 1e-13 E
     x0 = particles.sample_sphere(24, 3, 3, batch=2)
     t = np.linspace(0.0, 4.0, 41)
@@ -98,7 +98,7 @@ def test_energy_monotone_weighted_metric() -> None:
 
 @pytest.mark.parametrize("kind", ["softmax", "unnormalized"])
 def test_energy_change_is_integrated_dissipation(kind: str) -> None:
-    # E(T) - E(0) = int_0^T dE/dt dt (MATH.md section 2 identities, integrated): Simpson on
+    # E(T) - E(0) = int_0^T dE/dt dt (docs/equations.md section 2 identities, integrated): Simpson on
     # 201 points (h = 0.01) errs by ~ h^4 max|E''''| T / 180 ~ 1e-10 relative, RK4 at
     # dt = 0.005 by ~ 1e-10; required rel 1e-6
     x0 = particles.sample_sphere(16, 3, 5)
@@ -205,7 +205,7 @@ def test_batch_equals_separate_runs() -> None:
 
 
 def test_gaussian_start_follows_the_moment_ode() -> None:
-    # MATH.md section 4: in R^d with softmax, N(m, S) stays Gaussian with
+    # docs/equations.md section 4: in R^d with softmax, N(m, S) stays Gaussian with
     # m' = V (I + S A) m, S' = V S A S + S A^T S V^T, A = beta K^T Q.
     # 20 000 tokens. The ODE starts from the *empirical* moments of the sample, which
     # removes the pushforward of the initial sampling error; what remains comes from the

@@ -1,4 +1,4 @@
-"""The velocity field: MATH.md section 2 (SA, USA, multi-head, repulsive, beta = 0, causal),
+"""The velocity field: docs/equations.md section 2 (SA, USA, multi-head, repulsive, beta = 0, causal),
 symmetry, batching, geometry, the angle form (7.1)."""
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ def test_every_check_follows_the_convention_and_justifies_its_tolerance(entry) -
     assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in sig.parameters.values())
     doc = inspect.getdoc(func) or ""
     assert "tolerance" in doc.lower(), f"{entry.name}: the docstring must justify the tolerance"
-    assert "MATH.md" in inspect.getsource(inspect.getmodule(func))
+    assert "docs/equations.md" in inspect.getsource(inspect.getmodule(func))
 
 
 def test_quick_suite_is_a_subset_of_full() -> None:

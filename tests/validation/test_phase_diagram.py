@@ -28,7 +28,7 @@ def run(x0, beta, t, **kw):
 @pytest.mark.parametrize("attention", ["softmax", "unnormalized"])
 def test_gamma_at_beta_zero_is_closed_form(attention):
     n, t = 7, np.linspace(0, 4, 9)
-    exact = (np.exp(2 * t) - 1) / (np.exp(2 * t) + n - 1)  # MATH.md section 4
+    exact = (np.exp(2 * t) - 1) / (np.exp(2 * t) + n - 1)  # docs/equations.md section 4
     np.testing.assert_allclose(gamma(0.0, n, t, attention), exact, rtol=1e-9, atol=1e-12)
     delta = 1e-3  # gamma = 1 - delta  <=>  e^{2t} = ((1 - delta)(n - 1) + 1) / delta
     t_star = 0.5 * math.log(((1 - delta) * (n - 1) + 1) / delta)

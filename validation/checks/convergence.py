@@ -1,5 +1,5 @@
-"""Mean-field convergence: particles against the PDE (MATH.md section 6), and the PDE's own
-numerical convergence (MATH.md section 3).
+"""Mean-field convergence: particles against the PDE (docs/equations.md section 6), and the PDE's own
+numerical convergence (docs/equations.md section 3).
 
 .. autosummary::
    fit_power_law
@@ -179,7 +179,7 @@ def check_circle_iid(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
     SA, ``beta = 1``, ``rho_0 ∝ e^{cos theta}(1 + 0.3 sin 2 theta)``, PDE and particles to
     ``t = 1`` (a resolved time: the solver's monitor refines the grid as needed). For each
     ``n`` (7 values from 10 to 1000, quick; 9 up to 3000, full) and seed, ``W_1`` and the kernel
-    distance ``||mu_n(t) - mu(t)||_beta`` (MATH.md section 6).
+    distance ``||mu_n(t) - mu(t)||_beta`` (docs/equations.md section 6).
 
     Law: i.i.d. starts give ``E ||mu_n(0) - mu||^2 = (e^beta - iint K dmu dmu)/n`` exactly,
     and the flow is Lipschitz on bounded times (Dobrushin), so both distances scale like
@@ -284,7 +284,7 @@ def check_circle_quantile(*, seed: int, out_dir: Path, suite: str) -> CheckResul
 
 
 def _growth_rates(model: Any, kmax: int) -> np.ndarray:
-    """``gamma_k`` on the circle (MATH.md section 3), ``k = 0..kmax``."""
+    """``gamma_k`` on the circle (docs/equations.md section 3), ``k = 0..kmax``."""
     b = model.beta
     k = np.arange(kmax + 1, dtype=float)
     ratio = special.ive(k, b) / (special.ive(0, b) if model.attention == "softmax" else np.exp(-b))
@@ -298,7 +298,7 @@ def check_circle_time(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
     ``n = 500`` (quick) or ``2000`` (full), 16 or 32 seeds. The PDE stays at the uniform
     steady state, while the particles' fluctuations ``c_k = (1/(2 pi n)) sum e^{-ik theta_i}``
     grow at the linear rates: ``E|c_k(0)|^2 = 1/(4 pi^2 n)`` and ``c_k(t) ~ c_k(0) e^{gamma_k t}``,
-    hence (MATH.md sections 3 and 6)
+    hence (docs/equations.md sections 3 and 6)
 
         E ||mu_n(t) - mu(t)||_beta^2 = (2/n) sum_{k>=1} I_k(beta) e^{2 gamma_k t},
 

@@ -1,4 +1,4 @@
-"""Energy checks: monotonicity and the dissipation identity, PDE and particles (MATH.md
+"""Energy checks: monotonicity and the dissipation identity, PDE and particles (docs/equations.md
 sections 2, 3 and 6).
 
 .. autosummary::
@@ -131,7 +131,7 @@ def check_energy_pde(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
 
 
 def check_energy_particles(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
-    """Particle energy: monotone, and ``E(T) - E(0) = int_0^T D dt`` (MATH.md section 2).
+    """Particle energy: monotone, and ``E(T) - E(0) = int_0^T D dt`` (docs/equations.md section 2).
 
     ``n = 32`` tokens on ``S^2`` (i.i.d. uniform), ``beta = 1``: SA, USA, repulsive SA; RK4
     with ``dt = 0.01`` to ``t = 2``, 41 outputs.
@@ -181,7 +181,7 @@ def check_energy_pde_vs_particles(*, seed: int, out_dir: Path, suite: str) -> Ch
     """PDE and particle energies on the same axes, with the self-interaction correction.
 
     Circle, SA, ``beta = 1``, ``rho_0 ∝ e^{cos theta}(1 + 0.3 sin 2 theta)``, ``t in [0, 1]``;
-    ``n = 64`` and ``256``, 32 i.i.d. starts each (64 in the full suite). MATH.md section 6:
+    ``n = 64`` and ``256``, 32 i.i.d. starts each (64 in the full suite). docs/equations.md section 6:
     for i.i.d. ``x_i ~ mu``,
 
         E[E_beta(mu_n)] - E_beta[mu] = (e^beta - iint e^{beta <x,y>} dmu dmu) / (2 beta n),

@@ -5,8 +5,8 @@
    SUITES
    CASES
 
-The mean-field limit of the particle system (MATH.md section 2, no layer normalisation) from
-i.i.d. ``N(m0, Sigma0)`` tokens is the Gaussian ``N(m(t), Sigma(t))`` of MATH.md section 4
+The mean-field limit of the particle system (docs/equations.md section 2, no layer normalisation) from
+i.i.d. ``N(m0, Sigma0)`` tokens is the Gaussian ``N(m(t), Sigma(t))`` of docs/equations.md section 4
 (``meanfield.gaussian.solve_gaussian``). The empirical mean and covariance of ``n`` particles
 at a fixed time ``T`` then differ from ``m(T)``, ``Sigma(T)`` by ``O(n^{-1/2})`` (a CLT: the
 initial fluctuations are ``O(n^{-1/2})`` and the flow map is Lipschitz; the bias of the

@@ -1,4 +1,4 @@
-"""Checks against exact results (MATH.md sections 3 and 4).
+"""Checks against exact results (docs/equations.md sections 3 and 4).
 
 .. autosummary::
    growth_rate
@@ -30,11 +30,11 @@ REFERENCE_RATES = {
     ("circle", "unnormalized", 1.0): (0.56516, 0.54299, 0.19952),
     ("sphere", "unnormalized", 4.0): (2.5607, 4.4721, 4.1841, 2.7035),
 }
-"""MATH.md section 4, reference growth rates for ``k`` (or ``l``) = 1, 2, ..."""
+"""docs/equations.md section 4, reference growth rates for ``k`` (or ``l``) = 1, 2, ..."""
 
 
 def growth_rate(d: int, attention: str, beta: float, l: int, sign: float = 1.0, noise: float = 0.0) -> float:
-    """``gamma_l`` of the uniform state on ``S^{d-1}`` (MATH.md section 3, linear stability)."""
+    """``gamma_l`` of the uniform state on ``S^{d-1}`` (docs/equations.md section 3, linear stability)."""
     nu = l + d / 2 - 1
     if attention == "softmax":
         ratio = special.ive(nu, beta) / special.ive(d / 2 - 1, beta)
@@ -58,7 +58,7 @@ def _measured_rate(model: Any, domain: Any, key: Any, index: int, T: float) -> f
 def check_growth_rates(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
     """Linear growth rates of the uniform state: formula, reference values and the PDE.
 
-    (a) The formula of MATH.md section 3 against its reference values (circle SA ``beta=4``
+    (a) The formula of docs/equations.md section 3 against its reference values (circle SA ``beta=4``
     and USA ``beta=1``, ``k=1..3``; ``S^2`` USA ``beta=4``, ``l=1..4``): tolerance half a
     unit in the last printed digit (``5e-6`` and ``5e-5``), the rounding of the references.
 
@@ -117,7 +117,7 @@ def check_growth_rates(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
     return CheckResult(
         name="theory.growth_rates",
         quantity="linear growth rates gamma_l: formula vs references, PDE vs formula",
-        expected="MATH.md section 3 formula and section 4 reference values",
+        expected="docs/equations.md section 3 formula and section 4 reference values",
         measured=f"worst: {worst['what']}: error {worst['error']:.2g} (tol {worst['tol']:.2g})",
         tolerance="reference rounding; 1e-6 relative for the PDE",
         passed=bool(passed),
@@ -409,7 +409,7 @@ def check_cone_collapse(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
 def check_noise_threshold(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
     """The noise threshold on the circle (USA, ``beta = 1``): ``sigma_c = I_1(beta)/beta``.
 
-    With noise the rate of mode 1 is ``gamma_1 - sigma`` (MATH.md section 3), so the uniform
+    With noise the rate of mode 1 is ``gamma_1 - sigma`` (docs/equations.md section 3), so the uniform
     state is stable iff ``sigma > I_1(beta)/beta`` (section 4). The PDE's measured rate of
     mode 1 at ``sigma = (0.9, 0.95, 1.05, 1.1) sigma_c`` is fitted by a line in ``sigma``; its
     root must equal ``sigma_c`` and its slope ``-1``.
@@ -456,7 +456,7 @@ def check_noise_threshold(*, seed: int, out_dir: Path, suite: str) -> CheckResul
 
 
 def check_wrapped_cauchy(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
-    """``beta = 0`` exact solution: the wrapped Cauchy family (Ott–Antonsen, MATH.md section 4).
+    """``beta = 0`` exact solution: the wrapped Cauchy family (Ott–Antonsen, docs/equations.md section 4).
 
     ``rho_0`` wrapped Cauchy with ``r_0 = 0.3``, ``phi = 1``; then ``phi`` is constant and
     ``r(t)^2 = r_0^2 e^t / (1 - r_0^2 + r_0^2 e^t)``. SA and USA (equal at ``beta = 0``), PDE
