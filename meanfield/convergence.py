@@ -39,6 +39,7 @@ import xarray as xr
 
 from .domains.base import Domain
 from .model import Model
+from .io import domain_of
 from .solve import solve
 
 
@@ -56,7 +57,7 @@ def _coefficients_at(ds: xr.Dataset, domain: Domain, fine: Domain, times: np.nda
     out = np.full((times.size,) + coef_shape, np.nan, dtype=complex)
     have = np.asarray(ds["time"].values, dtype=float)
     ok = float(ds.attrs.get("t_reached", have[-1]))
-    final = Domain.from_state(json.loads(ds.attrs["domain"]))
+    final = domain_of(ds)
     for i, t in enumerate(times):
         j = np.flatnonzero(np.isclose(have, t, rtol=0, atol=1e-12 * max(1.0, abs(t))))
         if j.size and t <= ok * (1 + 1e-12) + 1e-12:

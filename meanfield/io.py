@@ -64,8 +64,14 @@ def model_of(ds: xr.Dataset) -> Model:
 
 
 def domain_of(ds: xr.Dataset) -> Domain:
-    """The (final) :class:`Domain` recorded in a result's ``attrs``."""
-    return Domain.from_state(json.loads(ds.attrs["domain"]))
+    """The (final) :class:`Domain` recorded in a result's ``attrs["settings"]``."""
+    from .integrate import settings_of
+
+    settings = settings_of(ds)
+    if "domain" not in settings:
+        msg = f"the Dataset (solver {ds.attrs.get('solver')!r}) records no domain"
+        raise ValueError(msg)
+    return Domain.from_state(settings["domain"])
 
 
 __all__ = ["domain_of", "model_of", "read_netcdf", "save_png", "write_netcdf"]

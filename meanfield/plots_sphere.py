@@ -52,7 +52,7 @@ def pick_times(ds: xr.Dataset, times: Sequence[float] | None = None, most: int =
 
 def _title(ds: xr.Dataset) -> str:
     model = json.loads(ds.attrs.get("model", "{}"))
-    domain = json.loads(ds.attrs.get("domain", "{}"))
+    domain = json.loads(ds.attrs.get("settings", "{}")).get("domain", {})
     where = ", ".join(f"{k}={v}" for k, v in domain.items() if k not in ("name", "nthreads"))
     return (
         f"{domain.get('name', '?')} ({where}): {model.get('attention', '?')} attention, "

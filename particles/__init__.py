@@ -21,7 +21,9 @@ See ``docs/particles.md``.
 from __future__ import annotations
 
 from .angles import angle_velocity, from_angles, to_angles
-from .integrators import DOPRI5, RK4, ButcherTableau, normalize_rows
+from meanfield.integrate import DOPRI5, RK4, ButcherTableau
+
+from .integrators import normalize_rows
 from .kernels import (
     DEFAULT_MEMORY_LIMIT,
     Kernel,
@@ -42,7 +44,7 @@ from .observables import (
     partition,
 )
 from .samplers import orthogonal, sample_density, sample_gaussian, sample_sphere
-from .simulate import METHODS, simulate, simulate_angles
+from .simulate import METHODS, SimulationError, simulate, simulate_angles
 from .velocity import attention, attention_weights, project_tangent, velocity
 
 __all__ = [
@@ -52,6 +54,7 @@ __all__ = [
     "RK4",
     "ButcherTableau",
     "Kernel",
+    "SimulationError",
     "Tiling",
     "angle_velocity",
     "attention",

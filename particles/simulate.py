@@ -4,59 +4,49 @@
    METHODS
    simulate
    simulate_angles
+   SimulationError
 
-Methods (all keep tokens on ``S^{d-1}`` to round-off with ``geometry="sphere"``):
-
-* ``rk4``: classical Runge–Kutta, fixed step ``<= dt``, projection after each step;
-* ``dopri5``: adaptive Dormand–Prince 5(4), tolerances ``rtol``, ``atol``;
-* ``dop853``: ``scipy.integrate.solve_ivp(method="DOP853")`` for reference runs;
-* ``post_ln``: discrete layers ``x <- normalize(x + dt attn(x))`` (a Post-LN Transformer);
-* ``angles``: the circle in angles, (7.1), with RK4 (``d = 2``, ``Q = K = V = I``);
-* ``euler_maruyama``: the noisy system (``model.noise > 0``), weak order 1.
+The velocity of :mod:`particles.velocity` (and the projection onto the sphere) run on the
+project's one integration engine, :func:`meanfield.integrate.integrate`; the methods are
+listed in :data:`particles.integrators.METHODS` (``rk4``, ``dopri5``, ``post_ln``,
+``angles``, ``euler_maruyama``, and the independent reference ``dop853``). All keep tokens
+on ``S^{d-1}`` to round-off with ``geometry="sphere"``.
 
 The result holds ``x`` (time, [batch,] token, dim), ``energy`` and ``dissipation``
-(time[, batch]) and, for ``angles``, ``theta``; ``attrs`` record the model (JSON), method,
-geometry, step settings and counters, so that a file alone says how it was made.
+(time[, batch]) and, for ``angles``, ``theta``; ``attrs`` follow the project's one result
+schema (:data:`meanfield.integrate.RESULT_ATTRS`), so that a file alone says how it was made.
+A run that ends early (a non-finite state, the step limit, Ctrl-C) keeps its results up to
+the last state it accepted and says why in ``stop_reason``.
 """
 
 from __future__ import annotations
 
-import json
-import time as _time
 from typing import Any, Callable
 
 import numpy as np
 import xarray as xr
 
 from meanfield.checks import output_times
+from meanfield.integrate import (
+    IntegrationError,
+    Interrupted,
+    ProgressTracker,
+    Solution,
+    StopReason,
+    integrate,
+    result_attrs,
+)
 
 from .angles import angle_velocity, check_angle_model, from_angles, to_angles
 from .inputs import as_angles, as_count, as_rng, as_tokens, check_geometry
-from .integrators import (
-    DOPRI5,
-    RK4,
-    Stats,
-    integrate_adaptive,
-    integrate_euler_maruyama,
-    integrate_fixed,
-    integrate_post_ln,
-    integrate_scipy,
-    normalize_rows,
-)
+from .integrators import METHODS, integrate_reference, make_stepper, normalize_rows
 from .kernels import DEFAULT_MEMORY_LIMIT
 from .observables import dissipation, energy
 from .velocity import attention, velocity
 
-METHODS: dict[str, dict[str, Any]] = {
-    "rk4": {"dt": 0.01, "adaptive": False},
-    "dopri5": {"dt": None, "adaptive": True},
-    "dop853": {"dt": None, "adaptive": True},
-    "post_ln": {"dt": 0.1, "adaptive": False},
-    "angles": {"dt": 0.01, "adaptive": False},
-    "euler_maruyama": {"dt": 0.001, "adaptive": False},
-}
-"""Integration methods and their defaults (``dt``: default step; adaptive ones use
-``rtol``, ``atol`` and ``dt`` only as a first step)."""
+
+class SimulationError(IntegrationError):
+    """A particle run that ended early; ``.dataset`` holds the results up to ``.t``."""
 
 
 def _check_method(method: str) -> str:
@@ -64,21 +54,6 @@ def _check_method(method: str) -> str:
         msg = f"method must be one of {tuple(METHODS)}, got {method!r}"
         raise ValueError(msg)
     return method
-
-
-def _progress_bar(progress: bool, t: np.ndarray) -> tuple[Callable[[float], None] | None, Any]:
-    if not progress:
-        return None, None
-    from tqdm import tqdm
-
-    bar = tqdm(total=float(t[-1] - t[0]), unit="t", leave=False)
-    last = [float(t[0])]
-
-    def update(tk: float) -> None:
-        bar.update(float(tk) - last[0])
-        last[0] = float(tk)
-
-    return update, bar
 
 
 def _dataset(
@@ -135,6 +110,7 @@ def simulate(
     rng: Any = None,
     max_steps: int = 1_000_000,
     progress: bool = False,
+    throw: bool = True,
 ) -> xr.Dataset:
     """Evolve tokens under the model's self-attention dynamics (docs/equations.md section 2).
 
@@ -150,12 +126,14 @@ def simulate(
         memory_limit: bytes for the ``n x n`` attention tiles.
         observables: compute ``energy`` and ``dissipation`` at the output times (else NaN).
         rng: seed or Generator for ``euler_maruyama``.
-        max_steps: bound on the steps of ``dopri5``.
+        max_steps: bound on attempted steps.
         progress: show a ``tqdm`` progress bar.
+        throw: raise :class:`SimulationError` when the run ends early (a non-finite state,
+            the step limit); else return the partial Dataset with ``attrs["successful"] = 0``.
 
     Returns:
         ``xarray.Dataset`` with ``x``, ``energy``, ``dissipation`` (and ``theta`` for
-        ``angles``).
+        ``angles``), up to the last time reached.
     """
     check_geometry(geometry)
     _check_method(method)
@@ -177,55 +155,91 @@ def simulate(
             msg = f"dt must be finite and > 0, got {dt!r}"
             raise ValueError(msg)
     sphere = geometry == "sphere"
-    project = normalize_rows if sphere else None
     seed = rng if isinstance(rng, (int, np.integer)) else None
-
-    def f(x: np.ndarray) -> np.ndarray:
-        return velocity(model, x, geometry, memory_limit=memory_limit, check=False)
-
-    start = _time.perf_counter()
-    update, bar = _progress_bar(progress, t)
-    extra: dict[str, Any] = {}
-    try:
-        if method == "rk4":
-            xs, stats = integrate_fixed(f, x0, t, dt, RK4, project, update)
-        elif method == "dopri5":
-            xs, stats = integrate_adaptive(
-                f, x0, t, rtol, atol, DOPRI5, project, dt0=dt, max_steps=max_steps,
-                progress=update,
+    if method == "angles":
+        if not sphere or x0.shape[-1] != 2:
+            msg = (
+                "method='angles' needs geometry='sphere' and d = 2, got "
+                f"geometry={geometry!r}, d={x0.shape[-1]}"
             )
-        elif method == "dop853":
-            xs, stats = integrate_scipy(f, x0, t, rtol, atol, "DOP853", project, update)
-        elif method == "post_ln":
+            raise ValueError(msg)
+        check_angle_model(model)
 
-            def attn(x: np.ndarray) -> np.ndarray:
-                return attention(model, x, memory_limit=memory_limit, check=False)
+        def g(th: np.ndarray) -> np.ndarray:
+            return angle_velocity(model, th, memory_limit=memory_limit)
 
-            xs, stats = integrate_post_ln(attn, x0, t, dt, project, update)
-        elif method == "euler_maruyama":
-            xs, stats = integrate_euler_maruyama(
-                f, x0, t, dt, model.noise, as_rng(rng), sphere, update
-            )
-        else:  # angles
-            if not sphere or x0.shape[-1] != 2:
-                msg = (
-                    "method='angles' needs geometry='sphere' and d = 2, got "
-                    f"geometry={geometry!r}, d={x0.shape[-1]}"
-                )
-                raise ValueError(msg)
-            check_angle_model(model)
-            th, stats = _integrate_angles(model, to_angles(x0), t, dt, memory_limit, update)
-            xs = from_angles(th)
-            extra["theta"] = th
-    finally:
-        if bar is not None:
-            bar.close()
-    wall = _time.perf_counter() - start
-    ds = _dataset(model, t, xs, batched, geometry, observables, memory_limit)
-    if "theta" in extra:
+        th, sol = _run("angles", g, to_angles(x0), t, dt=dt, sphere=False, rtol=rtol,
+                       atol=atol, max_steps=max_steps, progress=progress)
+        ds = _dataset(model, sol.times, from_angles(th), batched, geometry, observables,
+                      memory_limit)
         lead = ("time", "batch") if batched else ("time",)
-        ds["theta"] = (lead + ("token",), extra["theta"], {"long_name": "angle", "units": "rad"})
-    _settings(ds, model, method, geometry, dt, rtol, atol, memory_limit, stats, wall, seed)
+        ds["theta"] = (lead + ("token",), th, {"long_name": "angle", "units": "rad"})
+    else:
+        if method == "post_ln":
+            _check_layers(t, float(dt))
+
+            def f(x: np.ndarray) -> np.ndarray:
+                return attention(model, x, memory_limit=memory_limit, check=False)
+        else:
+            def f(x: np.ndarray) -> np.ndarray:
+                return velocity(model, x, geometry, memory_limit=memory_limit, check=False)
+
+        xs, sol = _run(method, f, x0, t, dt=dt, sphere=sphere, rtol=rtol, atol=atol,
+                       max_steps=max_steps, progress=progress, sigma=model.noise,
+                       rng=as_rng(rng) if method == "euler_maruyama" else None)
+        ds = _dataset(model, sol.times, xs, batched, geometry, observables, memory_limit)
+    _settings(ds, model, method, geometry, dt, rtol, atol, memory_limit, sol, seed)
+    return _finish(ds, sol, throw)
+
+
+def _run(method: str, f: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, t: np.ndarray, *,
+         dt: float | None, sphere: bool, rtol: float, atol: float, max_steps: int,
+         progress: bool, sigma: float = 0.0, rng: np.random.Generator | None = None
+         ) -> tuple[np.ndarray, Any]:
+    """Integrate; the states at the output times reached (plus the last accepted state when
+    the run ended early) and the engine's :class:`Solution` with ``times`` set."""
+    out = np.empty((t.size,) + x0.shape)
+    reached = [0]
+
+    def output(k: int, tk: float, x: np.ndarray, _ctx: Any) -> None:
+        out[k] = x
+        reached[0] = k + 1
+
+    if method == "dop853":
+        sol = integrate_reference(f, x0, t, rtol, atol, normalize_rows if sphere else None,
+                                  output)
+    else:
+        stepper, controller = make_stepper(method, f, sphere=sphere, rtol=rtol, atol=atol,
+                                           dt=dt, sigma=sigma, rng=rng)
+        trackers = [ProgressTracker(desc=f"particles {method}", leave=False)] if progress else []
+        sol = integrate(stepper, x0, t, controller=controller, output=output,
+                        dt0=dt if controller.adaptive else None, max_steps=max_steps,
+                        trackers=trackers)
+    n = reached[0]
+    times = t[:n]
+    xs = out[:n]
+    if sol.t_reached > times[-1]:  # ended between outputs: keep the last accepted state
+        times = np.append(times, sol.t_reached)
+        xs = np.concatenate([xs, sol.y[None]])
+    sol.times = times
+    return xs, sol
+
+
+def _check_layers(t: np.ndarray, dt: float) -> None:
+    """Post-LN: the output times must be whole numbers of layers ``(t_k - t_0) / dt``."""
+    steps = (t - t[0]) / dt
+    layers = np.rint(steps)
+    if np.any(np.abs(steps - layers) > 1e-9 * np.maximum(1.0, layers)):
+        msg = f"output times t must be t[0] + (whole number of layers) * dt, with dt={dt!r}"
+        raise ValueError(msg)
+
+
+def _finish(ds: xr.Dataset, sol: Any, throw: bool) -> xr.Dataset:
+    if sol.reason is StopReason.INTERRUPTED:
+        raise Interrupted(f"particles interrupted at t = {sol.t_reached:.6g}", ds)
+    if not sol.successful and throw:
+        msg = f"{sol.message}; results are kept up to t = {sol.t_reached:.6g}"
+        raise SimulationError(msg, ds, sol.t_reached, sol.reason)
     return ds
 
 
@@ -238,53 +252,21 @@ def _settings(
     rtol: float,
     atol: float,
     memory_limit: int,
-    stats: Stats,
-    wall: float,
+    sol: Any,
     seed: Any,
 ) -> None:
-    """Fill ``attrs`` with JSON strings and numbers only (NetCDF-safe)."""
-    from meanfield import __version__
-
-    settings: dict[str, Any] = {
-        "method": method,
-        "geometry": geometry,
-        "memory_limit": int(memory_limit),
-    }
-    if dt is not None:
-        settings["dt"] = float(dt)
-    if METHODS[method]["adaptive"]:
-        settings["rtol"] = float(rtol)
-        settings["atol"] = float(atol)
-    if seed is not None:
-        settings["seed"] = int(seed)
-    ds.attrs.update(settings)
-    ds.attrs.update(
-        {
-            "model": model.to_json(),
-            "settings": json.dumps(settings),
-            "num_steps": int(stats.steps),
-            "num_rejected": int(stats.rejected),
-            "num_evaluations": int(stats.evaluations),
-            "wall_time": float(wall),
-            "package": "particles",
-            "version": __version__,
-        }
-    )
-
-
-def _integrate_angles(
-    model: Any,
-    theta0: np.ndarray,
-    t: np.ndarray,
-    dt: float,
-    memory_limit: int,
-    update: Callable[[float], None] | None = None,
-) -> tuple[np.ndarray, Stats]:
-    def g(th: np.ndarray) -> np.ndarray:
-        return angle_velocity(model, th, memory_limit=memory_limit)
-
-    th, stats = integrate_fixed(g, theta0, t, dt, RK4, None, update)
-    return th, stats
+    """Fill ``attrs`` with the result schema (NetCDF-safe)."""
+    adaptive = METHODS[method]["adaptive"]
+    settings: dict[str, Any] = {"method": method, "geometry": geometry,
+                                "memory_limit": int(memory_limit), "seed": seed}
+    ds.attrs.update(result_attrs(
+        title=f"particles.simulate ({method})", solver="particles.simulate",
+        model=model.to_json(), settings=settings, scheme=METHODS[method]["scheme"],
+        controller="PIController" if adaptive else "ConstantStep",
+        rtol=rtol if adaptive else None, atol=atol if adaptive else None,
+        dt=None if dt is None else float(dt), stats=sol.stats(), stop_reason=sol.message,
+        successful=sol.successful, t_reached=sol.t_reached, wall_time_s=sol.wall_time_s,
+    ))
 
 
 def simulate_angles(
@@ -294,6 +276,7 @@ def simulate_angles(
     dt: float = 0.01,
     *,
     memory_limit: int = DEFAULT_MEMORY_LIMIT,
+    throw: bool = True,
 ) -> xr.Dataset:
     """The circle in angles, (7.1) (USA) or its softmax form, with RK4.
 
@@ -310,16 +293,18 @@ def simulate_angles(
     check_angle_model(model)
     t = output_times(t)
     th0 = as_angles(theta0, "theta0")
-    start = _time.perf_counter()
-    th, stats = _integrate_angles(model, th0, t, dt, memory_limit)
-    wall = _time.perf_counter() - start
-    xs = from_angles(th)
+
+    def g(th: np.ndarray) -> np.ndarray:
+        return angle_velocity(model, th, memory_limit=memory_limit)
+
+    th, sol = _run("angles", g, th0, t, dt=dt, sphere=False, rtol=0.0, atol=0.0,
+                   max_steps=10**9, progress=False)
     batched = th0.ndim == 2
-    ds = _dataset(model, t, xs, batched, "sphere", True, memory_limit)
+    ds = _dataset(model, sol.times, from_angles(th), batched, "sphere", True, memory_limit)
     lead = ("time", "batch") if batched else ("time",)
     ds["theta"] = (lead + ("token",), th, {"long_name": "angle", "units": "rad"})
-    _settings(ds, model, "angles", "sphere", dt, 0.0, 0.0, memory_limit, stats, wall, None)
-    return ds
+    _settings(ds, model, "angles", "sphere", dt, 0.0, 0.0, memory_limit, sol, None)
+    return _finish(ds, sol, throw)
 
 
-__all__ = ["METHODS", "simulate", "simulate_angles"]
+__all__ = ["METHODS", "SimulationError", "simulate", "simulate_angles"]

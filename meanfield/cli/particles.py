@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 from typing import Any
 
@@ -125,13 +126,14 @@ def run(args: argparse.Namespace) -> int:
         rtol=args.rtol, atol=args.atol, memory_limit=int(args.memory_limit_mb * 2**20),
         observables=not args.no_observables, rng=rng, progress=args.progress,
     )
-    ds.attrs["seed"] = int(args.seed)
-    ds.attrs["init"] = args.init
+    settings = json.loads(ds.attrs["settings"])
+    settings.update(seed=int(args.seed), init=args.init)
+    ds.attrs["settings"] = json.dumps(settings, sort_keys=True)
     from meanfield.io import write_netcdf
 
     write_netcdf(ds, args.out)
     print(f"wrote {args.out}: {ds.sizes['time']} times, n = {args.n}, d = {args.d}, "
-          f"{ds.attrs['num_steps']} steps in {ds.attrs['wall_time']:.3g} s")
+          f"{ds.attrs['num_steps']} steps in {ds.attrs['wall_time_s']:.3g} s")
     if args.plot is not None:
         from particles.plots import plot_trajectories
 

@@ -8,7 +8,7 @@ from scipy import special
 
 import meanfield as mf
 from meanfield import Circle, Model, solve
-from meanfield.controller import ConstantStep
+from meanfield.integrate import ConstantStep, settings_of
 from meanfield.initial import uniform_plus_modes, von_mises, wrapped_cauchy
 from meanfield.io import domain_of, read_netcdf
 
@@ -252,7 +252,7 @@ def test_refinement_keeps_solution_exact():
     rho = lambda th: np.exp(2.0 * np.cos(th)) + np.exp(2.0 * np.cos(th - 3.0))  # noqa: E731
     a = solve(Model(5.0), d, rho, [0, 1.5], rtol=1e-11, atol=1e-15)
     b = solve(Model(5.0), Circle(128), rho, [0, 1.5], rtol=1e-11, atol=1e-15)
-    assert a.attrs["num_refinements"] >= 1
+    assert settings_of(a)["num_refinements"] >= 1
     fa = domain_of(a)
     fine = Circle(128)
     ca = fine.prolong(fa.forward(a.density[-1].values), fa)

@@ -221,7 +221,7 @@ def test_project_and_sample(d, rng):
 
 # -- the PDE on zonal densities (meanfield.solve) ------------------------------------------
 
-from meanfield.controller import PIController  # noqa: E402
+from meanfield.integrate import PIController  # noqa: E402
 from meanfield.model import Model  # noqa: E402
 from meanfield.solve import ResolutionError, solve  # noqa: E402
 

@@ -36,7 +36,7 @@ def test_cli_writes_netcdf_and_png(tmp_path: Path) -> None:
     assert ds.x.shape == (5, 8, 2)
     assert Model.from_state(ds.attrs["model"]).beta == 4.0
     assert json.loads(ds.attrs["settings"])["method"] == "rk4"
-    assert ds.attrs["seed"] == 3
+    assert json.loads(ds.attrs["settings"])["seed"] == 3
     assert png.read_bytes()[:8] == PNG
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.nc", "run.png"]  # no temp left
 

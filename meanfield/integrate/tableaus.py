@@ -1,11 +1,16 @@
-"""Explicit Runge–Kutta schemes as data.
+"""Explicit Runge–Kutta schemes as data: the one tableau registry of the project.
 
 .. autosummary::
    ButcherTableau
    SCHEMES
+   register_scheme
+   get_scheme
 
-A frozen :class:`ButcherTableau` checks its own consistency. The solver applies every scheme
-in Lawson (integrating-factor) form, so the diagonal linear part ``sigma Laplacian`` is exact.
+A frozen :class:`ButcherTableau` checks its own consistency on construction (explicit, rows of
+``a`` summing to ``c``, weights summing to 1, error weights to 0) and derives ``fsal``. Its
+arrays are read-only. :class:`meanfield.integrate.RungeKutta` applies every scheme, in Lawson
+(integrating-factor) form when the problem has a diagonal linear part, so that ``sigma
+Laplacian`` is exact; the PDE solver and the particle system share these tableaus.
 """
 
 from __future__ import annotations
@@ -53,6 +58,16 @@ class ButcherTableau:
         if self.b_error is not None and abs(self.b_error.sum()) > 1e-14:
             msg = f"{self.name}: the error weights must sum to 0"
             raise ValueError(msg)
+        if self.b_error is not None and self.b_error.shape != (s,):
+            msg = f"{self.name}: b_error must have {s} entries"
+            raise ValueError(msg)
+        if self.order < 1 or (self.b_error is not None) != (self.error_order > 0):
+            msg = (f"{self.name}: order must be >= 1, and error_order > 0 exactly when "
+                   "b_error is given")
+            raise ValueError(msg)
+        for arr in (self.c, self.a, self.b, self.b_error):
+            if arr is not None:
+                arr.setflags(write=False)
         fsal = bool(self.c[-1] == 1 and np.array_equal(self.a[-1], self.b))
         object.__setattr__(self, "fsal", fsal)
 
@@ -105,6 +120,17 @@ BOSH3 = _tableau(
     "Bogacki & Shampine (1989), Appl. Math. Lett. 2(4):321-325",
 )
 
+EULER = _tableau(
+    "euler",
+    [0],
+    [[]],
+    [1],
+    None,
+    1,
+    0,
+    "Euler (1768), Institutionum calculi integralis; one residual layer x + h f(x)",
+)
+
 RK4 = _tableau(
     "rk4",
     [0, 1 / 2, 1 / 2, 1],
@@ -116,11 +142,24 @@ RK4 = _tableau(
     "Kutta (1901), the classical fourth-order method",
 )
 
-SCHEMES: dict[str, ButcherTableau] = {t.name: t for t in (DOPRI5, BOSH3, RK4)}
+SCHEMES: dict[str, ButcherTableau] = {t.name: t for t in (DOPRI5, BOSH3, RK4, EULER)}
 """Registered schemes by name."""
 
 
+def register_scheme(tableau: ButcherTableau) -> ButcherTableau:
+    """Add a (checked) tableau to :data:`SCHEMES` under its name; returns it."""
+    if not isinstance(tableau, ButcherTableau):
+        msg = f"register_scheme needs a ButcherTableau, got {type(tableau).__name__}"
+        raise ValueError(msg)
+    if tableau.name in SCHEMES and SCHEMES[tableau.name] is not tableau:
+        msg = f"a scheme named {tableau.name!r} is already registered"
+        raise ValueError(msg)
+    SCHEMES[tableau.name] = tableau
+    return tableau
+
+
 def get_scheme(name: str | ButcherTableau) -> ButcherTableau:
+    """The registered tableau ``name`` (or ``name`` itself when it is a tableau)."""
     if isinstance(name, ButcherTableau):
         return name
     try:
@@ -130,4 +169,4 @@ def get_scheme(name: str | ButcherTableau) -> ButcherTableau:
         raise ValueError(msg) from None
 
 
-__all__ = ["BOSH3", "DOPRI5", "RK4", "SCHEMES", "ButcherTableau", "get_scheme"]
+__all__ = ["BOSH3", "DOPRI5", "EULER", "RK4", "SCHEMES", "ButcherTableau", "get_scheme", "register_scheme"]

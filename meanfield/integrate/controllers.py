@@ -3,14 +3,18 @@
 .. autosummary::
    PIController
    ConstantStep
+   rms_norm
+
+A controller is a frozen value with two methods: ``init(y0, f0, span, order) -> (dt0,
+state)`` picks the first step, and ``adapt(error, dt, order, state) -> (accept, dt_next,
+state)`` is pure: it returns a new state and mutates nothing. The state is a float (the last
+accepted error, for the integral term), so a controller can be shared between solves.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
-
 import numpy as np
 
 
@@ -64,28 +68,41 @@ class PIController:
         scale = self.atol + self.rtol * np.maximum(np.abs(y0), np.abs(y1))
         return rms_norm(err / scale)
 
-    def init(self) -> dict[str, Any]:
-        return {"prev_error": 1.0}
+    def init(self, y0: np.ndarray, f0: np.ndarray, span: float, order: int) -> tuple[float, float]:
+        """First step and state: Hairer, Nørsett & Wanner I (II.4)'s guess
+        ``0.01 ||y0|| / ||f0||`` in the scaled norm (``1e-6 span`` when either is tiny),
+        clipped to ``[dtmin, dtmax]``."""
+        scale = self.atol + self.rtol * np.abs(y0)
+        d0 = rms_norm(y0 / scale)
+        d1 = rms_norm(f0 / scale)
+        if d0 < 1e-5 or d1 < 1e-5 or not math.isfinite(d1):
+            dt = 1e-6 * max(span, 1.0)
+        else:
+            dt = 0.01 * d0 / d1
+        return self._clip(dt), 1.0
 
-    def adapt(self, error: float, dt: float, order: int, state: dict[str, Any]) -> tuple[bool, float]:
-        """``(accept, dt_next)`` for a step of size ``dt`` with scaled error ``error``."""
+    def _clip(self, dt: float) -> float:
+        if self.dtmax is not None:
+            dt = min(dt, self.dtmax)
+        if self.dtmin is not None:
+            dt = max(dt, self.dtmin)
+        return dt
+
+    def adapt(self, error: float, dt: float, order: int, state: float) -> tuple[bool, float, float]:
+        """``(accept, dt_next, state)`` for a step of size ``dt`` with scaled error ``error``
+        (``order``: the order of the error estimate). Pure."""
         k = order + 1
+        if not math.isfinite(error):
+            return False, self._clip(dt * self.factormin), state
         accept = error <= 1.0
         if error == 0.0:
             factor = self.factormax
         elif accept:
-            factor = self.safety * error ** (-self.pcoeff / k) * state["prev_error"] ** (self.icoeff / k)
+            factor = self.safety * error ** (-self.pcoeff / k) * state ** (self.icoeff / k)
         else:
             factor = self.safety * error ** (-1.0 / k)
         factor = min(self.factormax, max(self.factormin, factor))
-        if accept:
-            state["prev_error"] = max(error, 1e-4)
-        dt_next = dt * factor
-        if self.dtmax is not None:
-            dt_next = min(dt_next, self.dtmax)
-        if self.dtmin is not None:
-            dt_next = max(dt_next, self.dtmin)
-        return accept, dt_next
+        return accept, self._clip(dt * factor), (max(error, 1e-4) if accept else state)
 
 
 @dataclass(frozen=True)
@@ -103,11 +120,11 @@ class ConstantStep:
     rtol = None
     atol = None
 
-    def init(self) -> dict[str, Any]:
-        return {}
+    def init(self, y0: np.ndarray, f0: np.ndarray, span: float, order: int) -> tuple[float, float]:
+        return self.dt, 1.0
 
-    def adapt(self, error: float, dt: float, order: int, state: dict[str, Any]) -> tuple[bool, float]:
-        return True, self.dt
+    def adapt(self, error: float, dt: float, order: int, state: float) -> tuple[bool, float, float]:
+        return True, self.dt, state
 
 
 __all__ = ["ConstantStep", "PIController", "rms_norm"]

@@ -1,0 +1,42 @@
+"""The integration engine shared by every solver of the project.
+
+.. autosummary::
+   integrate
+   RungeKutta
+   EulerMaruyama
+   ButcherTableau
+   PIController
+   ConstantStep
+   StopReason
+   Solution
+
+One loop (:func:`integrate`), one tableau registry (:data:`SCHEMES`), controllers whose
+``adapt`` is pure, monitors that may stop or restart a run, trackers with interrupt
+schedules, and one result schema (:data:`RESULT_ATTRS`). ``meanfield.solve`` (a density on a
+spectral domain), ``particles.simulate`` (tokens) and the studies of ``validation`` all run
+on it.
+"""
+
+from __future__ import annotations
+
+from .controllers import ConstantStep, PIController, rms_norm
+from .driver import IntegrationError, Interrupted, Monitor, Replace, Solution, Stop, StopReason, integrate
+from .schema import RESULT_ATTRS, result_attrs, settings_of
+from .steppers import EulerMaruyama, RungeKutta
+from .tableaus import BOSH3, DOPRI5, EULER, RK4, SCHEMES, ButcherTableau, get_scheme, register_scheme
+from .trackers import (
+    FinishedSimulation,
+    Interrupts,
+    ProgressTracker,
+    SteadyStateTracker,
+    Tracker,
+    TrackerBase,
+)
+
+__all__ = [
+    "BOSH3", "DOPRI5", "EULER", "RESULT_ATTRS", "RK4", "SCHEMES", "ButcherTableau", "ConstantStep",
+    "EulerMaruyama", "FinishedSimulation", "IntegrationError", "Interrupted", "Interrupts", "Monitor", "PIController",
+    "ProgressTracker", "Replace", "RungeKutta", "Solution", "SteadyStateTracker", "Stop",
+    "StopReason", "Tracker", "TrackerBase", "get_scheme", "integrate", "register_scheme",
+    "result_attrs", "rms_norm", "settings_of",
+]

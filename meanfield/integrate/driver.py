@@ -1,0 +1,289 @@
+"""The one integration loop: steps, step-size control, monitors, trackers, outputs, stops.
+
+.. autosummary::
+   integrate
+   StopReason
+   Stop
+   Replace
+   Monitor
+   Solution
+   Interrupted
+
+:func:`integrate` advances ``y' = F(y)`` with a stepper (:class:`RungeKutta`,
+:class:`EulerMaruyama`) under a controller (:class:`PIController`, :class:`ConstantStep`) from
+``times[0]`` to ``times[-1]`` and hands the state to ``output(k, t, y, context)`` at every
+output time. It ends on every path with a :class:`StopReason`:
+
+* success, or a tracker raising :class:`FinishedSimulation` (early, still successful);
+* a monitor raising :class:`Stop` (e.g. the resolution monitor of :func:`meanfield.solve`);
+* a non-finite state, ``max_steps`` attempted steps, a step below ``1e-13 |t|``;
+* ``KeyboardInterrupt``, reported as :attr:`StopReason.INTERRUPTED` (the caller saves what it
+  has and re-raises :class:`Interrupted`).
+
+After every accepted step each monitor may also return :class:`Replace`: a new state (and
+stepper, and context), e.g. the same density on a finer grid, or only the realisations of a
+batch that are not yet frozen. Outputs land exactly on the output times: steps are shortened
+to hit them (adaptive control), or each output interval is cut into equal steps ``<= dt``
+(constant steps); with ``dense=True`` the steps ignore the output times and the outputs are
+cubic Hermite interpolants (order 3, from the states and derivatives at both ends of a step),
+projected by the stepper.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import time as _time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Protocol
+
+import numpy as np
+
+from .controllers import ConstantStep, PIController
+from .trackers import FinishedSimulation, Tracker, fire_times
+
+
+class StopReason(enum.Enum):
+    """Why an integration ended; the values are readable messages."""
+
+    SUCCESS = "reached the final time"
+    FINISHED_EARLY = "a tracker ended the integration early"
+    UNRESOLVED = "the grid no longer resolves the solution at the largest allowed resolution"
+    MAX_STEPS = "the maximum number of steps was reached"
+    STEP_TOO_SMALL = "the step size fell below its minimum"
+    NON_FINITE = "the solution became non-finite"
+    UNSTABLE = "a monitor found the step too large for the dynamics"
+    INTERRUPTED = "interrupted by the user"
+
+    @property
+    def successful(self) -> bool:
+        return self in (StopReason.SUCCESS, StopReason.FINISHED_EARLY)
+
+
+class Stop(Exception):
+    """Raised by a monitor to end the integration with ``reason`` (results are kept)."""
+
+    def __init__(self, reason: StopReason, detail: str) -> None:
+        super().__init__(f"{reason.value}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+class IntegrationError(RuntimeError):
+    """A run that ended before its final time; ``.dataset`` holds the results up to ``.t``
+    (the last state it accepted), ``.reason`` says why."""
+
+    def __init__(self, msg: str, dataset: Any, t: float, reason: StopReason) -> None:
+        super().__init__(msg)
+        self.dataset = dataset
+        self.t = t
+        self.reason = reason
+
+
+class Interrupted(KeyboardInterrupt):
+    """``KeyboardInterrupt`` that carries the partial result (``.dataset``, maybe ``None``)."""
+
+    def __init__(self, msg: str, dataset: Any = None) -> None:
+        super().__init__(msg)
+        self.dataset = dataset
+
+
+@dataclass
+class Replace:
+    """A monitor's request to go on from another state (same time).
+
+    ``stage`` is the stepper's first stage at ``y`` if the monitor can supply it (else it is
+    recomputed); ``stepper`` and ``context`` replace the current ones when given."""
+
+    y: np.ndarray
+    stage: np.ndarray | None = None
+    stepper: Any = None
+    context: Any = None
+
+
+class Monitor(Protocol):
+    """Checked after every accepted step: return ``None`` (go on) or :class:`Replace`, or
+    raise :class:`Stop`."""
+
+    def check(self, t: float, y: np.ndarray, stage: np.ndarray | None, context: Any
+              ) -> Replace | None: ...
+
+
+@dataclass
+class Solution:
+    """How an integration ended (the states themselves went to ``output``)."""
+
+    reason: StopReason
+    detail: str
+    t_reached: float
+    y: np.ndarray
+    context: Any
+    num_steps: int = 0
+    num_accepted: int = 0
+    num_rejected: int = 0
+    num_evaluations: int = 0
+    wall_time_s: float = 0.0
+    extra: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def successful(self) -> bool:
+        return self.reason.successful
+
+    @property
+    def message(self) -> str:
+        return self.reason.value + (f": {self.detail}" if self.detail else "")
+
+    def stats(self) -> dict[str, int]:
+        """Step counters, for a result's ``attrs``."""
+        return {"num_steps": self.num_steps, "num_accepted": self.num_accepted,
+                "num_rejected": self.num_rejected, "num_evaluations": self.num_evaluations,
+                **self.extra}
+
+
+Output = Callable[[int, float, np.ndarray, Any], None]
+
+
+def _hermite(s: float, h: float, y0: np.ndarray, f0: np.ndarray, y1: np.ndarray,
+             f1: np.ndarray) -> np.ndarray:
+    s2, s3 = s * s, s * s * s
+    return ((2 * s3 - 3 * s2 + 1) * y0 + (s3 - 2 * s2 + s) * h * f0
+            + (-2 * s3 + 3 * s2) * y1 + (s3 - s2) * h * f1)
+
+
+def integrate(
+    stepper: Any,
+    y0: np.ndarray,
+    times: np.ndarray,
+    *,
+    controller: PIController | ConstantStep,
+    output: Output,
+    dt0: float | None = None,
+    max_steps: int = 1_000_000,
+    monitors: Iterable[Monitor] = (),
+    trackers: Iterable[Tracker] = (),
+    step_bound: Callable[[], float] | None = None,
+    dense: bool = False,
+    context: Any = None,
+) -> Solution:
+    """Integrate from ``times[0]`` (state ``y0``) to ``times[-1]``; see the module docstring.
+
+    Args:
+        stepper: ``init(y) -> stage``, ``step(y, h, stage) -> (y_new, error, stage_new)``,
+            ``project(y)``, ``error_order``, ``adaptive``, ``evaluations``.
+        times: strictly increasing output times (checked by the caller).
+        controller: step-size control; an adaptive one needs an adaptive stepper.
+        output: called as ``output(k, times[k], y, context)`` for each output time reached
+            (``y`` may be reused afterwards: copy it to keep it).
+        dt0: first step (default: the controller's guess).
+        max_steps: bound on attempted steps.
+        monitors: checked after every accepted step (:class:`Monitor`).
+        trackers: hooks with interrupt schedules (:mod:`meanfield.integrate.trackers`).
+        step_bound: a bound on the next step read before each step (a CFL condition).
+        dense: interpolate outputs instead of stepping onto them (needs ``stage`` to be the
+            derivative ``F(y)``, i.e. no linear part).
+        context: passed to ``output``, trackers and monitors (e.g. the current domain).
+    """
+    wall0 = _time.perf_counter()
+    monitors = list(monitors)
+    trackers = list(trackers)
+    t0, t_end = float(times[0]), float(times[-1])
+    adaptive = bool(controller.adaptive)
+    if adaptive and not stepper.adaptive:
+        msg = f"scheme {stepper.name!r} has no error estimate: use controller=ConstantStep(dt)"
+        raise ValueError(msg)
+    y = y0
+    t = t0
+    stats = {"steps": 0, "accepted": 0, "rejected": 0}
+    reason, detail = StopReason.SUCCESS, ""
+    evaluations = -stepper.evaluations  # counted across steppers a monitor may swap in
+    schedule = [fire_times(tr, times) for tr in trackers]
+    for tr in trackers:
+        tr.initialize(t0, t_end)
+    output(0, t0, y, context)
+    stage = stepper.init(y)
+    if adaptive:
+        dt, cstate = controller.init(y, stage, t_end - t0, stepper.error_order)
+        if dt0 is not None:
+            dt = float(dt0)
+    else:
+        dt, cstate = float(controller.dt), 1.0
+    min_dt = 1e-13 * max(abs(t0), abs(t_end), 1e-300)
+    k_out = 1
+    if dense and not adaptive:  # equal steps over the whole span
+        nsteps = max(1, math.ceil((t_end - t0) / dt - 1e-9))
+        dt = (t_end - t0) / nsteps
+    try:
+        while k_out < len(times):
+            target = t_end if dense else float(times[k_out])
+            if adaptive or dense:
+                h = min(dt, target - t)
+                if step_bound is not None:
+                    h = min(h, step_bound())
+                if target - (t + h) < 1e-10 * h:
+                    h = target - t
+            else:  # equal steps <= dt across the output interval
+                span = target - float(times[k_out - 1])
+                m = max(1, math.ceil(span / dt - 1e-9))
+                h = min(span / m, target - t)
+                if target - (t + h) < 1e-9 * h:
+                    h = target - t
+            if h < min_dt and target - t > min_dt:
+                raise Stop(StopReason.STEP_TOO_SMALL, f"dt = {h:.3g} at t = {t:.6g}")
+            if stats["steps"] >= max_steps:
+                raise Stop(StopReason.MAX_STEPS, f"max_steps={max_steps} reached at t = {t:.6g}")
+            stats["steps"] += 1
+            y_new, err, stage_new = stepper.step(y, h, stage)
+            if adaptive:
+                error = controller.error_norm(err, y, y_new)
+                accept, dt, cstate = controller.adapt(error, h, stepper.error_order, cstate)
+                if not accept:
+                    stats["rejected"] += 1
+                    continue
+            if not np.all(np.isfinite(y_new)):
+                raise Stop(StopReason.NON_FINITE, f"non-finite state in the step from t = {t:.6g} "
+                           f"to {t + h:.6g}; results are kept up to t = {t:.6g}")
+            t_new = target if h == target - t else t + h
+            y_new = stepper.project(y_new)
+            stats["accepted"] += 1
+            stage_new = stage_new if stage_new is not None else stepper.init(y_new)
+            if dense:
+                while k_out < len(times) and times[k_out] <= t_new + 1e-12 * max(1.0, abs(t_end)):
+                    s = min(max((float(times[k_out]) - t) / (t_new - t), 0.0), 1.0)
+                    yi = _hermite(s, t_new - t, y, stage, y_new, stage_new)
+                    output(k_out, float(times[k_out]), stepper.project(yi), context)
+                    k_out += 1
+            for mon in monitors:  # a Stop here keeps (t, y): the last state it accepted
+                rep = mon.check(t_new, y_new, stage_new, context)
+                if rep is not None:
+                    y_new = rep.y
+                    if rep.stepper is not None:
+                        evaluations += stepper.evaluations - rep.stepper.evaluations
+                        stepper = rep.stepper
+                    if rep.context is not None:
+                        context = rep.context
+                    stage_new = rep.stage if rep.stage is not None else stepper.init(y_new)
+            t, y, stage = t_new, y_new, stage_new
+            for tr, fire in zip(trackers, schedule):
+                if fire(t):
+                    tr.handle(t, y, context)
+            if not dense and t == target:
+                output(k_out, t, y, context)
+                k_out += 1
+    except Stop as exc:
+        reason, detail = exc.reason, exc.detail
+    except FinishedSimulation as exc:
+        reason, detail = StopReason.FINISHED_EARLY, str(exc)
+    except KeyboardInterrupt:
+        reason, detail = StopReason.INTERRUPTED, f"interrupted at t = {t:.6g}"
+    finally:
+        for tr in trackers:
+            tr.finalize({"reason": reason, "t": t, **stats})
+    return Solution(
+        reason=reason, detail=detail, t_reached=t, y=y, context=context,
+        num_steps=stats["steps"], num_accepted=stats["accepted"], num_rejected=stats["rejected"],
+        num_evaluations=evaluations + stepper.evaluations,
+        wall_time_s=_time.perf_counter() - wall0,
+    )
+
+
+__all__ = ["IntegrationError", "Interrupted", "Monitor", "Replace", "Solution", "Stop", "StopReason", "integrate"]

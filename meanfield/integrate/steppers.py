@@ -1,0 +1,173 @@
+"""Steppers: one step of an explicit scheme, written against a right-hand side.
+
+.. autosummary::
+   RungeKutta
+   EulerMaruyama
+
+A stepper has ``init(y) -> stage`` (the first stage ``F(y)``, reused across a rejected step
+and, for FSAL schemes, taken from the last stage), ``step(y, h, stage) -> (y_new, error,
+stage_new)`` (``error`` is ``None`` without an embedded pair; ``stage_new`` is ``None`` when
+it must be recomputed at the projected state), ``project(y)`` (applied by the loop to every
+accepted state), and counts its right-hand side ``evaluations``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import numpy as np
+
+from .tableaus import ButcherTableau, get_scheme
+
+Rhs = Callable[[np.ndarray], np.ndarray]
+
+
+def _identity(y: np.ndarray) -> np.ndarray:
+    return y
+
+
+class RungeKutta:
+    """An explicit Runge–Kutta step for ``y' = L y + N(y)``, ``L`` diagonal (or absent).
+
+    With ``linear`` (an array of the diagonal of ``L``, e.g. ``sigma`` times the Laplacian
+    eigenvalues) the scheme is applied in Lawson (integrating-factor) form: stage ``i`` is
+    ``E(c_i) y + h sum_j a_ij E(c_i - c_j) k_j`` with ``E(x) = exp(L x h)``, so the linear part
+    is exact. ``project`` maps each accepted state back onto the constraint set (the sphere).
+
+    Args:
+        f: the (nonlinear part of the) right-hand side ``N``.
+        scheme: a registered scheme name or a :class:`ButcherTableau`.
+        linear: diagonal of ``L`` (broadcast against ``y``), or ``None``.
+        project: map applied to accepted states (default: none).
+    """
+
+    def __init__(self, f: Rhs, scheme: str | ButcherTableau = "dopri5", *,
+                 linear: np.ndarray | None = None, project: Rhs | None = None) -> None:
+        self.f = f
+        self.tableau = get_scheme(scheme)
+        self.linear = linear if linear is not None and np.any(linear) else None
+        self.project = project if project is not None else _identity
+        self.projects = project is not None
+        self.evaluations = 0
+
+    @property
+    def name(self) -> str:
+        return self.tableau.name
+
+    @property
+    def adaptive(self) -> bool:
+        return self.tableau.adaptive
+
+    @property
+    def error_order(self) -> int:
+        return self.tableau.error_order
+
+    def rhs(self, y: np.ndarray) -> np.ndarray:
+        self.evaluations += 1
+        return self.f(y)
+
+    def init(self, y: np.ndarray) -> np.ndarray:
+        return self.rhs(y)
+
+    def _E(self, x: float, h: float, cache: dict[float, Any]) -> Any:
+        if self.linear is None or x == 0.0:
+            return 1.0
+        if x not in cache:
+            cache[x] = np.exp(self.linear * (x * h))
+        return cache[x]
+
+    def step(self, y: np.ndarray, h: float, k1: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+        tab = self.tableau
+        if self.linear is None:
+            return self._step_plain(y, h, k1)
+        cache: dict[float, Any] = {}
+        ks = [k1]
+        s = tab.stages
+        new = None
+        for i in range(1, s):
+            ci = tab.c[i]
+            u = self._E(ci, h, cache) * y
+            for j in range(i):
+                a = tab.a[i, j]
+                if a:
+                    u = u + (h * a) * (self._E(ci - tab.c[j], h, cache) * ks[j])
+            if tab.fsal and i == s - 1:
+                new = u
+            ks.append(self.rhs(u))
+        if new is None:
+            new = self._E(1.0, h, cache) * y
+            for j in range(s):
+                if tab.b[j]:
+                    new = new + (h * tab.b[j]) * (self._E(1.0 - tab.c[j], h, cache) * ks[j])
+        err = None
+        if tab.b_error is not None:
+            err = 0.0
+            for j in range(s):
+                if tab.b_error[j]:
+                    err = err + (h * tab.b_error[j]) * (self._E(1.0 - tab.c[j], h, cache) * ks[j])
+        return new, err, (ks[-1] if tab.fsal and not self.projects else None)
+
+    def _step_plain(self, y: np.ndarray, h: float, k1: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+        """No linear part: stage sums accumulated in place (one temporary per stage)."""
+        tab = self.tableau
+        ks = [k1]
+        s = tab.stages
+        for i in range(1, s):
+            u = y + (h * tab.a[i, 0]) * k1 if tab.a[i, 0] else y.copy()
+            for j in range(1, i):
+                a = tab.a[i, j]
+                if a:
+                    u += (h * a) * ks[j]
+            ks.append(self.rhs(u))
+        if tab.fsal:
+            new = u
+        else:
+            new = y + (h * tab.b[0]) * k1 if tab.b[0] else y.copy()
+            for j in range(1, s):
+                if tab.b[j]:
+                    new += (h * tab.b[j]) * ks[j]
+        err = None
+        if tab.b_error is not None:
+            err = np.zeros_like(y)
+            for j in range(s):
+                if tab.b_error[j]:
+                    err += (h * tab.b_error[j]) * ks[j]
+        return new, err, (ks[-1] if tab.fsal and not self.projects else None)
+
+
+class EulerMaruyama:
+    """``y <- y + h F(y) + sqrt(2 sigma h) xi`` (weak order 1), ``xi`` standard normal.
+
+    On the sphere (``sphere=True``) the noise is projected onto the tangent space and the
+    state renormalised, which supplies the Itô drift ``-(d-1) sigma x`` of spherical Brownian
+    motion (docs/equations.md section 3: the generator ``sigma Laplacian``)."""
+
+    adaptive = False
+    error_order = 0
+    name = "euler_maruyama"
+
+    def __init__(self, f: Rhs, sigma: float, rng: np.random.Generator, *, sphere: bool) -> None:
+        self.f = f
+        self.sigma = float(sigma)
+        self.rng = rng
+        self.sphere = sphere
+        self.evaluations = 0
+
+    def project(self, y: np.ndarray) -> np.ndarray:
+        return y / np.linalg.norm(y, axis=-1, keepdims=True) if self.sphere else y
+
+    def init(self, y: np.ndarray) -> None:
+        return None
+
+    def step(self, y: np.ndarray, h: float, stage: Any) -> tuple[np.ndarray, None, None]:
+        self.evaluations += 1
+        xi = self.rng.standard_normal(y.shape) * math.sqrt(2.0 * self.sigma * h)
+        if self.sphere:
+            xi -= np.sum(y * xi, axis=-1, keepdims=True) * y
+        return y + h * self.f(y) + xi, None, None
+
+
+__all__ = ["EulerMaruyama", "RungeKutta"]
