@@ -38,6 +38,7 @@ import xarray as xr
 from scipy.integrate import solve_ivp
 
 from .checks import output_times
+from .integrate import StopReason, result_attrs
 from .model import Model
 
 GAUSSIAN_KINDS = ("softmax", "l2", "sinkhorn")
@@ -231,11 +232,12 @@ def solve_gaussian(model: Model, mean0: Any, cov0: Any, t: Any, *, rtol: float =
         max_eigenvalue: blow-up threshold on the largest eigenvalue of ``Sigma``; default
             ``1e10 * max(1, largest eigenvalue of cov0)``.
         throw: raise :class:`BlowUpError` (or :class:`GaussianFlowError`) on failure; if
-            False, return the partial Dataset with ``attrs["successful"] == "false"``.
+            False, return the partial Dataset with ``attrs["successful"] == 0``.
 
     Returns:
         ``xarray.Dataset`` with ``mean`` (time, dim) and ``cov`` (time, dim, dim_); ``attrs``
-        hold ``model``, ``solver`` (JSON), ``successful``, ``stop_reason`` and statistics.
+        follow the result schema (:data:`meanfield.integrate.RESULT_ATTRS`; the initial
+        state, the method and, after a blow-up, ``blowup_time`` in ``settings``).
 
     Raises:
         ValueError: bad input (shapes, a covariance that is not symmetric positive definite,
@@ -281,23 +283,21 @@ def solve_gaussian(model: Model, mean0: Any, cov0: Any, t: Any, *, rtol: float =
     blowup.direction = 1.0  # type: ignore[attr-defined]
 
     y0 = np.concatenate([mean, factor.ravel()])
-    solver = {"method": method, "rtol": rtol, "atol": atol, "form": "factor Sigma = L L^T",
-              "max_eigenvalue": threshold}
-    attrs: dict[str, Any] = {
-        "model": model.to_json(),
-        "solver": json.dumps(solver),
-        "initial": json.dumps({"mean0": mean.tolist(), "cov0": cov.tolist()}),
+    settings: dict[str, Any] = {
+        "method": method, "form": "factor Sigma = L L^T", "max_eigenvalue": threshold,
+        "mean0": mean.tolist(), "cov0": cov.tolist(),
         "reference": "docs/equations.md section 4; docs/gaussian.md",
     }
     start = _time.perf_counter()
     if times.size == 1:
         sol_t, sol_y, status, message, events = times, y0[:, None], 0, "single time", None
-        nfev = 0
+        nfev = nsteps = 0
     else:
         with np.errstate(over="ignore", invalid="ignore"):
             sol = solve_ivp(rhs, (times[0], times[-1]), y0, method=method, t_eval=times,
                             rtol=rtol, atol=atol, events=blowup, dense_output=True)
         sol_t, sol_y, status, message, nfev = sol.t, sol.y, sol.status, sol.message, sol.nfev
+        nsteps = len(sol.sol.ts) - 1 if sol.sol is not None else 0
         events = sol
     ys = sol_y.T
     means = ys[:, :d]
@@ -306,10 +306,20 @@ def solve_gaussian(model: Model, mean0: Any, cov0: Any, t: Any, *, rtol: float =
     covs = 0.5 * (covs + np.transpose(covs, (0, 2, 1)))  # exactly symmetric
     if len(sol_t):
         covs[0] = cov  # the first output time is the initial time: return the input exactly
-    attrs.update({"nfev": int(nfev), "wall_time_s": _time.perf_counter() - start})
+    wall = _time.perf_counter() - start
+    stats = {"num_steps": int(nsteps), "num_accepted": int(nsteps), "num_evaluations": int(nfev)}
+
+    def attrs(stop_reason: str, successful: bool, t_reached: float) -> dict[str, Any]:
+        return result_attrs(
+            title="meanfield solve_gaussian", solver="meanfield.solve_gaussian",
+            model=model.to_json(), settings=settings, scheme=f"scipy-{method}",
+            controller="scipy", rtol=rtol, atol=atol, dt=None, stats=stats,
+            stop_reason=stop_reason, successful=successful, t_reached=t_reached,
+            wall_time_s=wall)
+
     if status == 0:
-        attrs.update({"successful": "true", "stop_reason": "reached the final time"})
-        return _dataset(model, sol_t, means, covs, attrs)
+        return _dataset(model, sol_t, means, covs,
+                        attrs(StopReason.SUCCESS.value, True, float(sol_t[-1])))
 
     # failure: blow-up (terminal event) or the integrator gave up
     if status == 1 and events is not None and len(events.t_events[0]):
@@ -347,9 +357,8 @@ def solve_gaussian(model: Model, mean0: Any, cov0: Any, t: Any, *, rtol: float =
             reason += f" (the integrator stopped: {message})"
     else:
         reason = f"the integrator stopped at t = {t_stop:.12g}: {message}"
-    attrs.update({"successful": "false", "stop_reason": reason, "stop_time": t_stop,
-                  "blowup_time": t_star})
-    partial = _dataset(model, sol_t, means, covs, attrs)
+    settings.update(stop_time=t_stop, blowup_time=t_star)
+    partial = _dataset(model, sol_t, means, covs, attrs(reason, False, t_stop))
     if not throw:
         return partial
     if blown:

@@ -11,6 +11,7 @@ Both take the Dataset of :func:`meanfield.gaussian.solve_gaussian` and return a
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any, Sequence
 
@@ -97,7 +98,7 @@ def plot_eigenvalues(ds: xr.Dataset, *, log: bool = True, ax: Any = None) -> Fig
         ax.plot(times, lam[:, k], lw=1.5, label=f"lambda_{k + 1}")
     if log and np.all(lam > 0):
         ax.set_yscale("log")
-    t_star = ds.attrs.get("blowup_time")
+    t_star = json.loads(ds.attrs.get("settings", "{}")).get("blowup_time")
     if t_star is not None and np.isfinite(float(t_star)):
         ax.axvline(float(t_star), color="k", ls="--", lw=1,
                    label=f"blow-up t* = {float(t_star):.4g}")

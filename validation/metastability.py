@@ -23,6 +23,7 @@ before they merge (two time scales). This module measures it:
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -30,7 +31,9 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from .phase_diagram import CHUNK, sample_tokens, trajectory, usa_step
+from particles.ensemble import simulate_ensemble
+
+from .phase_diagram import CHUNK, sample_tokens, usa_step
 from .sweep import sweep
 
 
@@ -82,9 +85,11 @@ def trajectories(betas: Sequence[float] = (4.0, 9.0), n: int = 32, t_max: float 
     x0 = sample_tokens(np.random.default_rng(seed), 1, int(n), 2)
     theta = np.empty((len(betas), t.size, int(n)))
     for b, beta in enumerate(betas):
-        for k, x in trajectory(x0, float(beta), t, attention=attention,
-                               dt=usa_step(dt, float(beta), attention)):
+        def record(k: int, _t: float, x: np.ndarray, b: int = b) -> None:
             theta[b, k] = _angles(x[0])
+
+        simulate_ensemble(x0, float(beta), t, record, attention=attention,
+                          dt=usa_step(dt, float(beta), attention))
     theta = np.unwrap(theta, axis=1)
     return xr.Dataset(
         {"theta": (("beta", "time", "token"), theta, {"long_name": "angle theta_i(t)"}),
@@ -104,9 +109,12 @@ def metastability_cell(beta: float, rng: np.random.Generator, *, n: int, seeds: 
     counts = np.empty((seeds, t.size), dtype=np.int64)
     for start in range(0, seeds, CHUNK):
         part = slice(start, start + CHUNK)
-        for k, x in trajectory(x0[part], beta, t, attention=attention,
-                               dt=usa_step(dt, beta, attention), freeze_above=1.0 - delta):
+
+        def record(k: int, _t: float, x: np.ndarray, part: slice = part) -> None:
             counts[part, k] = count_clusters_circle(_angles(x), delta)
+
+        simulate_ensemble(x0[part], beta, t, record, attention=attention,
+                          dt=usa_step(dt, beta, attention), freeze_above=1.0 - delta)
     dwell = dwell_times(counts, t, n)
     first = np.where((counts[:, :, None] <= np.arange(1, n + 1)).any(axis=1),
                      t[np.argmax(counts[:, :, None] <= np.arange(1, n + 1), axis=1)], np.nan)
@@ -153,9 +161,13 @@ def cluster_counts(betas: Sequence[float] = (4.0, 9.0), n: int = 32, seeds: int 
     out["dwell_median"] = dwell.median("seed")
     out["visit_fraction"] = (out["dwell"] > 0).mean("seed")
     out["dwell"].attrs.update(long_name="time spent with k clusters before t_max")
-    out.attrs.update(n=int(n), seeds=int(seeds), delta=float(delta), attention=attention,
-                     dt=float(dt), seed=int(seed),
-                     title="cluster counts on the circle (metastability, Problem 1)")
+    settings = json.loads(out.attrs["settings"])
+    settings.update(n=int(n), seeds=int(seeds), delta=float(delta), attention=attention,
+                    dt=float(dt))
+    out.attrs.update(title="cluster counts on the circle (metastability, Problem 1)",
+                     solver="validation.metastability", settings=json.dumps(settings),
+                     scheme="rk4", controller="ConstantStep", dt=float(dt),
+                     model=json.dumps({"attention": attention, "beta": "swept"}))
     return out
 
 

@@ -8,17 +8,16 @@ r"""The phase diagram of clustering (Figures 3 and 5 of the paper; docs/equation
    first_crossing
    sample_tokens
    sample_matrices
-   trajectory
 
 For every ``(beta, t)`` the probability, over i.i.d. uniform starts on ``S^{d-1}``, that
 ``<x_1(t), x_2(t)> >= 1 - delta`` (with a binomial confidence interval), also averaged over
 all pairs ``i != j``; and the curve ``Gamma_{inf,delta}`` of (6.12), where the solution
 ``gamma_beta`` of (6.9) (SA) or (6.10) (USA) reaches ``1 - delta``.
 
-The particle system of docs/equations.md section 2 is integrated here by a specialised batched
-integrator (classical RK4 on the ambient field ``x' = Y - <Y,x> x``, which keeps the sphere
-invariant, followed by a projection; cubic Hermite output between steps), vectorised over
-realisations. Two reductions make it fast, both exact:
+The particle system of docs/equations.md section 2 is integrated by
+:func:`particles.ensemble.simulate_ensemble` (the project's one integration engine, RK4 with
+projection and cubic Hermite output, vectorised over realisations). Two reductions make it
+fast, both exact:
 
 * **Rotation invariance** (``Q = K = V = I``): ``x_i' = Σ_j A_ij(G) (x_j - G_ij x_i)`` with
   ``G = X Xᵀ``, so ``G' = (A - D) G + G (A - D)ᵀ``, ``D = diag(Σ_j A_ij G_ij)``, is a closed
@@ -27,23 +26,25 @@ realisations. Two reductions make it fast, both exact:
   from the rows of the Bartlett factor ``L`` of a Wishart matrix (``Z = L Qᵀ`` for Gaussian
   ``Z`` of size ``n x d``: ``L_ii² ~ χ²_{d-i}``, ``L_ij ~ N(0, 1)`` below the diagonal,
   rows normalised): ``d = 1024`` costs what ``d = 32`` costs.
-* **Freezing of clustered realisations:** if ``m = min_{i,j} <x_i, x_j> >= 0`` then
-  ``m`` never decreases (for the pair attaining it, ``<x_i', x_j> = Σ_k A_ik (<x_k, x_j> -
-  <x_i, x_k> m) >= 0`` since every ``A_ik >= 0``), for SA and USA alike. A realisation with
-  ``m >= 1 - delta`` is thus clustered at every later time and is no longer integrated.
+* **Freezing of clustered realisations** (:class:`particles.ensemble.FreezeClustered`): a
+  realisation whose inner products are all ``>= 1 - delta`` stays so, and is no longer
+  integrated.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import xarray as xr
 from scipy.integrate import solve_ivp
 from scipy.stats import norm
+
+from meanfield.integrate import result_attrs
+from particles.ensemble import simulate_ensemble
 
 from .sweep import sweep
 
@@ -197,138 +198,6 @@ def sample_matrices(rng: np.random.Generator, realizations: int, d: int, qk: str
     return b, val
 
 
-# -- the batched integrator -------------------------------------------------------------
-
-
-def _velocity(x: np.ndarray, beta: float, softmax: bool, bilinear: np.ndarray | None,
-              value: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    """The right-hand side of (SA)/(USA) (docs/equations.md section 2) in row form, and the attention
-    weights ``w`` (identity model: ``w_ij = exp(beta (<x_i, x_j> - 1))`` for SA, so that
-    ``min w >= exp(-beta delta)`` iff all inner products are ``>= 1 - delta``).
-
-    Work is three batched products: ``[beta x, c] [x, 1]ᵀ`` gives the exponents with their
-    shift ``c`` (SA: ``-beta``, so exponents are ``<= 0``; USA: ``-log n``), one in-place
-    ``exp``, and ``w [x, 1]`` gives ``Σ_j w_ij x_j`` and the row sums together.
-    """
-    r, n, m = x.shape
-    xa = np.empty((r, n, m + 1))
-    xa[..., :m] = x
-    xa[..., m] = 1.0
-    right = np.ascontiguousarray(xa.swapaxes(-1, -2))  # BLAS wants C-contiguous batches
-    if bilinear is None:
-        left = np.empty((r, n, m + 1))
-        np.multiply(x, beta, out=left[..., :m])
-        left[..., m] = -beta if softmax else -math.log(n)
-        w = left @ right
-    else:
-        w = (x @ bilinear) @ np.ascontiguousarray(right[:, :m])
-        w *= beta
-        if softmax:
-            w -= w.max(axis=-1, keepdims=True)
-        else:
-            w -= math.log(n)
-    np.exp(w, out=w)
-    ya = w @ xa
-    y = ya[..., :m]
-    if softmax:
-        y /= ya[..., m:]
-    if value is not None:
-        y = y @ value.swapaxes(-1, -2)
-    y -= np.sum(y * x, axis=-1, keepdims=True) * x
-    return y, w
-
-
-def trajectory(x0: np.ndarray, beta: float, times: Sequence[float], *,
-               attention: str = "softmax", bilinear: np.ndarray | None = None,
-               value: np.ndarray | None = None, dt: float = 0.3,
-               freeze_above: float | None = None) -> Iterator[tuple[int, np.ndarray]]:
-    """Integrate (SA) or (USA) for a batch ``x0`` of shape ``(batch, n, d)``.
-
-    Classical RK4 with ``ceil(t_max/dt)`` equal steps on the ambient field (sphere invariant),
-    projection after each step, cubic Hermite interpolation (order 3, from the states and
-    velocities at both ends of a step; the end velocity is the next step's first stage)
-    at the requested ``times``.
-
-    Args:
-        x0: unit tokens, ``(batch, n, d)``.
-        beta: inverse temperature.
-        times: sorted output times ``>= 0``.
-        attention: ``"softmax"`` (SA) or ``"unnormalized"`` (USA).
-        bilinear, value: optional ``(batch, d, d)`` matrices ``Qᵀ K`` and ``V``.
-        dt: largest step.
-        freeze_above: with the identity model, stop integrating a realisation once all its
-            inner products are ``>= freeze_above >= 0`` (exact for the indicators
-            ``<x_i, x_j> >= freeze_above``, see the module docstring); its later outputs
-            repeat the frozen state.
-
-    Yields:
-        ``(k, x)`` for each output time ``times[k]``; ``x`` is reused: copy it to keep it.
-    """
-    softmax = _check_attention(attention) == "softmax"
-    t = np.asarray(times, dtype=float)
-    if t.ndim != 1 or t.size == 0 or np.any(np.diff(t) < 0) or t[0] < 0:
-        msg = f"times must be a non-empty sorted sequence of values >= 0, got {times!r}"
-        raise ValueError(msg)
-    if not dt > 0:
-        msg = f"dt must be > 0, got {dt!r}"
-        raise ValueError(msg)
-    if freeze_above is not None and (bilinear is not None or value is not None):
-        msg = "freeze_above needs the identity model (Q = K = V = I)"
-        raise ValueError(msg)
-    y = np.array(x0, dtype=float)
-    full = y.copy()
-    k = 0
-    while k < t.size and t[k] <= 0:
-        yield k, full
-        k += 1
-    t_end = float(t[-1])
-    if k == t.size:
-        return
-    nsteps = max(1, math.ceil(t_end / dt - 1e-9))
-    h = t_end / nsteps
-    active = np.arange(y.shape[0])
-    f, _ = _velocity(y, beta, softmax, bilinear, value)
-    for step in range(nsteps):
-        t0 = step * h
-        t1 = t_end if step == nsteps - 1 else (step + 1) * h
-        k2, _ = _velocity(y + (h / 2) * f, beta, softmax, bilinear, value)
-        k3, _ = _velocity(y + (h / 2) * k2, beta, softmax, bilinear, value)
-        k4, _ = _velocity(y + h * k3, beta, softmax, bilinear, value)
-        k2 += k3
-        k2 *= 2.0
-        k2 += f
-        k2 += k4
-        y1 = y + (h / 6) * k2
-        y1 /= np.linalg.norm(y1, axis=-1, keepdims=True)
-        f1, w = _velocity(y1, beta, softmax, bilinear, value)
-        while k < t.size and t[k] <= t1 + 1e-12 * max(1.0, t_end):
-            s = min(max((t[k] - t0) / h, 0.0), 1.0)
-            s2, s3 = s * s, s * s * s
-            x = ((2 * s3 - 3 * s2 + 1) * y + (s3 - 2 * s2 + s) * h * f
-                 + (-2 * s3 + 3 * s2) * y1 + (s3 - s2) * h * f1)
-            x /= np.linalg.norm(x, axis=-1, keepdims=True)
-            full[active] = x
-            yield k, full
-            k += 1
-        y, f = y1, f1
-        if freeze_above is not None:
-            # all <x_i, x_j> >= freeze_above (the diagonal is 1) read off the weights
-            if beta > 0:
-                shift = -beta if softmax else -math.log(y.shape[-2])
-                done = w.min(axis=(1, 2)) >= math.exp(beta * freeze_above + shift)
-            else:
-                done = (y @ y.swapaxes(-1, -2)).min(axis=(1, 2)) >= freeze_above
-            if done.any():
-                full[active[done]] = y[done]
-                keep = ~done
-                y, f, active = y[keep], f[keep], active[keep]
-                if active.size == 0:
-                    while k < t.size:
-                        yield k, full
-                        k += 1
-                    return
-
-
 # -- the phase diagram ------------------------------------------------------------------
 
 
@@ -385,16 +254,19 @@ def phase_cell(beta: float, d: int, rng: np.random.Generator, *, n: int, times: 
     inner12 = np.zeros(t.size)
     for start in range(0, realizations, CHUNK):
         part = slice(start, start + CHUNK)
-        for k, x in trajectory(x0[part], beta, t, attention=attention,
-                               bilinear=None if bilinear is None else bilinear[part],
-                               value=None if value is None else value[part],
-                               dt=usa_step(dt, beta, attention),
-                               freeze_above=thr if identity else None):
+
+        def record(k: int, _t: float, x: np.ndarray) -> None:
             g12 = np.einsum("bd,bd->b", x[:, 0], x[:, 1])
             pair12[k] += np.count_nonzero(g12 >= thr)
             inner12[k] += g12.sum()
             gram = x @ np.ascontiguousarray(x.swapaxes(-1, -2))
             pairs[k, part] = (np.count_nonzero(gram >= thr, axis=(1, 2)) - n) / (n * (n - 1))
+
+        simulate_ensemble(x0[part], beta, t, record, attention=attention,
+                          bilinear=None if bilinear is None else bilinear[part],
+                          value=None if value is None else value[part],
+                          dt=usa_step(dt, beta, attention),
+                          freeze_above=thr if identity else None)
     inner12 /= realizations
     lo, hi = wilson_interval(pair12, realizations, confidence)
     pmean = pairs.mean(axis=-1)
@@ -517,13 +389,17 @@ def phase_diagram(
         long_name="fraction of pairs i != j with <x_i, x_j> >= 1 - delta", units="1")
     out["transition_time"].attrs.update(
         long_name="t with gamma_beta(t) = 1 - delta, curve (6.12)", units="1")
-    out.attrs.update(
+    settings = dict(json.loads(out.attrs["settings"]), d=ds_.astype(int).tolist(),
+                    method="RK4 + projection, cubic Hermite output (particles.ensemble)",
+                    **kwargs)
+    model = {"attention": attention, "beta": "swept", "qk": qk, "v": v}
+    out.attrs.update(result_attrs(
         title="phase diagram of clustering (Figure 3 of arXiv 2312.10794)",
-        n=int(n), delta=float(delta), realizations=int(realizations), attention=attention,
-        qk=qk, v=v, dt=float(dt), confidence=float(confidence), seed=int(seed),
-        method="RK4 + projection, cubic Hermite output",
-        settings=json.dumps(kwargs),
-    )
+        solver="validation.phase_diagram", model=json.dumps(model), settings=settings,
+        scheme="rk4", controller="ConstantStep", rtol=None, atol=None, dt=float(dt),
+        stats={"num_steps": out.attrs["num_steps"], "num_accepted": out.attrs["num_accepted"]},
+        stop_reason=out.attrs["stop_reason"], successful=True, t_reached=float(time_grid[-1]),
+        wall_time_s=out.attrs["wall_time_s"]))
     if np.ndim(d) == 0:
         out = out.squeeze("d")
     return out
@@ -531,6 +407,6 @@ def phase_diagram(
 
 __all__ = [
     "ATTENTIONS", "CHUNK", "QK_ENSEMBLES", "V_ENSEMBLES", "first_crossing", "gamma", "phase_cell",
-    "phase_diagram", "sample_matrices", "sample_tokens", "trajectory", "transition_time",
+    "phase_diagram", "sample_matrices", "sample_tokens", "transition_time",
     "usa_step", "wilson_interval",
 ]

@@ -11,6 +11,7 @@ Each function takes the Dataset of :func:`validation.phase_diagram.phase_diagram
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -52,8 +53,9 @@ def plot_phase_diagram(ds: xr.Dataset, path: str | os.PathLike[str], *,
         ax.set_xlabel("t")
         ax.set_ylabel(r"$\beta$")
         dval = int(p["d"]) if "d" in p.coords else ""
-        ax.set_title(f"d = {dval}, n = {ds.attrs.get('n', '')}, "
-                     f"{ds.attrs.get('attention', '')}")
+        settings = json.loads(ds.attrs.get("settings", "{}"))
+        ax.set_title(f"d = {dval}, n = {settings.get('n', '')}, "
+                     f"{settings.get('attention', '')}")
         ax.legend(loc="lower right", fontsize=8)
         fig.colorbar(mesh, ax=ax, label=ds[variable].attrs.get("long_name", variable))
     return _save(fig, path)

@@ -26,7 +26,9 @@ workers; ``scheduler`` may be a scheduler address (``"tcp://host:8786"``), a
 from __future__ import annotations
 
 import json
+import math
 import os
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -35,6 +37,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from meanfield.integrate import StopReason, result_attrs
 from meanfield.io import write_netcdf
 from tqdm.auto import tqdm
 
@@ -136,7 +139,7 @@ def _combine(grid: dict[str, np.ndarray], cells: list[xr.Dataset]) -> xr.Dataset
         data_vars[name] = xr.Variable(tuple(grid) + var.dims, out, attrs=var.attrs)
     coords = {k: (k, v) for k, v in grid.items()}
     coords.update({k: c.variable for k, c in template.coords.items()})
-    return xr.Dataset(data_vars, coords=coords, attrs=dict(template.attrs))
+    return xr.Dataset(data_vars, coords=coords)
 
 
 def sweep(
@@ -173,9 +176,11 @@ def sweep(
         desc: label of the progress bar.
 
     Returns:
-        The Dataset over the grid; ``attrs`` hold the cell attributes plus ``sweep_seed`` and
-        ``sweep_grid`` (JSON).
+        The Dataset over the grid, with the result schema's ``attrs``
+        (:data:`meanfield.integrate.RESULT_ATTRS`); ``settings`` holds the grid, the seed,
+        the fixed keyword arguments and the first cell's own ``attrs``.
     """
+    wall0 = time.perf_counter()
     grid_ = _canonical_grid(grid)
     kwargs_ = dict(kwargs or {})
     if int(workers) < 1:
@@ -217,8 +222,15 @@ def sweep(
     else:
         cells = [results[i] for i in range(n_cells)]
     out = _combine(grid_, cells)
-    out.attrs["sweep_seed"] = int(seed)
-    out.attrs["sweep_grid"] = json.dumps({k: v.tolist() for k, v in grid_.items()})
+    settings = {"grid": {k: v.tolist() for k, v in grid_.items()}, "seed": int(seed),
+                "function": f"{func.__module__}.{func.__qualname__}", "kwargs": kwargs_,
+                "cell_attrs": {k: v for k, v in cells[0].attrs.items()}}
+    t_reached = float(out["time"].values.max()) if "time" in out.coords else math.nan
+    out.attrs = result_attrs(
+        title=desc or "sweep", solver="validation.sweep", model="null", settings=settings,
+        scheme="", controller="", rtol=None, atol=None, dt=None,
+        stats={"num_steps": n_cells, "num_accepted": n_cells}, stop_reason=StopReason.SUCCESS.value,
+        successful=True, t_reached=t_reached, wall_time_s=time.perf_counter() - wall0)
     return out
 
 

@@ -340,13 +340,13 @@ def test_sample_has_the_right_law(rng):
 
 # -- the PDE on S^2 (meanfield.solve) ------------------------------------------------------
 
-from meanfield.integrate import PIController  # noqa: E402
+from meanfield.integrate import PIController, TrackerBase  # noqa: E402
 from meanfield.model import Model  # noqa: E402
 from meanfield.io import domain_of  # noqa: E402
 from meanfield.solve import ResolutionError, solve  # noqa: E402
 
 
-class ModeRecorder:
+class ModeRecorder(TrackerBase):
     """A tracker keeping ``(t, c[index])`` after every accepted step: the coefficients
     themselves, free of the round-off of a grid round trip (which is ``eps * c_00``)."""
 

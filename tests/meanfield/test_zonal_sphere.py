@@ -221,12 +221,12 @@ def test_project_and_sample(d, rng):
 
 # -- the PDE on zonal densities (meanfield.solve) ------------------------------------------
 
-from meanfield.integrate import PIController  # noqa: E402
+from meanfield.integrate import PIController, TrackerBase  # noqa: E402
 from meanfield.model import Model  # noqa: E402
 from meanfield.solve import ResolutionError, solve  # noqa: E402
 
 
-class ModeRecorder:
+class ModeRecorder(TrackerBase):
     """A tracker keeping ``(t, c[l])`` after every accepted step (coefficients, free of the
     round-off ``eps * c_0`` of a grid round trip)."""
 

@@ -3,6 +3,7 @@ diagram against the curve (6.12), determinism across workers, and input validati
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -12,14 +13,18 @@ from scipy import stats
 
 import particles
 from meanfield import Model
+from particles.ensemble import ensemble_velocity, simulate_ensemble
 from validation.phase_diagram import (
-    _velocity, first_crossing, gamma, phase_diagram, sample_matrices, sample_tokens,
-    trajectory, transition_time, wilson_interval,
+    first_crossing, gamma, phase_diagram, sample_matrices, sample_tokens, transition_time,
+    wilson_interval,
 )
 
 
 def run(x0, beta, t, **kw):
-    return np.array([x.copy() for _, x in trajectory(x0, beta, t, **kw)])
+    out = []
+    sol = simulate_ensemble(x0, beta, t, lambda k, tk, x: out.append(x.copy()), **kw)
+    assert sol.successful and len(out) == len(t)
+    return np.array(out)
 
 
 # -- the curve (6.12) -------------------------------------------------------------------
@@ -55,12 +60,12 @@ def test_velocity_matches_particles(attention):
     rng = np.random.default_rng(0)
     x = sample_tokens(rng, 3, 6, 4)
     model = Model(beta=2.5, attention=attention)
-    v, _ = _velocity(x, 2.5, attention == "softmax", None, None)
+    v, _ = ensemble_velocity(x, 2.5, attention == "softmax", None, None)
     # same formula, different order of floating-point operations
     np.testing.assert_allclose(v, particles.velocity(model, x), atol=1e-13)
     q, k, val = rng.standard_normal((3, 4, 4)) / 2
     model = Model(beta=2.5, attention=attention, Q=q, K=k, V=val)
-    v, _ = _velocity(x, 2.5, attention == "softmax", np.broadcast_to(q.T @ k, (3, 4, 4)),
+    v, _ = ensemble_velocity(x, 2.5, attention == "softmax", np.broadcast_to(q.T @ k, (3, 4, 4)),
                      np.broadcast_to(val, (3, 4, 4)))
     np.testing.assert_allclose(v, particles.velocity(model, x), atol=1e-13)
 
@@ -215,7 +220,8 @@ def test_usa_and_random_matrices_run():
                        attention="unnormalized", qk="ginibre", v="qk", dt=0.05, seed=0,
                        progress=False)
     assert np.all(np.isfinite(ds["mean_inner_product"]))
-    assert ds.attrs["qk"] == "ginibre" and ds.attrs["attention"] == "unnormalized"
+    settings = json.loads(ds.attrs["settings"])
+    assert settings["qk"] == "ginibre" and settings["attention"] == "unnormalized"
 
 
 def test_one_and_two_workers_identical():

@@ -45,7 +45,7 @@ def test_grid_layout_and_values():
         for j, b in enumerate(GRID["b"]):
             rng = np.random.default_rng(cell_seed(3, i * 4 + j))
             np.testing.assert_array_equal(out["value"][i, j], a * b + rng.standard_normal(5))
-    assert json.loads(out.attrs["sweep_grid"]) == GRID
+    assert json.loads(out.attrs["settings"])["grid"] == GRID
 
 
 def test_cell_seed_matches_spawn():
