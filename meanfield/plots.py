@@ -9,28 +9,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import xarray as xr
 
-from .io import save_png
+from .figures import finish, new_figure
 
 
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def plot_circle(ds: xr.Dataset, path: str | Path) -> Path:
-    """Density as a (theta, t) heat map with the energy curve beneath; written to PNG."""
-    plt = _pyplot()
-    fig, (ax, ax_e) = plt.subplots(
-        2, 1, figsize=(7, 6), sharex=True, gridspec_kw={"height_ratios": [3, 1]}, layout="constrained"
-    )
+def plot_circle(ds: xr.Dataset, path: str | Path | None = None) -> Any:
+    """Density as a (theta, t) heat map with the energy curve beneath; the Figure (written
+    to ``path`` as PNG when given)."""
+    fig = new_figure(figsize=(7, 6))
+    ax, ax_e = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 1]})
     t = ds["time"].values
     theta = ds["theta"].values
     mesh = ax.pcolormesh(t, theta, ds["density"].values.T, shading="nearest", cmap="viridis")
@@ -48,12 +39,10 @@ def plot_circle(ds: xr.Dataset, path: str | Path) -> Path:
     if not ds.attrs.get("successful", 1):
         ax.text(0.01, 0.98, "stopped early: " + str(ds.attrs.get("stop_reason", ""))[:80],
                 transform=ax.transAxes, va="top", color="w", fontsize=8)
-    path = save_png(fig, path)
-    plt.close(fig)
-    return path
+    return finish(fig, path)
 
 
-def plot_result(ds: xr.Dataset, path: str | Path, times: list[float] | None = None) -> Path:
+def plot_result(ds: xr.Dataset, path: str | Path | None = None, times: list[float] | None = None) -> Any:
     """Draw any PDE result: the circle here, the sphere domains by :mod:`meanfield.plots_sphere`."""
     if "theta" in ds["density"].dims:
         return plot_circle(ds, path)

@@ -16,21 +16,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import xarray as xr
 
-from .io import save_png
-
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+from .figures import finish, new_figure
 
 
 def pick_times(ds: xr.Dataset, times: Sequence[float] | None = None, most: int = 4) -> list[int]:
@@ -75,9 +66,10 @@ def _stopped(fig, ds: xr.Dataset) -> None:
         fig.text(0.01, 0.01, "stopped early: " + str(ds.attrs.get("stop_reason", ""))[:110], fontsize=7)
 
 
-def plot_sphere(ds: xr.Dataset, path: str | Path, times: Sequence[float] | None = None) -> Path:
-    """Mollweide maps of the density at the chosen times (nearest saved), energy beneath."""
-    plt = _pyplot()
+def plot_sphere(ds: xr.Dataset, path: str | Path | None = None,
+                times: Sequence[float] | None = None) -> Any:
+    """Mollweide maps of the density at the chosen times (nearest saved; one colour range
+    for all), energy beneath; the Figure (written to ``path`` when given)."""
     idx = pick_times(ds, times)
     theta = ds["colatitude"].values
     phi = ds["longitude"].values
@@ -85,34 +77,44 @@ def plot_sphere(ds: xr.Dataset, path: str | Path, times: Sequence[float] | None 
     order = np.argsort(lon)
     lat = 0.5 * np.pi - theta
     n = len(idx)
-    fig = plt.figure(figsize=(4.2 * n, 4.6), layout="constrained")
+    fig = new_figure(figsize=(4.2 * n, 4.6))
     grid = fig.add_gridspec(2, n, height_ratios=[2.2, 1])
+    shown = ds["density"].values[idx]
+    vmin, vmax = float(shown.min()), float(shown.max())
+    axes = []
     for j, i in enumerate(idx):
         ax = fig.add_subplot(grid[0, j], projection="mollweide")
         rho = ds["density"].values[i][:, order]
-        mesh = ax.pcolormesh(lon[order], lat, rho, shading="nearest", cmap="viridis")
-        fig.colorbar(mesh, ax=ax, orientation="horizontal", shrink=0.8, pad=0.04, label=r"$\rho$")
-        ax.set_xticklabels([])
-        ax.set_yticklabels([])
+        mesh = ax.pcolormesh(lon[order], lat, rho, shading="nearest", cmap="viridis",
+                             vmin=vmin, vmax=vmax)
+        ax.set_xticks(np.radians([-120, -60, 0, 60, 120]), ["", "", "", "", ""])
         ax.grid(True, lw=0.3, color="w", alpha=0.5)
+        ax.set_xlabel("longitude", fontsize=8)
+        if j == 0:
+            ax.set_ylabel("latitude", fontsize=8)
+        else:
+            ax.set_yticklabels([])
         ax.set_title(f"t = {ds['time'].values[i]:.4g}", fontsize=10)
+        axes.append(ax)
+    fig.colorbar(mesh, ax=axes, orientation="horizontal", shrink=0.6, pad=0.04,
+                 label=r"density $\rho$ (one colour range for all panels)")
     _energy(fig.add_subplot(grid[1, :]), ds, idx)
     fig.suptitle(_title(ds), fontsize=10)
     _stopped(fig, ds)
-    path = save_png(fig, path, dpi=110)
-    plt.close(fig)
-    return path
+    return finish(fig, path, dpi=110)
 
 
-def plot_zonal(ds: xr.Dataset, path: str | Path, times: Sequence[float] | None = None) -> Path:
-    """The profile ``rho(s)`` at the chosen times (log scale when it spans > 2 decades)."""
-    plt = _pyplot()
+def plot_zonal(ds: xr.Dataset, path: str | Path | None = None,
+               times: Sequence[float] | None = None) -> Any:
+    """The profile ``rho(s)`` at the chosen times (log scale when it spans > 2 decades);
+    the Figure (written to ``path`` when given)."""
     idx = pick_times(ds, times, most=6)
     s = ds["s"].values
-    fig, (ax, ax_e) = plt.subplots(
-        2, 1, figsize=(7, 6), gridspec_kw={"height_ratios": [3, 1]}, layout="constrained"
-    )
-    colors = plt.cm.viridis(np.linspace(0, 0.9, len(idx)))
+    fig = new_figure(figsize=(7, 6))
+    ax, ax_e = fig.subplots(2, 1, gridspec_kw={"height_ratios": [3, 1]})
+    from matplotlib import colormaps
+
+    colors = colormaps["viridis"](np.linspace(0, 0.9, len(idx)))
     values = ds["density"].values[idx]
     for color, i, rho in zip(colors, idx, values):
         ax.plot(s, rho, ".-", color=color, ms=3, label=f"t = {ds['time'].values[i]:.4g}")
@@ -126,12 +128,11 @@ def plot_zonal(ds: xr.Dataset, path: str | Path, times: Sequence[float] | None =
     ax.set_title(_title(ds), fontsize=9)
     _energy(ax_e, ds, idx)
     _stopped(fig, ds)
-    path = save_png(fig, path)
-    plt.close(fig)
-    return path
+    return finish(fig, path)
 
 
-def plot_result(ds: xr.Dataset, path: str | Path, times: Sequence[float] | None = None) -> Path:
+def plot_result(ds: xr.Dataset, path: str | Path | None = None,
+                times: Sequence[float] | None = None) -> Any:
     """Draw a sphere (Mollweide maps) or zonal (profiles) result to a PNG at ``path``."""
     dims = tuple(ds["density"].dims)
     if dims == ("time", "colatitude", "longitude"):

@@ -22,16 +22,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from meanfield.io import save_png
-
-
-def _pyplot() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    return plt
+from meanfield.figures import finish, new_figure
 
 
 def _one_system(ds: xr.Dataset, batch: int) -> np.ndarray:
@@ -42,11 +33,6 @@ def _one_system(ds: xr.Dataset, batch: int) -> np.ndarray:
             raise ValueError(msg)
         x = x.isel(batch=batch)
     return np.asarray(x.transpose("time", "token", "dim").values)
-
-
-def _save(fig: Any, path: str | os.PathLike[str] | None) -> None:
-    if path is not None:
-        save_png(fig, path, tight=True)
 
 
 def _title(ds: xr.Dataset) -> str:
@@ -71,8 +57,7 @@ def plot_circle_trajectories(
     if x.shape[-1] != 2:
         msg = f"circle trajectories need d = 2, got d = {x.shape[-1]}"
         raise ValueError(msg)
-    plt = _pyplot()
-    fig = ax.figure if ax is not None else plt.figure(figsize=(6, 4))
+    fig = ax.figure if ax is not None else new_figure(figsize=(6, 4))
     ax = ax if ax is not None else fig.add_subplot()
     t = ds["time"].values
     th = np.mod(np.arctan2(x[..., 1], x[..., 0]), 2 * np.pi)
@@ -85,8 +70,7 @@ def plot_circle_trajectories(
     ax.set_ylabel(r"$\theta_i(t)$")
     ax.set_ylim(0, 2 * np.pi)
     ax.set_title(_title(ds))
-    _save(fig, path)
-    return fig
+    return finish(fig, path)
 
 
 def plot_sphere_trajectories(
@@ -97,8 +81,7 @@ def plot_sphere_trajectories(
     if x.shape[-1] != 3:
         msg = f"sphere trajectories need d = 3, got d = {x.shape[-1]}"
         raise ValueError(msg)
-    plt = _pyplot()
-    fig = plt.figure(figsize=(5, 5))
+    fig = new_figure(figsize=(5, 5))
     ax = fig.add_subplot(projection="3d")
     u, v = np.mgrid[0 : 2 * np.pi : 24j, 0 : np.pi : 12j]
     ax.plot_wireframe(np.cos(u) * np.sin(v), np.sin(u) * np.sin(v), np.cos(v),
@@ -109,8 +92,7 @@ def plot_sphere_trajectories(
         ax.scatter(*x[-1, i], color=line.get_color(), s=30, marker="*")
     ax.set_box_aspect((1, 1, 1))
     ax.set_title(_title(ds))
-    _save(fig, path)
-    return fig
+    return finish(fig, path)
 
 
 def plot_inner_product_histograms(
@@ -128,17 +110,15 @@ def plot_inner_product_histograms(
     x = ds["x"]
     if batch is not None and "batch" in x.dims:
         x = x.isel(batch=batch)
-    plt = _pyplot()
     idx = np.unique(np.linspace(0, ds.sizes["time"] - 1, max(1, int(times))).astype(int))
-    fig, axes = plt.subplots(1, idx.size, figsize=(3 * idx.size, 2.6), sharey=True,
-                             squeeze=False)
+    fig = new_figure(figsize=(3 * idx.size, 2.6))
+    axes = fig.subplots(1, idx.size, sharey=True, squeeze=False)
     for ax, k in zip(axes[0], idx):
         dens, edges = inner_product_histogram(x.isel(time=k).values, bins=bins)
         ax.bar(edges[:-1], dens, width=np.diff(edges), align="edge")
         ax.set_title(f"t = {float(ds['time'][k]):.3g}")
         ax.set_xlabel(r"$\langle x_i, x_j\rangle$")
-    _save(fig, path)
-    return fig
+    return finish(fig, path)
 
 
 def plot_trajectories(

@@ -6,7 +6,8 @@
    plot_cluster_counts
 
 Each function takes the Dataset of :func:`validation.phase_diagram.phase_diagram` or of
-:mod:`validation.metastability`, writes a PNG (matplotlib, Agg backend) and returns its path.
+:mod:`validation.metastability` and returns the Figure (written to ``path`` as PNG when
+given; see :mod:`meanfield.figures`).
 """
 
 from __future__ import annotations
@@ -15,30 +16,23 @@ import json
 import os
 from pathlib import Path
 
-import matplotlib
+from typing import Any
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import xarray as xr  # noqa: E402
+import numpy as np
+import xarray as xr
 
-from meanfield.io import save_png  # noqa: E402
+from meanfield.figures import finish, new_figure
 
 
-def _save(fig, path: str | os.PathLike[str]) -> Path:
-    path = save_png(fig, path, tight=True)
-    plt.close(fig)
-    return path
-
-
-def plot_phase_diagram(ds: xr.Dataset, path: str | os.PathLike[str], *,
-                       variable: str = "probability") -> Path:
+def plot_phase_diagram(ds: xr.Dataset, path: str | os.PathLike[str] | None = None, *,
+                       variable: str = "probability") -> Any:
     """Heat map of ``variable`` over ``(t, beta)`` with the curve (6.12) and ``t_half``.
 
     One panel per dimension ``d`` when the Dataset has a ``d`` dimension.
     """
     panels = [ds.isel(d=i) for i in range(ds.sizes["d"])] if "d" in ds.dims else [ds]
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4), squeeze=False)
+    fig = new_figure(figsize=(5.2 * len(panels), 4))
+    axes = fig.subplots(1, len(panels), squeeze=False)
     for ax, p in zip(axes[0], panels):
         t, b = p["time"].values, p["beta"].values
         mesh = ax.pcolormesh(t, b, p[variable].transpose("beta", "time").values,
@@ -58,18 +52,18 @@ def plot_phase_diagram(ds: xr.Dataset, path: str | os.PathLike[str], *,
                      f"{settings.get('attention', '')}")
         ax.legend(loc="lower right", fontsize=8)
         fig.colorbar(mesh, ax=ax, label=ds[variable].attrs.get("long_name", variable))
-    return _save(fig, path)
+    return finish(fig, path)
 
 
-def plot_trajectories(ds: xr.Dataset, path: str | os.PathLike[str], *,
-                      snapshots: tuple[float, ...] = (2.5, 18.0, 30.0)) -> Path:
+def plot_trajectories(ds: xr.Dataset, path: str | os.PathLike[str] | None = None, *,
+                      snapshots: tuple[float, ...] = (2.5, 18.0, 30.0)) -> Any:
     """Angles against time, one panel per ``beta``, and the circle at ``snapshots`` (Fig. 4).
 
     ``ds`` has ``theta`` on ``(beta, time, token)``.
     """
     betas = ds["beta"].values
     snaps = [s for s in snapshots if ds["time"].min() <= s <= ds["time"].max()]
-    fig = plt.figure(figsize=(4.5 + 1.6 * len(snaps), 2.6 * len(betas)))
+    fig = new_figure(figsize=(4.5 + 1.6 * len(snaps), 2.6 * len(betas)))
     grid = fig.add_gridspec(len(betas), 1 + len(snaps), width_ratios=[3] + [1] * len(snaps))
     t = ds["time"].values
     for r, beta in enumerate(betas):
@@ -92,15 +86,16 @@ def plot_trajectories(ds: xr.Dataset, path: str | os.PathLike[str], *,
             sub.set_aspect("equal")
             sub.set_axis_off()
             sub.set_title(f"t = {t[k]:g}", fontsize=8)
-    return _save(fig, path)
+    return finish(fig, path)
 
 
-def plot_cluster_counts(ds: xr.Dataset, path: str | os.PathLike[str], *,
-                        max_state: int = 8) -> Path:
+def plot_cluster_counts(ds: xr.Dataset, path: str | os.PathLike[str] | None = None, *,
+                        max_state: int = 8) -> Any:
     """Cluster count against time (median and quartiles over seeds; the PDE's peak count if
     present) and the distribution of the time spent with ``k <= max_state`` clusters."""
     betas = ds["beta"].values
-    fig, axes = plt.subplots(len(betas), 2, figsize=(10, 2.8 * len(betas)), squeeze=False)
+    fig = new_figure(figsize=(10, 2.8 * len(betas)))
+    axes = fig.subplots(len(betas), 2, squeeze=False)
     t = ds["time"].values
     for r, beta in enumerate(betas):
         c = ds["clusters"].sel(beta=beta).transpose("seed", "time").values
@@ -126,8 +121,7 @@ def plot_cluster_counts(ds: xr.Dataset, path: str | os.PathLike[str], *,
             ax.boxplot([data[i][data[i] > 0] for i in keep], positions=ks[keep], widths=0.6)
         ax.set_xlabel("number of clusters")
         ax.set_ylabel("time spent (seeds with > 0)")
-    fig.tight_layout()
-    return _save(fig, path)
+    return finish(fig, path)
 
 
 __all__ = ["plot_cluster_counts", "plot_phase_diagram", "plot_trajectories"]

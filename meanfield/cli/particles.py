@@ -137,8 +137,7 @@ def run(args: argparse.Namespace) -> int:
     if args.plot is not None:
         from particles.plots import plot_trajectories
 
-        import matplotlib.pyplot as plt
 
-        plt.close(plot_trajectories(ds, args.plot))
+        plot_trajectories(ds, args.plot)
         print(f"wrote {args.plot}")
     return 0

@@ -498,8 +498,11 @@ def test_plots(tmp_path):
 
     S = Sphere(12)
     ds = solve(Model(2.0), S, vmf(S, [0, 1, 1], 2.0), [0.0, 0.2, 0.4], rtol=1e-6, atol=1e-10, tail_tol=1e-6)
-    path = plot_result(ds, tmp_path / "sphere.png", times=[0.0, 0.4])
-    assert path.stat().st_size > 10_000  # a real figure, not an empty canvas
+    fig = plot_result(ds, tmp_path / "sphere.png", times=[0.0, 0.4])
+    assert (tmp_path / "sphere.png").stat().st_size > 10_000  # a real figure, not an empty canvas
+    maps = [ax for ax in fig.axes if ax.name == "mollweide"]
+    assert len(maps) == 2  # one colour range for every map
+    assert len({ax.collections[0].get_clim() for ax in maps}) == 1
     assert pick_times(ds) == [0, 1, 2] and pick_times(ds, [0.39]) == [2]
     with pytest.raises(ValueError, match="outside"):
         plot_result(ds, tmp_path / "x.png", times=[5.0])
