@@ -40,9 +40,9 @@ from typing import Any
 
 import numpy as np
 import xarray as xr
-from scipy.integrate import solve_ivp
 from scipy.stats import norm
 
+from meanfield import theory
 from meanfield.integrate import result_attrs
 from particles.ensemble import simulate_ensemble
 
@@ -66,50 +66,17 @@ the L3 cache), while larger than this the per-call overhead of NumPy stays small
 # -- the curve (6.12) -------------------------------------------------------------------
 
 
-def _gamma_rhs(beta: float, n: int, attention: str):
-    if attention == "softmax":  # (6.9)
-        def rhs(t: float, g: np.ndarray) -> np.ndarray:
-            e = np.exp(beta * (g - 1.0))  # e^{beta g} / e^{beta}, no overflow
-            return 2.0 * e * (1.0 - g) * ((n - 1) * g + 1.0) / (1.0 + (n - 1) * e)
-    else:  # (6.10)
-        def rhs(t: float, g: np.ndarray) -> np.ndarray:
-            return (2.0 / n) * np.exp(beta * g) * (1.0 - g) * ((n - 1) * g + 1.0)
-    return rhs
-
-
 def gamma(beta: float, n: int, times: Sequence[float], attention: str = "softmax") -> np.ndarray:
-    """``gamma_beta(t)``: the common inner product of ``n`` orthogonal starts.
-
-    Theorem 6.8, ODE (6.9) for SA and (6.10) for USA, ``gamma(0) = 0``; solved with
-    ``scipy.integrate.solve_ivp`` (DOP853, rtol 1e-11).
-    """
-    attention = _check_attention(attention)
-    t = np.asarray(times, dtype=float)
-    if t.size == 0:
-        return np.zeros(0)
-    sol = solve_ivp(_gamma_rhs(float(beta), int(n), attention), (0.0, max(float(t.max()), 0.0)),
-                    [0.0], method="DOP853", t_eval=None, dense_output=True, rtol=1e-11,
-                    atol=1e-14)
-    return np.clip(sol.sol(t)[0], 0.0, 1.0) if t.max() > 0 else np.zeros_like(t)
+    """``gamma_beta(t)`` of Theorem 6.8 (:func:`meanfield.theory.gamma`), attention checked."""
+    return theory.gamma(beta, n, times, _check_attention(attention))
 
 
 def transition_time(beta: float, n: int, delta: float, attention: str = "softmax",
                     t_max: float = 1e6) -> float:
-    """The time at which ``gamma_beta`` reaches ``1 - delta``: the curve (6.12) at ``beta``.
-
-    ``inf`` if it is not reached before ``t_max``.
-    """
+    """The curve (6.12) at ``beta`` (:func:`meanfield.theory.transition_time`), checked."""
     attention = _check_attention(attention)
     _check_delta(delta)
-    rhs = _gamma_rhs(float(beta), int(n), attention)
-
-    def hit(t: float, g: np.ndarray) -> float:
-        return g[0] - (1.0 - delta)
-
-    hit.terminal = True  # type: ignore[attr-defined]
-    sol = solve_ivp(rhs, (0.0, t_max), [0.0], method="DOP853", events=hit, rtol=1e-11,
-                    atol=1e-14)
-    return float(sol.t_events[0][0]) if sol.t_events[0].size else math.inf
+    return theory.transition_time(beta, n, delta, attention, t_max)
 
 
 # -- statistics -------------------------------------------------------------------------

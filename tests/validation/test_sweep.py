@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 import xarray as xr
 
+from meanfield.testing import assert_same_result
+
 from validation.sweep import cell_seed, sweep
 
 
@@ -65,7 +67,7 @@ def test_one_and_two_workers_identical(tmp_path):
     # and the cluster starts in about a second
     two = sweep(noisy_cell, GRID, seed=11, workers=2, processes=False, progress=False,
                 store=tmp_path / "two")
-    xr.testing.assert_identical(one, two)
+    assert_same_result(one, two)
 
 
 def test_cells_written_atomically_as_they_finish(tmp_path):
@@ -96,7 +98,7 @@ def test_interrupted_sweep_resumes_to_the_same_result(tmp_path, workers):
         resumed = sweep(failing_cell, GRID, store=store, resume=True, **kw)
     finally:
         FAIL.clear()
-    xr.testing.assert_identical(resumed, reference)
+    assert_same_result(resumed, reference)
 
 
 def test_resume_refuses_another_sweep(tmp_path):
@@ -161,5 +163,5 @@ def test_existing_scheduler_by_address_and_client():
         with Client(cluster) as client:
             by_client = sweep(noisy_cell, GRID, seed=4, progress=False, scheduler=client)
             assert client.status == "running"  # a client we were given is left open
-    xr.testing.assert_identical(by_address, reference)
-    xr.testing.assert_identical(by_client, reference)
+    assert_same_result(by_address, reference)
+    assert_same_result(by_client, reference)
