@@ -33,6 +33,7 @@ from .kernels import (
 )
 from .observables import (
     count_clusters,
+    count_clusters_angles,
     dissipation,
     energy,
     energy_gradient,
@@ -60,6 +61,7 @@ __all__ = [
     "attention",
     "attention_weights",
     "count_clusters",
+    "count_clusters_angles",
     "dissipation",
     "energy",
     "energy_gradient",

@@ -3,7 +3,7 @@
 .. autosummary::
    trajectories
    cluster_counts
-   count_clusters_circle
+   count_clusters_angles
    dwell_times
    pde_cluster_counts
    count_peaks
@@ -31,27 +31,11 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from particles import count_clusters_angles
 from particles.ensemble import simulate_ensemble
 
 from .phase_diagram import CHUNK, sample_tokens, usa_step
 from .sweep import sweep
-
-
-def count_clusters_circle(theta: np.ndarray, delta: float = 1e-3) -> np.ndarray:
-    """Clusters of angles (last axis: tokens): components of ``cos(theta_i - theta_j) >= 1 -
-    delta``.
-
-    On the circle these components are the runs of sorted angles whose consecutive gaps are
-    at most ``a = arccos(1 - delta)``, so their number is the number of circular gaps ``> a``
-    (1 if there is none). Same count as ``particles.count_clusters(x, delta)``.
-    """
-    if not 0 < delta <= 2:
-        msg = f"delta must lie in (0, 2], got {delta!r}"
-        raise ValueError(msg)
-    s = np.sort(np.mod(theta, 2 * np.pi), axis=-1)
-    gaps = np.diff(s, axis=-1, append=s[..., :1] + 2 * np.pi)
-    big = np.count_nonzero(gaps > math.acos(1 - delta), axis=-1)
-    return np.maximum(big, 1)
 
 
 def dwell_times(counts: np.ndarray, times: np.ndarray, max_clusters: int) -> np.ndarray:
@@ -93,7 +77,7 @@ def trajectories(betas: Sequence[float] = (4.0, 9.0), n: int = 32, t_max: float 
     theta = np.unwrap(theta, axis=1)
     return xr.Dataset(
         {"theta": (("beta", "time", "token"), theta, {"long_name": "angle theta_i(t)"}),
-         "clusters": (("beta", "time"), count_clusters_circle(theta))},
+         "clusters": (("beta", "time"), count_clusters_angles(theta))},
         coords={"beta": ("beta", np.asarray(betas, dtype=float)), "time": ("time", t),
                 "token": np.arange(int(n))},
         attrs={"n": int(n), "seed": int(seed), "attention": attention, "dt": float(dt),
@@ -111,7 +95,7 @@ def metastability_cell(beta: float, rng: np.random.Generator, *, n: int, seeds: 
         part = slice(start, start + CHUNK)
 
         def record(k: int, _t: float, x: np.ndarray, part: slice = part) -> None:
-            counts[part, k] = count_clusters_circle(_angles(x), delta)
+            counts[part, k] = count_clusters_angles(_angles(x), delta)
 
         simulate_ensemble(x0[part], beta, t, record, attention=attention,
                           dt=usa_step(dt, beta, attention), freeze_above=1.0 - delta)
@@ -243,5 +227,5 @@ def _check(*, n: int, t_max: float, times: int, betas: Sequence[float]) -> None:
         raise ValueError(msg)
 
 
-__all__ = ["cluster_counts", "count_clusters_circle", "count_peaks", "dwell_times",
+__all__ = ["cluster_counts", "count_peaks", "dwell_times",
            "metastability_cell", "pde_cluster_counts", "trajectories"]

@@ -11,7 +11,7 @@ import xarray as xr
 import particles
 from meanfield.cli import main
 from validation.metastability import (
-    cluster_counts, count_clusters_circle, count_peaks, dwell_times, pde_cluster_counts,
+    cluster_counts, count_peaks, dwell_times, pde_cluster_counts,
     trajectories,
 )
 
@@ -27,7 +27,7 @@ def test_cluster_count_matches_particles():
         x = np.stack([np.cos(theta), np.sin(theta)], axis=-1)
         expected = np.array([particles.count_clusters(xi, delta) for xi in x])
         assert len(set(expected)) > 2  # the sample is not degenerate
-        np.testing.assert_array_equal(count_clusters_circle(theta, delta), expected)
+        np.testing.assert_array_equal(particles.count_clusters_angles(theta, delta), expected)
 
 
 def test_dwell_times():
