@@ -15,8 +15,9 @@ on ``S^{d-1}`` to round-off with ``geometry="sphere"``.
 The result holds ``x`` (time, [batch,] token, dim), ``energy`` and ``dissipation``
 (time[, batch]) and, for ``angles``, ``theta``; ``attrs`` follow the project's one result
 schema (:data:`meanfield.integrate.RESULT_ATTRS`), so that a file alone says how it was made.
-A run that ends early (a non-finite state, the step limit, Ctrl-C) keeps its results up to
-the last state it accepted and says why in ``stop_reason``.
+A run that ends early (a non-finite state, the step limit, Ctrl-C, or an energy that moves
+against the flow: :class:`particles.monitors.EnergyMonitor`) keeps its results up to the last
+state it accepted and says why in ``stop_reason``.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from .angles import angle_velocity, check_angle_model, from_angles, to_angles
 from .inputs import as_angles, as_count, as_rng, as_tokens, check_geometry
 from .integrators import METHODS, integrate_reference, make_stepper, normalize_rows
 from .kernels import DEFAULT_MEMORY_LIMIT
+from .monitors import EnergyMonitor, has_energy
 from .observables import dissipation, energy
 from .velocity import attention, velocity
 
@@ -184,9 +186,12 @@ def simulate(
             def f(x: np.ndarray) -> np.ndarray:
                 return velocity(model, x, geometry, memory_limit=memory_limit, check=False)
 
+        monitors = ([EnergyMonitor(model, t, memory_limit)]
+                    if method in ("rk4", "dopri5") and has_energy(model) else [])
         xs, sol = _run(method, f, x0, t, dt=dt, sphere=sphere, rtol=rtol, atol=atol,
                        max_steps=max_steps, progress=progress, sigma=model.noise,
-                       rng=as_rng(rng) if method == "euler_maruyama" else None)
+                       rng=as_rng(rng) if method == "euler_maruyama" else None,
+                       monitors=monitors)
         ds = _dataset(model, sol.times, xs, batched, geometry, observables, memory_limit)
     _settings(ds, model, method, geometry, dt, rtol, atol, memory_limit, sol, seed)
     return _finish(ds, sol, throw)
@@ -194,8 +199,8 @@ def simulate(
 
 def _run(method: str, f: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, t: np.ndarray, *,
          dt: float | None, sphere: bool, rtol: float, atol: float, max_steps: int,
-         progress: bool, sigma: float = 0.0, rng: np.random.Generator | None = None
-         ) -> tuple[np.ndarray, Any]:
+         progress: bool, sigma: float = 0.0, rng: np.random.Generator | None = None,
+         monitors: list[Any] | None = None) -> tuple[np.ndarray, Any]:
     """Integrate; the states at the output times reached (plus the last accepted state when
     the run ended early) and the engine's :class:`Solution` with ``times`` set."""
     out = np.empty((t.size,) + x0.shape)
@@ -214,7 +219,7 @@ def _run(method: str, f: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, t: 
         trackers = [ProgressTracker(desc=f"particles {method}", leave=False)] if progress else []
         sol = integrate(stepper, x0, t, controller=controller, output=output,
                         dt0=dt if controller.adaptive else None, max_steps=max_steps,
-                        trackers=trackers)
+                        trackers=trackers, monitors=monitors or ())
     n = reached[0]
     times = t[:n]
     xs = out[:n]

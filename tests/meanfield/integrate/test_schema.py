@@ -101,3 +101,18 @@ def test_particles_max_steps_is_a_stop_reason_not_an_exception_type():
     ds = particles.simulate(model, x0, [0, 1, 2], method="dopri5", max_steps=4, throw=False)
     assert ds.attrs["successful"] == 0 and "max_steps=4" in ds.attrs["stop_reason"]
     assert ds.sizes["time"] >= 1 and ds.time.values[-1] == ds.attrs["t_reached"]
+
+
+def test_a_step_far_too_large_stops_with_the_measured_energy_violation():
+    """RK4 with dt = 5 at beta = 4 (SA, circle): the energy must increase along the flow; the
+    discrete map makes it decrease, and the run stops saying so."""
+    model = mf.Model(beta=4.0)
+    x0 = particles.sample_sphere(32, 2, 3)
+    t = np.linspace(0, 50, 11)
+    with pytest.raises(particles.SimulationError, match="energy decreased") as info:
+        particles.simulate(model, x0, t, method="rk4", dt=5.0)
+    assert info.value.reason is StopReason.UNSTABLE
+    e = info.value.dataset.energy.values
+    assert np.all(np.diff(e) >= -1e-9 * np.abs(e[1:]))  # what was kept is monotone
+    ok = particles.simulate(model, x0, t, method="rk4", dt=0.05)
+    assert ok.attrs["successful"] == 1 and np.all(np.diff(ok.energy.values) >= 0)

@@ -1,0 +1,76 @@
+"""Monitors of the particle runs: what the integrator can check cheaply, so that a step far
+too large for the dynamics never passes without a word.
+
+.. autosummary::
+   EnergyMonitor
+   has_energy
+
+:class:`EnergyMonitor` checks, at every output time, that the interaction energy ``E_beta``
+(docs/equations.md section 2) moves the way the exact flow moves it: SA and USA with
+``Q = K = I``, ``V = +I`` ascend it (USA is the gradient flow ``X' = n grad E``; SA the
+gradient flow of the metric weighted by ``Z``, (3.12)), ``V = -I`` descends it. A step that
+reverses it (RK4 with ``dt = 5`` at ``beta = 4``, say) stops the run with
+:attr:`StopReason.UNSTABLE` and the measured violation; the results up to the last output
+time that kept the energy monotone are kept. One energy costs what one velocity does, so
+checking at output times costs at most one evaluation per output.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from meanfield.integrate import Stop, StopReason
+
+from .observables import energy
+
+
+def has_energy(model: Any) -> bool:
+    """Whether ``E_beta`` is monotone along the exact flow of ``model`` (docs/equations.md
+    section 2): SA or USA, ``Q = K = I``, ``V = +-I``, no mask, no noise."""
+    return (model.attention in ("softmax", "unnormalized") and model.is_identity
+            and not model.causal and model.noise == 0)
+
+
+class EnergyMonitor:
+    """Stops a run whose energy moves against the flow between output times.
+
+    Args:
+        model: a model with :func:`has_energy`.
+        times: the output times (checked there only).
+        memory_limit: for the energy's tiles.
+        rtol: allowed reversal relative to ``|E|`` (round-off of the ``n^2`` sum, far below
+            what a stable step changes; default ``1e-9``).
+    """
+
+    def __init__(self, model: Any, times: np.ndarray, memory_limit: int, rtol: float = 1e-9) -> None:
+        self.model = model
+        self.times = set(np.asarray(times, dtype=float).tolist())
+        self.memory_limit = memory_limit
+        self.rtol = rtol
+        self.sign = model.sign
+        self.last: tuple[float, np.ndarray] | None = None
+
+    def check(self, t: float, y: np.ndarray, stage: Any, context: Any) -> None:
+        if t not in self.times:
+            return None
+        e = np.atleast_1d(energy(self.model, y, memory_limit=self.memory_limit))
+        if self.last is not None:
+            t0, e0 = self.last
+            change = self.sign * (e - e0)  # >= 0 along the exact flow
+            allowed = self.rtol * np.maximum(np.abs(e), np.abs(e0)) + 1e-14
+            bad = change < -allowed
+            if np.any(bad):
+                i = int(np.argmax(-change / allowed))
+                where = f" (batch {i})" if y.ndim == 3 else ""
+                direction = "decreased" if self.sign > 0 else "increased"
+                raise Stop(StopReason.UNSTABLE,
+                           f"the energy {direction} from {e0[i]:.12g} to {e[i]:.12g} between "
+                           f"t = {t0:.6g} and t = {t:.6g}{where}, against the flow: the step is "
+                           "too large for the dynamics (take a smaller dt or method='dopri5')")
+        self.last = (t, e)
+        return None
+
+
+__all__ = ["EnergyMonitor", "has_energy"]
