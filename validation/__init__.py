@@ -1,24 +1,28 @@
 """validation: checks and studies that set the particle system against the PDE and theory.
 
-* checks, suites, the runner and the report (``meanfield validate``);
+* checks (registered with :func:`check`), suites built from the registry, the runner and
+  the report (``meanfield validate``);
 * phase diagrams (Figures 3 and 5 of the paper) and metastability (Figure 4);
 * parameter sweeps on Dask (:func:`sweep`).
 """
 
-from .records import CheckResult
+from .records import CheckResult, Comparison
 from .report import write_report
 from .runner import exit_code, run_check, run_suite, status_of
-from .suites import FULL, QUICK, SUITES, SuiteEntry, get_suite, select
+from .suites import REGISTRY, BrokenModule, Check, Registry, SuiteEntry, check, get_suite, select
 from .sweep import sweep
 from .metastability import cluster_counts, pde_cluster_counts, trajectories
 from .phase_diagram import phase_diagram  # noqa: E402  (the function shadows the module name)
 
 __all__ = [
-    "FULL",
-    "QUICK",
-    "SUITES",
+    "REGISTRY",
+    "BrokenModule",
+    "Check",
     "CheckResult",
+    "Comparison",
+    "Registry",
     "SuiteEntry",
+    "check",
     "cluster_counts",
     "exit_code",
     "get_suite",

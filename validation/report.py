@@ -3,32 +3,42 @@
 .. autosummary::
    write_report
 
-The table of all checks (check, status, measured, expected, tolerance, time), then one
-section per check: what it compares, its figure (PNG), its tolerance and the argument for
-it (the check's docstring), the extra numbers, the traceback of an error, and the link to
-its raw numbers (``checks/<name>/data.nc``, NetCDF) from which any figure can be redrawn.
+The table of all checks (check, status, worst comparison, time), then one section per
+check: what it compares, the table of its numeric comparisons (measured, expected,
+tolerance, kind, result), its figure (PNG), the argument for its tolerances (the check's
+docstring), the extra numbers, the traceback of an error, and the link to its raw numbers
+(``checks/<name>/data.nc``, NetCDF) from which any figure can be redrawn.
 """
 
 from __future__ import annotations
 
 import html
-import inspect
 import json
 import os
 import time
 from pathlib import Path
 from typing import Any
 
-from .records import CheckResult
+from .records import KINDS, CheckResult, Comparison
 from .runner import load_record, status_of
+from .runner import summary as one_line
 from .suites import SuiteEntry
 
 
 def _doc(entry: SuiteEntry) -> str:
-    try:
-        return inspect.cleandoc(entry.load().__doc__ or "")
-    except Exception:  # noqa: BLE001 - a missing module has no docstring to show
-        return ""
+    return entry.doc
+
+
+def _rule(c: Comparison) -> str:
+    if c.kind == "ci":
+        return f"[{c.low:.6g}, {c.high:.6g}]"
+    return f"{c.tolerance:.3g}"
+
+
+def _comparison_rows(r: CheckResult) -> list[tuple[str, str, str, str, str, str]]:
+    """(what, measured, expected, tolerance or interval, kind, pass/FAIL) per comparison."""
+    return [(c.what, f"{c.measured:.6g}", f"{c.expected:.6g}", _rule(c), c.kind,
+             "pass" if c.passed else "FAIL") for c in r.comparisons]
 
 
 def _rel(path: str | None, root: Path) -> str | None:
@@ -88,28 +98,31 @@ def write_report(entries: list[SuiteEntry], out_dir: Path, *, suite: str, seed: 
         head.append("**interrupted**: checks not run are listed as 'not run'; `--resume` continues.")
 
     md = ["# meanfield validation report", ""] + [f"- {h}" for h in head] + ["",
-          "| check | status | measured | expected | tolerance | wall (s) | CPU (s) |",
-          "|---|---|---|---|---|---:|---:|"]
+          "| check | status | worst comparison | expected law, tolerance | wall (s) | CPU (s) |",
+          "|---|---|---|---|---:|---:|"]
     for s in secs:
         r = s.get("result")
         if r is None:
-            md.append(f"| [{s['name']}](#{s['name'].replace('.', '')}) | not run | | | | | |")
+            md.append(f"| [{s['name']}](#{s['name'].replace('.', '')}) | not run | | | | |")
             continue
         w, c = s["meta"].get("wall_time_s"), s["meta"].get("cpu_time_s")
-        md.append(f"| [{s['name']}](#{s['name'].replace('.', '')}) | **{s['status']}** | {_md_cell(r.measured)} | "
-                  f"{_md_cell(r.expected)} | {_md_cell(r.tolerance)} | {'' if w is None else f'{w:.1f}'} | "
+        md.append(f"| [{s['name']}](#{s['name'].replace('.', '')}) | **{s['status']}** | {_md_cell(one_line(r))} | "
+                  f"{_md_cell(r.description)} | {'' if w is None else f'{w:.1f}'} | "
                   f"{'' if c is None else f'{c:.1f}'} |")
     for s in secs:
         md += ["", f"## {s['name']}", "", f"Status: **{s['status']}**", ""]
         r = s.get("result")
         if r is None:
             continue
-        md += [f"- compared: {r.quantity}", f"- expected: {r.expected}", f"- measured: {r.measured}",
-               f"- tolerance: {r.tolerance}"]
+        md += [f"- compared: {r.quantity}", f"- expected law, tolerance: {r.description}"]
         if s.get("data"):
             md.append(f"- raw numbers: [{s['data']}]({s['data']}) (NetCDF)")
-        if r.details and r.details.get("skipped"):
-            md.append(f"- skipped: {r.details['skipped']}")
+        if r.comparisons:
+            md += ["", "| comparison | measured | expected | tolerance | kind | result |",
+                   "|---|---:|---:|---:|---|---|"]
+            md += ["| " + " | ".join(_md_cell(x) for x in row) + " |" for row in _comparison_rows(r)]
+            md += ["", "Kinds: " + "; ".join(f"`{k}`: {v}" for k, v in KINDS.items()
+                                             if any(c.kind == k for c in r.comparisons)) + "."]
         if s.get("figure"):
             md += ["", f"![{s['name']}]({s['figure']})"]
         doc = _doc(s["entry"])
@@ -127,14 +140,14 @@ def write_report(entries: list[SuiteEntry], out_dir: Path, *, suite: str, seed: 
     _write(md_path, "\n".join(md) + "\n")
 
     esc = html.escape
-    colors = {"pass": "#1a7f37", "FAIL": "#cf222e", "ERROR": "#cf222e", "SKIP": "#9a6700", "not run": "#57606a"}
+    colors = {"pass": "#1a7f37", "FAIL": "#cf222e", "ERROR": "#cf222e", "not run": "#57606a"}
     h = ["<!DOCTYPE html><html><head><meta charset='utf-8'><title>meanfield validation report</title>",
          "<style>body{font-family:sans-serif;max-width:1100px;margin:auto;padding:1em}"
          "table{border-collapse:collapse;font-size:90%}td,th{border:1px solid #ccc;padding:3px 6px;"
          "vertical-align:top}pre{background:#f6f8fa;padding:.6em;overflow-x:auto;font-size:85%}"
          "img{max-width:100%}</style></head><body>",
          "<h1>meanfield validation report</h1><ul>"] + [f"<li>{esc(x).replace('**', '')}</li>" for x in head] + ["</ul>",
-         "<table><tr><th>check</th><th>status</th><th>measured</th><th>expected</th><th>tolerance</th>"
+         "<table><tr><th>check</th><th>status</th><th>worst comparison</th><th>expected law, tolerance</th>"
          "<th>time (s)</th></tr>"]
     for s in secs:
         r = s.get("result")
@@ -142,12 +155,12 @@ def write_report(entries: list[SuiteEntry], out_dir: Path, *, suite: str, seed: 
         anchor = esc(s["name"].replace(".", ""))
         if r is None:
             h.append(f"<tr><td><a href='#{anchor}'>{esc(s['name'])}</a></td><td>not run</td>"
-                     "<td></td><td></td><td></td><td></td></tr>")
+                     "<td></td><td></td><td></td></tr>")
             continue
         w = s["meta"].get("wall_time_s")
         h.append(f"<tr><td><a href='#{anchor}'>{esc(s['name'])}</a></td>"
                  f"<td style='color:{col};font-weight:bold'>{esc(s['status'])}</td>"
-                 f"<td>{esc(str(r.measured))}</td><td>{esc(str(r.expected))}</td><td>{esc(str(r.tolerance))}</td>"
+                 f"<td>{esc(one_line(r))}</td><td>{esc(r.description)}</td>"
                  f"<td>{'' if w is None else f'{w:.1f}'}</td></tr>")
     h.append("</table>")
     for s in secs:
@@ -159,13 +172,18 @@ def write_report(entries: list[SuiteEntry], out_dir: Path, *, suite: str, seed: 
         if r is None:
             continue
         h.append("<ul>" + "".join(f"<li>{k}: {esc(str(v))}</li>" for k, v in
-                                  (("compared", r.quantity), ("expected", r.expected),
-                                   ("measured", r.measured), ("tolerance", r.tolerance))))
+                                  (("compared", r.quantity), ("expected law, tolerance", r.description))))
         if s.get("data"):
             h.append(f"<li>raw numbers: <a href='{esc(s['data'])}'>{esc(s['data'])}</a> (NetCDF)</li>")
-        if r.details and r.details.get("skipped"):
-            h.append(f"<li>skipped: {esc(str(r.details['skipped']))}</li>")
         h.append("</ul>")
+        if r.comparisons:
+            h.append("<table><tr><th>comparison</th><th>measured</th><th>expected</th><th>tolerance</th>"
+                     "<th>kind</th><th>result</th></tr>")
+            for row in _comparison_rows(r):
+                rc = colors.get(row[-1], "#000")
+                h.append("<tr>" + "".join(f"<td>{esc(x)}</td>" for x in row[:-1])
+                         + f"<td style='color:{rc};font-weight:bold'>{row[-1]}</td></tr>")
+            h.append("</table>")
         if s.get("figure"):
             h.append(f"<img src='{esc(s['figure'])}' alt='{esc(s['name'])}'>")
         doc = _doc(s["entry"])

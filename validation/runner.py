@@ -12,8 +12,10 @@ Each finished check is saved immediately under ``out_dir/checks/<name>/``: ``res
 (the record, its status, seed, suite and wall time), ``data.nc`` (the raw numbers, NetCDF,
 written atomically) and the check's PNG figure. An interrupted run (Ctrl-C) therefore loses
 only the checks in flight, and ``resume=True`` skips every check whose record is there (same
-seed and suite, status pass or FAIL; errors and skips are run again). A check that raises
-becomes an ``ERROR`` record carrying its traceback; the others still run. With
+seed and suite, status pass or FAIL; errors are run again). A check that raises, returns
+something else than a :class:`~validation.records.CheckResult`, or whose module failed to
+import (:class:`~validation.suites.BrokenModule`) becomes an ``ERROR`` record carrying its
+traceback; the others still run. Only ``pass`` is a success: there is no skipped status. With
 ``workers > 1`` independent checks run on a Dask ``LocalCluster`` (one thread per worker
 process); ``scheduler="tcp://..."`` sends them to an existing Dask cluster.
 """
@@ -21,7 +23,6 @@ process); ``scheduler="tcp://..."`` sends them to an existing Dask cluster.
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 import time
@@ -30,17 +31,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, TextIO
 
-from .records import CheckResult
+from .records import CheckResult, json_safe
 from .suites import SuiteEntry
 
-STATUS_OK = ("pass", "SKIP")
-"""Statuses that do not make the run fail (a skipped check names its missing module)."""
+STATUSES = ("pass", "FAIL", "ERROR")
+"""The statuses of a record; only ``"pass"`` lets the run succeed."""
 
 
 def status_of(result: CheckResult) -> str:
-    """``pass``, ``FAIL``, ``ERROR`` or ``SKIP`` (a check whose module is missing)."""
-    if result.error is None and isinstance(result.details, dict) and result.details.get("skipped"):
-        return "SKIP"
+    """``pass``, ``FAIL`` or ``ERROR`` (:attr:`CheckResult.status`)."""
     return result.status
 
 
@@ -49,31 +48,21 @@ def check_dir(out_dir: Path, name: str) -> Path:
     return Path(out_dir) / "checks" / name
 
 
-def _skip_record(entry: SuiteEntry, exc: BaseException) -> CheckResult:
-    return CheckResult(name=entry.name, quantity="-", expected="-", measured="-", tolerance="-",
-                       passed=False, details={"skipped": f"cannot import {entry.target}: {exc}"})
-
-
 def _error_record(entry: SuiteEntry, exc: BaseException) -> CheckResult:
     tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    return CheckResult(name=entry.name, quantity="-", expected="-", measured="-", tolerance="-",
-                       passed=False, error=tb)
+    return CheckResult(name=entry.name, quantity="-", description=f"{entry.target} raised", error=tb)
 
 
 def run_check(entry: SuiteEntry, *, seed: int, out_dir: Path, suite: str) -> CheckResult:
     """Run one check; never raises for the check's own failures (except Ctrl-C).
 
-    A missing module gives a ``SKIP`` record; an exception an ``ERROR`` record with the
-    traceback; a record named otherwise than the entry is renamed to the entry's name.
+    An exception (a module that failed to import included) gives an ``ERROR`` record with
+    the traceback; a record named otherwise than the entry is renamed to the entry's name.
     """
     target_dir = check_dir(out_dir, entry.name)
     target_dir.mkdir(parents=True, exist_ok=True)
     try:
-        func = entry.load()
-    except ImportError as exc:
-        return _skip_record(entry, exc)
-    try:
-        result = func(seed=int(seed), out_dir=target_dir, suite=suite)
+        result = entry(seed=int(seed), out_dir=target_dir, suite=suite)
     except KeyboardInterrupt:
         raise
     except Exception as exc:  # noqa: BLE001 - a failing check must not stop the suite
@@ -97,22 +86,6 @@ def _remote(entry: SuiteEntry, seed: int, out_dir: str, suite: str) -> tuple[Che
     return result, time.perf_counter() - t0, time.process_time() - c0, png
 
 
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    if hasattr(value, "item") and getattr(value, "ndim", 1) == 0:
-        value = value.item()
-    if hasattr(value, "tolist"):
-        return _json_safe(value.tolist())
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    return str(value)
-
-
 def _netcdf_safe(ds: Any) -> Any:
     ds = ds.copy()
     for obj in [ds, *ds.variables.values()]:
@@ -120,7 +93,7 @@ def _netcdf_safe(ds: Any) -> Any:
             if isinstance(v, bool):
                 obj.attrs[k] = int(v)
             elif not isinstance(v, (str, int, float)) and not hasattr(v, "dtype"):
-                obj.attrs[k] = json.dumps(_json_safe(v))
+                obj.attrs[k] = json.dumps(json_safe(v))
     return ds
 
 
@@ -148,7 +121,7 @@ def save_record(result: CheckResult, out_dir: Path, *, seed: int, suite: str, wa
             data_file = "data.nc"
         except Exception as exc:  # noqa: BLE001 - keep the record even if the data won't serialise
             data_file = f"(not written: {type(exc).__name__}: {exc})"
-    rec = _json_safe(result.to_dict())
+    rec = json_safe(result.to_dict())
     if figure:
         rec["figure"] = os.path.relpath(Path(figure).resolve(), d.resolve())
     rec.update({"status": status_of(result), "seed": int(seed), "suite": suite,
@@ -177,16 +150,18 @@ def load_record(out_dir: Path, name: str) -> tuple[CheckResult, dict[str, Any]] 
     data = None
     if meta.get("data_file") == "data.nc" and (d / "data.nc").is_file():
         data = d / "data.nc"
-    result = CheckResult(**{k: rec.get(k) for k in ("name", "quantity", "expected", "measured", "tolerance",
-                                                    "passed", "details", "figure", "error")},
-                         data=None)
+    try:
+        result = CheckResult.from_dict(rec)
+    except (KeyError, TypeError, ValueError):  # a record of an older format: run the check again
+        return None
     meta["data_path"] = str(data) if data else None
     return result, meta
 
 
 def exit_code(results: Iterable[CheckResult]) -> int:
-    """0 when every check passed (or was skipped), 1 otherwise."""
-    return 0 if all(status_of(r) in STATUS_OK for r in results) else 1
+    """0 when every check passed, 1 otherwise (a failure, an error, or no check at all)."""
+    results = list(results)
+    return 0 if results and all(status_of(r) == "pass" for r in results) else 1
 
 
 def _short(value: Any, width: int) -> str:
@@ -194,19 +169,26 @@ def _short(value: Any, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def summary(result: CheckResult) -> str:
+    """One line for a record: its worst comparison (:attr:`CheckResult.worst`) and how many
+    passed, or the last line of its traceback."""
+    if result.error is not None:
+        lines = result.error.strip().splitlines()
+        return lines[-1] if lines else "error"
+    w = result.worst
+    n, ok = len(result.comparisons), sum(c.passed for c in result.comparisons)
+    head = f"{ok}/{n} ok; " if n > 1 else ""
+    return head + ("" if w is None else w.describe())
+
+
 def format_row(result: CheckResult, wall: float | None = None, note: str = "") -> str:
-    """One line of the table: check, status, measured, expected, time."""
-    status = status_of(result)
-    measured = result.details.get("skipped", result.measured) if status == "SKIP" else result.measured
-    if status == "ERROR":
-        measured = (result.error or "").strip().splitlines()[-1] if result.error else "error"
+    """One line of the table: check, status, worst comparison, time."""
     w = "" if wall is None else f"{wall:6.1f}s"
-    return (f"{_short(result.name, 26):26s} {status:5s} {_short(measured, 58):58s} "
-            f"{_short(result.expected, 36):36s} {w}{note}")
+    return f"{_short(result.name, 26):26s} {status_of(result):5s} {_short(summary(result), 96):96s} {w}{note}"
 
 
 def header() -> str:
-    return f"{'check':26s} {'pass':5s} {'measured':58s} {'expected':36s} {'time':>7s}"
+    return f"{'check':26s} {'pass':5s} {'worst comparison (measured vs expected)':96s} {'time':>7s}"
 
 
 def run_suite(
@@ -338,4 +320,5 @@ __all__ = [
     "run_suite",
     "save_record",
     "status_of",
+    "summary",
 ]

@@ -1,118 +1,259 @@
-"""The validation suites: ordered lists of checks.
+"""The registry of checks and the suites built from it.
 
 .. autosummary::
-   SuiteEntry
-   SUITES
+   SUITE_NAMES
+   CHECK_MODULES
+   Check
+   BrokenModule
+   Registry
+   REGISTRY
+   check
    get_suite
    select
 
-A :class:`SuiteEntry` names a check and where to import it from (``"module:function"``);
-the import happens when the check runs, so a suite still runs (reporting the check as
-skipped, with the reason) while a module it needs is missing.
+A check is registered where it is defined, by the :func:`check` decorator::
+
+    @check("theory.wendel", suites=("quick", "full"))
+    def check_wendel(*, seed, out_dir, suite) -> CheckResult: ...
+
+A suite is the registered checks that name it, in the order of :data:`CHECK_MODULES`, then
+of definition. The registry imports its modules when a suite
+is first asked for; a module that raises on import cannot register its checks, so it enters
+every suite as a :class:`BrokenModule`, which every selection keeps and which runs as an
+``ERROR`` record: a broken check can never pass or be skipped.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import importlib
-from dataclasses import dataclass
-from typing import Callable
+import inspect
+import traceback
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Sequence, Union
 
 from .records import CheckResult
 
+SUITE_NAMES: tuple[str, ...] = ("quick", "full")
+"""``quick``: ``meanfield validate`` with no arguments (minutes on 2 cores); ``full``:
+every check at larger sizes."""
+
+CHECK_MODULES: tuple[str, ...] = (
+    "validation.checks.theory",
+    "validation.checks.gaussian",
+    "validation.checks.energy",
+    "validation.checks.convergence",
+    "validation.checks.phase",
+)
+"""The modules whose ``@check`` functions make the suites, imported in this order."""
+
+_GLOB = "*?["
+
+
+class CheckImportError(ImportError):
+    """A check module raised while it was imported (the traceback is in the message)."""
+
 
 @dataclass(frozen=True)
-class SuiteEntry:
-    """One check of a suite.
+class Check:
+    """A registered check.
 
     Attributes:
         name: the record's name (``"circle.meanfield_iid"``), used by ``--only`` and the
             output folder.
-        target: ``"package.module:function"`` with the signature
-            ``check(*, seed, out_dir, suite) -> CheckResult``.
+        func: ``check(*, seed, out_dir, suite) -> CheckResult``.
+        suites: the suites it belongs to.
     """
 
     name: str
-    target: str
+    func: Callable[..., CheckResult] = field(compare=False)
+    suites: tuple[str, ...] = SUITE_NAMES
 
-    def load(self) -> Callable[..., CheckResult]:
-        """Import the check function (``ImportError`` if its module is missing)."""
-        module, _, func = self.target.partition(":")
-        if not func:
-            msg = f"target must be 'module:function', got {self.target!r}"
+    @property
+    def target(self) -> str:
+        """``"module:function"`` of :attr:`func`."""
+        return f"{self.func.__module__}:{self.func.__qualname__}"
+
+    @property
+    def doc(self) -> str:
+        """The check's docstring: what it tests and the argument for its tolerances."""
+        return inspect.cleandoc(self.func.__doc__ or "")
+
+    def __call__(self, *, seed: int, out_dir: object, suite: str) -> CheckResult:
+        return self.func(seed=seed, out_dir=out_dir, suite=suite)
+
+
+@dataclass(frozen=True)
+class BrokenModule:
+    """A check module that raised on import: it stands for its unknown checks in every suite
+    and selection, and running it raises :class:`CheckImportError` (an ``ERROR`` record).
+
+    Attributes:
+        name: the module (``"validation.checks.theory"``), also the record's name.
+        traceback: the formatted exception of the import.
+    """
+
+    name: str
+    traceback: str
+
+    @property
+    def target(self) -> str:
+        return self.name
+
+    @property
+    def doc(self) -> str:
+        return f"The check module {self.name} failed to import; its checks did not run."
+
+    def __call__(self, *, seed: int, out_dir: object, suite: str) -> CheckResult:
+        msg = f"check module {self.name} failed to import:\n{self.traceback}"
+        raise CheckImportError(msg)
+
+
+SuiteEntry = Union[Check, BrokenModule]
+"""One entry of a suite: a check, or a module that failed to import."""
+
+
+def _check_name(name: object) -> str:
+    if not isinstance(name, str) or not name or any(c.isspace() or c in _GLOB + "," for c in name):
+        msg = f"check name must be a non-empty string without spaces, commas or {_GLOB}, got {name!r}"
+        raise ValueError(msg)
+    return name
+
+
+class Registry:
+    """Checks by name, and the modules that define them.
+
+    Args:
+        modules: modules imported (once, in order) before a suite is built; each registers
+            its checks with this registry's :meth:`check` (the default registry's modules
+            use the module-level :func:`check`).
+    """
+
+    def __init__(self, modules: Sequence[str] = ()) -> None:
+        self.modules = tuple(modules)
+        self._checks: dict[str, Check] = {}
+        self._broken: dict[str, BrokenModule] = {}
+        self._loaded = False
+
+    def register(self, entry: Check) -> Check:
+        """Add ``entry``; re-registering the same function (a module reloaded) replaces it.
+
+        Raises:
+            ValueError: the name is taken by another function, or a suite is unknown.
+        """
+        _check_name(entry.name)
+        bad = [s for s in entry.suites if s not in SUITE_NAMES]
+        if bad or not entry.suites:
+            msg = f"suites of check {entry.name!r} must be a non-empty subset of {SUITE_NAMES}, got {entry.suites!r}"
             raise ValueError(msg)
-        mod = importlib.import_module(module)
-        try:
-            return getattr(mod, func)
-        except AttributeError:
-            msg = f"module {module!r} has no check {func!r}"
-            raise ImportError(msg) from None
+        old = self._checks.get(entry.name)
+        if old is not None and old.target != entry.target:
+            msg = f"check name {entry.name!r} is taken by {old.target}; cannot register {entry.target}"
+            raise ValueError(msg)
+        self._checks[entry.name] = entry
+        return entry
+
+    def check(self, name: str, *, suites: Iterable[str] = SUITE_NAMES
+              ) -> Callable[[Callable[..., CheckResult]], Callable[..., CheckResult]]:
+        """Decorator: register ``func`` as check ``name`` of ``suites``; returns ``func``
+        unchanged (so that it pickles by reference, for Dask)."""
+        suites = tuple(suites)
+
+        def register(func: Callable[..., CheckResult]) -> Callable[..., CheckResult]:
+            self.register(Check(name, func, suites))
+            return func
+
+        return register
+
+    def load(self) -> None:
+        """Import :attr:`modules` once; a module that raises becomes a :class:`BrokenModule`.
+        ``KeyboardInterrupt`` and ``SystemExit`` propagate."""
+        if self._loaded:
+            return
+        self._loaded = True
+        for module in self.modules:
+            try:
+                importlib.import_module(module)
+            except Exception as exc:  # noqa: BLE001 - any failure of a check module is reported
+                tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+                self._broken[module] = BrokenModule(module, tb)
+
+    @property
+    def broken(self) -> list[BrokenModule]:
+        """The modules that failed to import (after :meth:`load`)."""
+        self.load()
+        return list(self._broken.values())
+
+    def checks(self) -> list[Check]:
+        """Every registered check: those of :attr:`modules` in the order of the modules, then
+        of definition; then any other, in registration order."""
+        self.load()
+
+        def key(c: Check) -> tuple[int, int]:
+            module = c.func.__module__
+            if module not in self.modules:
+                return (len(self.modules), 0)
+            return (self.modules.index(module), getattr(getattr(c.func, "__code__", None), "co_firstlineno", 0))
+
+        return sorted(self._checks.values(), key=key)
+
+    def suite(self, name: str) -> list[SuiteEntry]:
+        """The broken modules, then the checks of suite ``name`` (order of :meth:`checks`)."""
+        if name not in SUITE_NAMES:
+            msg = f"suite must be one of {SUITE_NAMES}, got {name!r}"
+            raise ValueError(msg)
+        return [*self.broken, *(c for c in self.checks() if name in c.suites)]
 
 
-_C = "validation.checks.convergence"
-_E = "validation.checks.energy"
-_T = "validation.checks.theory"
+REGISTRY = Registry(CHECK_MODULES)
+"""The project's checks."""
 
-QUICK: list[SuiteEntry] = [
-    SuiteEntry("theory.growth_rates", f"{_T}:check_growth_rates"),
-    SuiteEntry("theory.orthogonal_start", f"{_T}:check_orthogonal_start"),
-    SuiteEntry("theory.wendel", f"{_T}:check_wendel"),
-    SuiteEntry("theory.cone_collapse", f"{_T}:check_cone_collapse"),
-    SuiteEntry("theory.noise_threshold", f"{_T}:check_noise_threshold"),
-    SuiteEntry("theory.wrapped_cauchy", f"{_T}:check_wrapped_cauchy"),
-    SuiteEntry("gaussian.particles", "validation.checks.gaussian:check_gaussian_particles"),
-    SuiteEntry("energy.pde", f"{_E}:check_energy_pde"),
-    SuiteEntry("energy.particles", f"{_E}:check_energy_particles"),
-    SuiteEntry("energy.pde_vs_particles", f"{_E}:check_energy_pde_vs_particles"),
-    SuiteEntry("pde.self_convergence", f"{_C}:check_pde_self_convergence"),
-    SuiteEntry("circle.meanfield_iid", f"{_C}:check_circle_iid"),
-    SuiteEntry("circle.meanfield_quantile", f"{_C}:check_circle_quantile"),
-    SuiteEntry("circle.meanfield_time", f"{_C}:check_circle_time"),
-    SuiteEntry("sphere.meanfield_iid", f"{_C}:check_sphere_iid"),
-]
-"""The quick suite: ``meanfield validate`` with no arguments (minutes on 2 cores)."""
-
-FULL: list[SuiteEntry] = QUICK + [
-    SuiteEntry("zonal.meanfield_iid", f"{_C}:check_zonal_iid"),
-    SuiteEntry("pde.self_convergence_sphere", f"{_C}:check_pde_self_convergence_sphere"),
-    SuiteEntry("phase.transition_curve", "validation.checks.phase:check_phase_transition"),
-]
-"""The full suite: every check at larger sizes (``suite="full"``)."""
-
-SUITES: dict[str, list[SuiteEntry]] = {"quick": QUICK, "full": FULL}
+check = REGISTRY.check
+"""Decorator registering a check of :data:`REGISTRY` (see :meth:`Registry.check`)."""
 
 
-def get_suite(name: str) -> list[SuiteEntry]:
-    """The entries of suite ``name`` (``"quick"`` or ``"full"``)."""
-    try:
-        return list(SUITES[name])
-    except KeyError:
-        msg = f"suite must be one of {tuple(SUITES)}, got {name!r}"
-        raise ValueError(msg) from None
+def get_suite(name: str, registry: Registry | None = None) -> list[SuiteEntry]:
+    """The entries of suite ``name`` (``"quick"`` or ``"full"``) of ``registry`` (default
+    :data:`REGISTRY`), broken modules first."""
+    return (registry or REGISTRY).suite(name)
 
 
-def select(entries: list[SuiteEntry], pattern: str | None) -> list[SuiteEntry]:
-    """Entries whose name matches ``pattern``: comma-separated shell patterns
-    (``"theory.*,energy.pde"``); a pattern without ``*?[`` matches as a substring."""
+def select(entries: Sequence[SuiteEntry], pattern: str | None) -> list[SuiteEntry]:
+    """Entries whose name matches ``pattern``: comma-separated whole names or shell globs
+    (``"theory.*,energy.pde"``; ``energy.pde`` does not select ``energy.pde_vs_particles``).
+    Broken modules are always kept (their checks' names are unknown).
+
+    Raises:
+        ValueError: a part of ``pattern`` matches no check (unless a module is broken, whose
+            checks it may name).
+    """
     if not pattern:
         return list(entries)
     parts = [p.strip() for p in pattern.split(",") if p.strip()]
+    checks = [e for e in entries if isinstance(e, Check)]
+    broken = [e for e in entries if isinstance(e, BrokenModule)]
 
-    def hit(name: str) -> bool:
-        for p in parts:
-            if any(ch in p for ch in "*?["):
-                if fnmatch.fnmatchcase(name, p):
-                    return True
-            elif p in name:
-                return True
-        return False
+    def hit(name: str, part: str) -> bool:
+        return fnmatch.fnmatchcase(name, part) if any(ch in part for ch in _GLOB) else name == part
 
-    out = [e for e in entries if hit(e.name)]
-    if not out:
-        names = ", ".join(e.name for e in entries)
-        msg = f"--only {pattern!r} matches no check; the checks are: {names}"
+    unmatched = [p for p in parts if not any(hit(e.name, p) for e in checks)]
+    if unmatched and not broken:
+        names = ", ".join(e.name for e in checks)
+        msg = f"--only {pattern!r}: {', '.join(map(repr, unmatched))} matches no check; the checks are: {names}"
         raise ValueError(msg)
-    return out
+    return [e for e in entries if isinstance(e, BrokenModule) or any(hit(e.name, p) for p in parts)]
 
 
-__all__ = ["FULL", "QUICK", "SUITES", "SuiteEntry", "get_suite", "select"]
+__all__ = [
+    "CHECK_MODULES",
+    "REGISTRY",
+    "SUITE_NAMES",
+    "BrokenModule",
+    "Check",
+    "CheckImportError",
+    "Registry",
+    "SuiteEntry",
+    "check",
+    "get_suite",
+    "select",
+]

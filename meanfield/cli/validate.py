@@ -1,8 +1,8 @@
 """``meanfield validate``: run the validation suite and write the report.
 
 With no arguments it runs the quick suite into ``meanfield-validation/`` and exits 0 only if
-every check passes (skipped checks, whose modules are missing, are reported but do not fail
-the run). See ``docs/validation.md``.
+every check passes (a check that fails, raises, or whose module fails to import makes the
+exit code 1). See ``docs/validation.md``.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--suite", choices=("quick", "full"), default=DEFAULTS["suite"],
                    help="quick (default, minutes) or full (larger sizes, more checks)")
     p.add_argument("--only", metavar="PATTERN", default=DEFAULTS["only"],
-                   help="run only checks matching PATTERN: comma-separated shell patterns or substrings")
+                   help="run only checks matching PATTERN: comma-separated whole names or shell globs")
     p.add_argument("--out", type=Path, default=DEFAULTS["out"], help="output folder (default meanfield-validation/)")
     p.add_argument("--seed", type=int, default=DEFAULTS["seed"], help="seed of every random draw (default 0)")
     p.add_argument("--workers", type=_workers, default=DEFAULTS["workers"],
@@ -64,13 +64,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from validation.report import write_report
     from validation.runner import exit_code, run_suite, status_of
-    from validation.suites import get_suite, select
+    from validation.suites import BrokenModule, get_suite, select
 
     entries = select(get_suite(args.suite), args.only)
     if args.list:
         for e in entries:
-            print(f"{e.name:28s} {e.target}")
-        return 0
+            print(f"{e.name:28s} {'IMPORT ERROR' if isinstance(e, BrokenModule) else e.target}")
+        return 1 if any(isinstance(e, BrokenModule) for e in entries) else 0
     out = Path(args.out)
     t0 = time.perf_counter()
     interrupted = False

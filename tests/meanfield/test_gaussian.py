@@ -516,7 +516,7 @@ def test_validation_check_plumbing(tmp_path, monkeypatch) -> None:
     monkeypatch.setitem(check.SUITES, "tiny", {"n": (60, 120), "replicas": (3, 2)})
     result = check.check_gaussian_particles(seed=0, out_dir=tmp_path, suite="tiny")
     assert isinstance(result, CheckResult) and result.error is None
-    assert set(result.measured) == {"softmax", "multihead", "l2"}
+    assert {c.what.split()[0] for c in result.comparisons} == {"softmax", "multihead", "l2"}
     assert result.data["error"].shape == (3, 2, 5) and np.all(result.data["error"] > 0)
     assert (tmp_path / "gaussian_particles.png").read_bytes()[:4] == b"\x89PNG"
     assert all(t < 0.5 for t in result.details["tail_max_over_t"].values())

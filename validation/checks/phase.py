@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import norm
 
-from ..records import CheckResult
+from ..records import CheckResult, Comparison
+from ..suites import check
 
 _SIZES = {
     # d = 1024 costs what d = 32 does (rotation invariance, see validation.phase_diagram)
@@ -23,6 +24,7 @@ _SIZES = {
 }
 
 
+@check("phase.transition_curve", suites=("full",))
 def check_phase_transition(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
     """First time ``t_half(beta)`` at which ``P(<x_1, x_2> >= 1 - delta) >= 1/2``, against
     ``t*(beta)`` with ``gamma_beta(t*) = 1 - delta`` (curve (6.12), ODE (6.9)), ``beta <= 5``.
@@ -55,8 +57,9 @@ def check_phase_transition(*, seed: int, out_dir: Path, suite: str) -> CheckResu
     lo = np.nan_to_num(ds["t_half_lower"].values, nan=math.inf)
     hi = np.nan_to_num(ds["t_half_upper"].values, nan=math.inf)
     excess = np.maximum(np.maximum(lo - step - star, star - hi - step), 0.0)
-    passed = bool(np.all(excess == 0.0))
-    measured = {f"{b:g}": float(v) for b, v in zip(ds["beta"].values, ds["t_half"].values)}
+    comparisons = tuple(Comparison(f"beta = {b:g}: t*(beta) within a grid step of the interval of t_half", th, ts,
+                                   kind="ci", low=lo_b - step, high=hi_b + step)
+                        for b, th, ts, lo_b, hi_b in zip(ds["beta"].values, ds["t_half"].values, star, lo, hi))
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     data_path = out_dir / "phase_transition.nc"
@@ -65,12 +68,9 @@ def check_phase_transition(*, seed: int, out_dir: Path, suite: str) -> CheckResu
     tmp.replace(data_path)
     fig = plot_phase_diagram(ds, out_dir / "phase_transition.png")
     return CheckResult(
-        name=name, quantity=quantity, expected={f"{b:g}": float(v) for b, v in
-                                                zip(ds["beta"].values, star)},
-        measured=measured,
-        tolerance=f"grid step {step:g} + Wilson interval at level {level:.4f} "
-                  f"(z = {norm.ppf(0.5 + level / 2):.2f})",
-        passed=passed,
+        name=name, quantity=quantity, comparisons=comparisons,
+        description=(f"t*(beta) of (6.12); tolerance: grid step {step:g} + Wilson interval at level "
+                     f"{level:.4f} (z = {norm.ppf(0.5 + level / 2):.2f})"),
         details={"n": size["n"], "d": size["d"], "realizations": size["realizations"],
                  "t_half_lower": lo.tolist(), "t_half_upper": hi.tolist(),
                  "max_excess": float(excess.max()), "data": str(data_path)},
