@@ -9,6 +9,8 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from . import attention
+from .attention import AttentionKind
 from .model import ATTENTION_KINDS, Model
 from .domains import Circle, Domain, Sphere, ZonalSphere
 from . import convergence, initial, metrics
@@ -27,6 +29,7 @@ from .solve import ResolutionError, StopReason, solve
 
 __all__ = [
     "ATTENTION_KINDS",
+    "AttentionKind",
     "BlowUpError",
     "Circle",
     "Domain",
@@ -36,6 +39,7 @@ __all__ = [
     "StopReason",
     "ZonalSphere",
     "__version__",
+    "attention",
     "convergence",
     "convergence_table",
     "initial",

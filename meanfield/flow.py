@@ -43,12 +43,9 @@ from .special import constant_mode_energy_factor
 
 
 def _check_pde_model(model: Model) -> None:
-    if model.attention not in ("softmax", "unnormalized"):
-        msg = (
-            f"attention={model.attention!r} has no mean-field PDE solver yet; the spectral "
-            "solvers support 'softmax' (SA) and 'unnormalized' (USA)"
-        )
-        raise ValueError(msg)
+    from .attention import require  # noqa: PLC0415
+
+    require(model.attention, "spectral")
     if not model.is_identity:
         msg = (
             "the spherical PDE solvers need Q = K = I and V = value*I (zonal interaction); "

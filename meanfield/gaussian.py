@@ -37,17 +37,14 @@ import numpy as np
 import xarray as xr
 from scipy.integrate import solve_ivp
 
+from . import attention
 from .checks import output_times
 from .integrate import StopReason, result_attrs
 from .model import Model
 
-GAUSSIAN_KINDS = ("softmax", "l2", "sinkhorn")
-"""Attention kinds whose mean-field flow keeps Gaussian measures Gaussian (affine field)."""
-
-_NOT_GAUSSIAN = {
-    "unnormalized": "its field carries the factor exp(beta <Qx, K m> + ...) and is not affine",
-    "sigmoid": "its field is not affine in x",
-}
+GAUSSIAN_KINDS = attention.names(solver="gaussian")
+"""Attention kinds whose mean-field flow keeps Gaussian measures Gaussian (affine field): the
+built-in kinds of :mod:`meanfield.attention` that declare the ``"gaussian"`` solver."""
 
 _SYMMETRY_RTOL = 1e-10
 """Relative asymmetry ``|S - S^T| / |S|`` accepted in ``cov0`` (round-off of a computed
@@ -98,10 +95,7 @@ def _check_model(model: Model) -> None:
     if not isinstance(model, Model):
         msg = f"model must be a meanfield.Model, got {type(model).__name__}"
         raise ValueError(msg)
-    if model.attention not in GAUSSIAN_KINDS:
-        msg = (f"attention {model.attention!r} has no Gaussian reduction: "
-               f"{_NOT_GAUSSIAN[model.attention]}; supported: {GAUSSIAN_KINDS}")
-        raise ValueError(msg)
+    attention.require(model.attention, "gaussian")
     if model.causal:
         msg = "causal (masked) attention has no Gaussian reduction; use causal=False"
         raise ValueError(msg)

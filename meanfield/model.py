@@ -19,11 +19,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
-ATTENTION_KINDS = ("softmax", "unnormalized", "l2", "sigmoid", "sinkhorn")
-"""Attention kinds: ``softmax`` = SA (2.3), ``unnormalized`` = USA, and the variants of the
-second paper (``l2``, ``sigmoid``, ``sinkhorn``)."""
+from . import attention as attention_registry
 
-_ALIASES = {"sa": "softmax", "usa": "unnormalized"}
+ATTENTION_KINDS = attention_registry.names()
+"""The built-in attention kinds (``softmax`` = SA (2.3), ``unnormalized`` = USA, and the
+variants of the second paper ``l2``, ``sigmoid``, ``sinkhorn``), derived from
+:mod:`meanfield.attention` when this module is imported; ``meanfield.attention.names()`` is
+the live list (it includes kinds registered later)."""
 
 ACTIVATIONS = {
     "relu": lambda z: np.maximum(z, 0.0),
@@ -53,8 +55,10 @@ class Model:
 
     Args:
         beta: inverse temperature, ``beta >= 0`` and finite; ``beta = 0`` is the limit.
-        attention: ``"softmax"`` (SA), ``"unnormalized"`` (USA), ``"l2"``, ``"sigmoid"``
-            or ``"sinkhorn"``.
+        attention: a kind of :mod:`meanfield.attention`: ``"softmax"`` (SA),
+            ``"unnormalized"`` (USA), ``"l2"``, ``"sigmoid"`` or ``"sinkhorn"``; aliases
+            (``"sa"``, ``"usa"``) and any case are accepted and stored as the canonical
+            lower-case name. Which solvers support a kind is declared there.
         value: ``+1`` (attractive, ``V = I``) or ``-1`` (repulsive, ``V = -I``); multiplies
             ``V`` when ``V`` is given.
         noise: ``sigma >= 0``, adds ``sigma * Laplacian(rho)`` (entropy term).
@@ -99,12 +103,7 @@ class Model:
             msg = f"beta must be finite and >= 0, got {self.beta!r}"
             raise ValueError(msg)
         set_("beta", beta)
-        kind = str(self.attention).lower()
-        kind = _ALIASES.get(kind, kind)
-        if kind not in ATTENTION_KINDS:
-            msg = f"attention must be one of {ATTENTION_KINDS}, got {self.attention!r}"
-            raise ValueError(msg)
-        set_("attention", kind)
+        set_("attention", attention_registry.resolve(self.attention).name)
         if self.value not in (1, -1):
             msg = f"value must be +1 (attractive) or -1 (repulsive), got {self.value!r}"
             raise ValueError(msg)

@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from meanfield import attention as attention_registry
+
 from .inputs import as_angles
 from .kernels import DEFAULT_MEMORY_LIMIT, Tiling
 
@@ -29,12 +31,7 @@ def check_angle_model(model: Any) -> None:
     if not model.is_identity:
         msg = "the angle form (7.1) needs Q = K = V = I (no matrices, no heads) in the model"
         raise ValueError(msg)
-    if model.attention not in ("softmax", "unnormalized"):
-        msg = (
-            "the angle form (7.1) supports attention 'softmax' and 'unnormalized', "
-            f"got {model.attention!r}"
-        )
-        raise ValueError(msg)
+    attention_registry.require(model.attention, "angles")
 
 
 def to_angles(x: np.ndarray) -> np.ndarray:

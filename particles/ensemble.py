@@ -25,6 +25,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from meanfield.attention import require
 from meanfield.checks import output_times
 from meanfield.integrate import ConstantStep, Replace, RungeKutta, Solution, integrate
 
@@ -141,11 +142,7 @@ def simulate_ensemble(
         freeze_above: with the identity model, stop integrating a realisation once all its
             inner products are ``>= freeze_above >= 0`` (:class:`FreezeClustered`).
     """
-    kind = {"sa": "softmax", "usa": "unnormalized"}.get(str(attention).lower(), str(attention).lower())
-    if kind not in ("softmax", "unnormalized"):
-        msg = f"attention must be 'softmax' or 'unnormalized' for ensembles, got {attention!r}"
-        raise ValueError(msg)
-    softmax = kind == "softmax"
+    softmax = require(attention, "ensemble").name == "softmax"
     t = output_times(times, "times")
     if not dt > 0:
         msg = f"dt must be > 0, got {dt!r}"

@@ -18,7 +18,9 @@ tiles whose size is set by a memory limit (:class:`Tiling`), and every tile is t
 products (``q k^T`` and ``A v``) plus elementwise work done in place.
 
 Kernels register themselves by ``name`` through ``__init_subclass__``; the names are the
-attention kinds of :class:`meanfield.Model`.
+attention kinds of :mod:`meanfield.attention` that declare the ``"particles"`` solver: one
+kernel class per such kind, and a kernel for any other name is refused when its class is
+defined.
 
 Conventions (docs/equations.md section 2):
 
@@ -45,6 +47,8 @@ from typing import Any, ClassVar, Iterator
 
 import numpy as np
 from scipy.special import expit, logsumexp
+
+from meanfield import attention as attention_registry
 
 DEFAULT_MEMORY_LIMIT = 256 * 2**20
 """Default bound (bytes) on the temporary ``n x n`` attention tiles: 256 MiB."""
@@ -162,7 +166,8 @@ class Kernel(ABC):
     """
 
     name: ClassVar[str]
-    """The attention kind, as in :data:`meanfield.model.ATTENTION_KINDS`."""
+    """The attention kind: a canonical name of :mod:`meanfield.attention` whose entry
+    declares ``"particles"``."""
     normalized: ClassVar[bool]
     """Whether the rows of ``A`` sum to 1 (then ``beta = 0`` gives the plain mean)."""
     registry: ClassVar[dict[str, type[Kernel]]] = {}
@@ -170,6 +175,11 @@ class Kernel(ABC):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "name" in cls.__dict__:
+            kind = attention_registry.require(cls.name, "particles")
+            if kind.name != cls.name:
+                msg = (f"Kernel {cls.__name__}.name must be the canonical name {kind.name!r} "
+                       f"of its attention kind, got the alias {cls.name!r}")
+                raise ValueError(msg)
             Kernel.registry[cls.name] = cls
 
     def __init__(
@@ -512,11 +522,19 @@ def registered_kernels() -> tuple[str, ...]:
 
 
 def get_kernel(name: str) -> type[Kernel]:
-    """The kernel class registered under ``name``; ``ValueError`` listing known names."""
+    """The kernel class of the attention kind ``name`` (an alias or any case will do).
+
+    ``ValueError`` for an unknown kind (listing the known ones), for a kind the particle
+    system does not support (naming the solvers that do), and for a supported kind whose
+    kernel class is missing.
+    """
+    kind = attention_registry.require(name, "particles")
     try:
-        return Kernel.registry[name]
+        return Kernel.registry[kind.name]
     except KeyError:
-        msg = f"unknown attention kernel {name!r}; registered: {registered_kernels()}"
+        msg = (f"attention={kind.name!r} declares the 'particles' solver but no kernel is "
+               f"registered for it (registered: {registered_kernels()}); define a "
+               f"particles.kernels.Kernel subclass with name = {kind.name!r}")
         raise ValueError(msg) from None
 
 

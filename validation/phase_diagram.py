@@ -42,6 +42,7 @@ import numpy as np
 import xarray as xr
 from scipy.stats import norm
 
+from meanfield import attention as attention_registry
 from meanfield import theory
 from meanfield.integrate import result_attrs
 from particles.ensemble import simulate_ensemble
@@ -55,7 +56,9 @@ QK_ENSEMBLES = ("identity", "ginibre", "goe")
 V_ENSEMBLES = ("identity", "ginibre", "goe", "qk")
 """Laws of ``V``: identity, real Ginibre, GOE (normalised as above), or ``V = Qᵀ K``."""
 
-ATTENTIONS = ("softmax", "unnormalized")
+ATTENTIONS = attention_registry.names(solver="phase_diagram")
+"""Attention kinds with a gamma-ODE ((6.9) SA, (6.10) USA): those of
+:mod:`meanfield.attention` that declare the ``"phase_diagram"`` solver."""
 
 CHUNK = 256
 """Realisations integrated together: 256 keeps the ``n x n`` weights (2 MiB at n = 32) in
@@ -169,12 +172,9 @@ def sample_matrices(rng: np.random.Generator, realizations: int, d: int, qk: str
 
 
 def _check_attention(attention: str) -> str:
-    kind = {"sa": "softmax", "usa": "unnormalized"}.get(str(attention).lower(),
-                                                        str(attention).lower())
-    if kind not in ATTENTIONS:
-        msg = f"attention must be one of {ATTENTIONS}, got {attention!r}"
-        raise ValueError(msg)
-    return kind
+    """The canonical name of ``attention``; ``ValueError`` (naming the solvers that support
+    it) unless the registry declares it for the phase diagram."""
+    return attention_registry.require(attention, "phase_diagram").name
 
 
 def _check_delta(delta: float) -> None:

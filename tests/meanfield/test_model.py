@@ -3,14 +3,23 @@
 import numpy as np
 import pytest
 
-from meanfield import Model
+from meanfield import ATTENTION_KINDS, Model, attention
 
 
 def test_defaults_and_aliases():
     m = Model(2.0, attention="SA")
     assert m.attention == "softmax" and m.value == 1 and m.noise == 0.0
     assert Model(1.0, attention="usa").attention == "unnormalized"
+    assert Model(1.0, attention="SOFTMAX").attention == "softmax"  # case is ignored
     assert m.is_identity
+
+
+def test_attention_kinds_come_from_the_registry():
+    assert ATTENTION_KINDS == attention.names()
+    for kind in attention.kinds():
+        assert Model(1.0, attention=kind.name).attention == kind.name
+        for alias in kind.aliases:
+            assert Model(1.0, attention=alias).attention == kind.name
 
 
 @pytest.mark.parametrize(

@@ -7,33 +7,39 @@ import numpy as np
 import pytest
 
 import particles
-from meanfield import ATTENTION_KINDS, Model
+from meanfield import ATTENTION_KINDS, Model, attention
 from particles.kernels import Kernel, Softmax, Tiling
 from particles_helpers import naive_attention, random_matrices, unit
 
 
 def test_registry_covers_every_attention_kind() -> None:
-    assert set(particles.registered_kernels()) == set(ATTENTION_KINDS)
-    for name in ATTENTION_KINDS:
+    # one kernel per kind of meanfield.attention that declares "particles", and no other
+    assert set(particles.registered_kernels()) == set(attention.names("particles"))
+    for name in attention.names("particles"):
         assert particles.get_kernel(name).name == name
 
 
 def test_unknown_kernel_lists_known_names() -> None:
-    with pytest.raises(ValueError, match="unknown attention kernel 'cosine'") as info:
+    with pytest.raises(ValueError, match="attention must be one of .* got 'cosine'") as info:
         particles.get_kernel("cosine")
     for name in ATTENTION_KINDS:
         assert name in str(info.value)
 
 
 def test_subclass_registers_itself() -> None:
-    class Doubled(Softmax):
-        name = "test_doubled_softmax"
+    attention.register(attention.AttentionKind(
+        name="test_doubled_softmax", formula="as softmax", reference="docs/equations.md section 2",
+        solvers=frozenset({"particles"})))
 
     try:
+        class Doubled(Softmax):
+            name = "test_doubled_softmax"
+
         assert particles.get_kernel("test_doubled_softmax") is Doubled
         assert "test_doubled_softmax" in particles.registered_kernels()
     finally:
-        del Kernel.registry["test_doubled_softmax"]
+        Kernel.registry.pop("test_doubled_softmax", None)
+        attention.unregister("test_doubled_softmax")
 
 
 @pytest.mark.parametrize("kind", ["softmax", "unnormalized", "l2", "sigmoid"])
