@@ -77,7 +77,7 @@ def test_registry_lookup_and_registration():
 def test_one_tableau_class_and_one_registry_for_pde_and_particles():
     assert particles.DOPRI5 is SCHEMES["dopri5"] and particles.RK4 is SCHEMES["rk4"]
     assert particles.ButcherTableau is ButcherTableau
-    out = subprocess.run(["git", "grep", "-l", "class ButcherTableau", "--", "*.py"], cwd=ROOT,
+    out = subprocess.run(["git", "grep", "-l", "-E", "^class ButcherTableau\\b", "--", "*.py"], cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout.split()
     assert out == ["meanfield/integrate/tableaus.py"]
 
