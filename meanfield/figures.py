@@ -2,6 +2,7 @@
 
 .. autosummary::
    new_figure
+   subplots
    finish
 
 Every plot function builds a :class:`matplotlib.figure.Figure` directly (no ``pyplot``: no
@@ -26,6 +27,13 @@ def new_figure(**kwargs: Any) -> Any:
     return Figure(**kwargs)
 
 
+def subplots(*args: Any, figsize: tuple[float, float] | None = None, **kwargs: Any
+             ) -> tuple[Any, Any]:
+    """``(fig, axes)`` like ``pyplot.subplots``, on a :func:`new_figure`."""
+    fig = new_figure(figsize=figsize)
+    return fig, fig.subplots(*args, **kwargs)
+
+
 def finish(fig: Any, path: str | os.PathLike[str] | None, *, dpi: int = 120) -> Any:
     """Write ``fig`` to ``path`` as PNG when ``path`` is given; return ``fig``."""
     if path is not None:
@@ -33,4 +41,4 @@ def finish(fig: Any, path: str | os.PathLike[str] | None, *, dpi: int = 120) -> 
     return fig
 
 
-__all__ = ["finish", "new_figure"]
+__all__ = ["finish", "new_figure", "subplots"]

@@ -13,7 +13,11 @@ which order the cells finish, or whether the sweep was resumed. ``func`` returns
 Dataset whose variables carry the grid dimensions in front of their own.
 
 With ``store`` set, every cell is written there as NetCDF as soon as it finishes (to a
-temporary name, then ``os.replace``), and ``resume=True`` skips the cells already written:
+temporary name, then ``os.replace``) with the content hash of its computation
+(:func:`cell_key`: function, parameters, seed, every keyword argument, code version), and
+``resume=True`` skips the cells already written by the same computation (a stored cell
+made by another one is computed again, with a warning; a cell read back is checked again,
+so results of two computations are never mixed):
 a sweep interrupted by a crash, a ``KeyboardInterrupt`` or a lost client finishes where it
 stopped. Tasks on a lost worker are rerun by the Dask scheduler itself.
 
@@ -25,11 +29,13 @@ workers; ``scheduler`` may be a scheduler address (``"tcp://host:8786"``), a
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -42,6 +48,8 @@ from meanfield.io import write_netcdf
 from tqdm.auto import tqdm
 
 _MANIFEST = "sweep.json"
+_KEY = "cell_key"
+"""The attribute of a stored cell holding :func:`cell_key`."""
 
 
 def cell_seed(seed: int, index: int) -> np.random.SeedSequence:
@@ -88,13 +96,49 @@ def _write_atomic(ds: xr.Dataset, path: Path) -> None:
     write_netcdf(ds, path)
 
 
+def _stable(value: Any) -> Any:
+    """A JSON form of a keyword argument that changes whenever its value does (a model by its
+    full state, arrays by all their entries; never a truncated ``repr``)."""
+    from meanfield import Model
+
+    if isinstance(value, Model):
+        return value.state()
+    if isinstance(value, np.ndarray):
+        return {"dtype": str(value.dtype), "shape": list(value.shape), "data": value.ravel().tolist()}
+    if isinstance(value, np.generic):
+        return value.item()
+    return repr(value)
+
+
+def cell_key(func: Callable[..., Any], params: dict[str, Any], seed: int, index: int,
+             kwargs: dict[str, Any]) -> str:
+    """The content hash of one cell's computation: the function, its parameters, the seed,
+    the cell index, every keyword argument and the code version (SHA-256, hex). A stored cell
+    is reused only under the same key."""
+    from meanfield import __version__
+
+    desc = {"function": f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', repr(func))}",
+            "params": params, "seed": int(seed), "index": int(index), "kwargs": kwargs,
+            "version": __version__}
+    blob = json.dumps(desc, sort_keys=True, default=_stable)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _stored_key(path: Path) -> str | None:
+    try:
+        with xr.open_dataset(path, engine="h5netcdf") as ds:
+            return ds.attrs.get(_KEY)
+    except (OSError, ValueError):  # truncated or not NetCDF: recompute it
+        return None
+
+
 def _manifest(grid: dict[str, np.ndarray], seed: int, func: Callable[..., Any],
               kwargs: dict[str, Any]) -> dict[str, Any]:
     return {
         "function": f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', repr(func))}",
         "seed": int(seed),
         "grid": {k: v.tolist() for k, v in grid.items()},
-        "kwargs": json.loads(json.dumps(kwargs, default=repr)),
+        "kwargs": json.loads(json.dumps(kwargs, default=_stable)),
     }
 
 
@@ -195,11 +239,24 @@ def sweep(
     done: set[int] = set()
     if store_ is not None:
         _prepare_store(store_, _manifest(grid_, seed, func, kwargs_), resume)
-        if resume:
-            done = {i for i in range(n_cells) if _cell_path(store_, i).exists()}
+    keys = [cell_key(func, _cell_params(grid_, i), seed, i, kwargs_) for i in range(n_cells)]
+    if store_ is not None and resume:
+        stale = []
+        for i in range(n_cells):
+            path = _cell_path(store_, i)
+            if path.exists():
+                if _stored_key(path) == keys[i]:
+                    done.add(i)
+                else:
+                    stale.append(i)
+        if stale:
+            warnings.warn(f"resume: {len(stale)} stored cell(s) in {store_} were made by another "
+                          f"computation (cells {stale[:10]}{'...' if len(stale) > 10 else ''}); "
+                          "they are computed again", RuntimeWarning, stacklevel=2)
     todo = [i for i in range(n_cells) if i not in done]
 
     def finish(index: int, ds: xr.Dataset) -> None:
+        ds.attrs[_KEY] = keys[index]
         if store_ is not None:
             _write_atomic(ds, _cell_path(store_, index))
         else:
@@ -219,12 +276,17 @@ def sweep(
         bar.close()
     if store_ is not None:
         cells = [_load_cell(_cell_path(store_, i)) for i in range(n_cells)]
+        for i, ds in enumerate(cells):  # never mix: every cell read must be this computation's
+            if ds.attrs.get(_KEY) != keys[i]:
+                msg = (f"the stored cell {_cell_path(store_, i)} was made by another computation "
+                       "(its content hash differs); remove it or use another store")
+                raise ValueError(msg)
     else:
         cells = [results[i] for i in range(n_cells)]
     out = _combine(grid_, cells)
     settings = {"grid": {k: v.tolist() for k, v in grid_.items()}, "seed": int(seed),
                 "function": f"{func.__module__}.{func.__qualname__}", "kwargs": kwargs_,
-                "cell_attrs": {k: v for k, v in cells[0].attrs.items()}}
+                "cell_attrs": {k: v for k, v in cells[0].attrs.items() if k != _KEY}}
     t_reached = float(out["time"].values.max()) if "time" in out.coords else math.nan
     out.attrs = result_attrs(
         title=desc or "sweep", solver="validation.sweep", model="null", settings=settings,
@@ -271,4 +333,4 @@ def _run_distributed(func: Callable[..., Any], grid: dict[str, np.ndarray], seed
             cluster.close()
 
 
-__all__ = ["cell_seed", "sweep"]
+__all__ = ["cell_key", "cell_seed", "sweep"]

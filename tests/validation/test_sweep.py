@@ -165,3 +165,43 @@ def test_existing_scheduler_by_address_and_client():
             assert client.status == "running"  # a client we were given is left open
     assert_same_result(by_address, reference)
     assert_same_result(by_client, reference)
+
+
+def test_resume_never_mixes_cells_of_another_computation(tmp_path):
+    """The stored cells of a sweep with size=5, then a run with size=3 that wrote its manifest
+    and crashed before any cell (resume=False leaves old cell files): resuming it must not
+    reuse the size=5 cells (the issue: new labels over old numbers)."""
+    store = tmp_path / "s"
+    sweep(noisy_cell, GRID, seed=1, store=store, progress=False, kwargs={"size": 5})
+    FAIL.update({(a, b) for a in GRID["a"] for b in GRID["b"]})
+    try:
+        with pytest.raises(Boom):
+            sweep(failing_cell, GRID, seed=1, store=store, progress=False, kwargs={"size": 3})
+    finally:
+        FAIL.clear()
+    with pytest.warns(RuntimeWarning, match="made by another computation"):
+        resumed = sweep(failing_cell, GRID, seed=1, store=store, resume=True, progress=False,
+                        kwargs={"size": 3})
+    fresh = sweep(failing_cell, GRID, seed=1, progress=False, kwargs={"size": 3})
+    assert resumed.sizes["k"] == 3
+    np.testing.assert_array_equal(resumed["value"].values, fresh["value"].values)
+
+
+def test_a_cell_key_changes_with_every_input():
+    from meanfield import Model
+
+    from validation.sweep import cell_key
+
+    base = cell_key(noisy_cell, {"a": 1.0, "b": 2}, 0, 3, {"size": 5})
+    assert base == cell_key(noisy_cell, {"a": 1.0, "b": 2}, 0, 3, {"size": 5})
+    others = [cell_key(noisy_cell, {"a": 1.0, "b": 2}, 0, 3, {"size": 6}),
+              cell_key(noisy_cell, {"a": 1.0, "b": 3}, 0, 3, {"size": 5}),
+              cell_key(noisy_cell, {"a": 1.0, "b": 2}, 1, 3, {"size": 5}),
+              cell_key(failing_cell, {"a": 1.0, "b": 2}, 0, 3, {"size": 5})]
+    assert base not in others and len(set(others)) == 4
+    # models differing only in a large matrix (whose repr is truncated) differ in key
+    q1, q2 = np.eye(40), np.eye(40)
+    q2[20, 21] = 1e-3
+    k1 = cell_key(noisy_cell, {}, 0, 0, {"model": Model(beta=1.0, Q=q1)})
+    k2 = cell_key(noisy_cell, {}, 0, 0, {"model": Model(beta=1.0, Q=q2)})
+    assert k1 != k2

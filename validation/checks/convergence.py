@@ -23,6 +23,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from meanfield import fits, theory
+from meanfield.figures import subplots
 import xarray as xr
 from scipy import special, stats
 
@@ -39,33 +42,8 @@ fails by chance), the usual trade-off between false alarms and power."""
 
 
 def fit_power_law(n: np.ndarray, d: np.ndarray, level: float = CI_LEVEL) -> dict[str, float]:
-    """Least-squares fit ``log d = a + s log n`` over all samples, with the ``level``
-    confidence interval of ``s`` (Student t, ``len - 2`` degrees of freedom).
-
-    Each ``(n, seed)`` sample is one point: ``sqrt(n) d`` has an ``n``-independent law for
-    large ``n``, so the residuals are i.i.d. and the ordinary-least-squares interval applies.
-    """
-    x = np.log(np.asarray(n, dtype=float)).ravel()
-    y = np.log(np.asarray(d, dtype=float)).ravel()
-    ok = np.isfinite(x) & np.isfinite(y)
-    x, y = x[ok], y[ok]
-    if x.size < 3:
-        msg = f"fit_power_law needs at least 3 finite samples, got {x.size}"
-        raise ValueError(msg)
-    res = stats.linregress(x, y)
-    half = stats.t.ppf(0.5 + level / 2, x.size - 2) * res.stderr
-    return {"slope": float(res.slope), "intercept": float(res.intercept),
-            "stderr": float(res.stderr), "lo": float(res.slope - half),
-            "hi": float(res.slope + half), "level": float(level), "samples": int(x.size)}
-
-
-def _figure() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    """:func:`meanfield.fits.fit_power_law` at this module's level."""
+    return fits.fit_power_law(n, d, level)
 
 
 def _loglog_panel(ax: Any, n: np.ndarray, d: np.ndarray, fit: dict[str, float], ref: float,
@@ -84,7 +62,6 @@ def _save(fig: Any, out_dir: Path, name: str) -> str:
     from meanfield.io import save_png
 
     path = save_png(fig, Path(out_dir) / f"{name}.png", dpi=110, tight=True)
-    _figure().close(fig)
     return str(path)
 
 
@@ -196,8 +173,7 @@ def check_circle_iid(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
     n = setup["n"]
     nn = np.repeat(n[:, None], dist["w1"].shape[1], 1)
     fits = {k: fit_power_law(nn, dist[k]) for k in ("w1", "kernel")}
-    plt = _figure()
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
+    fig, (ax, ax2) = subplots(1, 2, figsize=(12, 4.5))
     _histogram_panel(ax2, setup["domain"], dist["snapshots"], setup["t"])
     _loglog_panel(ax, n, dist["w1"], fits["w1"], -0.5, "W_1", "C0")
     _loglog_panel(ax, n, dist["kernel"], fits["kernel"], -0.5, "kernel distance", "C1")
@@ -246,8 +222,7 @@ def check_circle_quantile(*, seed: int, out_dir: Path, suite: str) -> CheckResul
     w1 = dist["w1"][:, 0]
     slope, intercept = np.polyfit(np.log(n), np.log(w1), 1)
     local = np.diff(np.log(w1)) / np.diff(np.log(n))
-    plt = _figure()
-    fig, ax = plt.subplots(figsize=(6, 4.5))
+    fig, ax = subplots(figsize=(6, 4.5))
     ax.loglog(n, w1, "o-", label=f"W_1, fitted slope {slope:.3f}")
     ax.loglog(n, dist["kernel"][:, 0], "s-", label="kernel distance")
     ax.loglog(n, w1[0] * (n / n[0]) ** -1.0, "--", color="gray", label="slope -1")
@@ -274,10 +249,8 @@ def check_circle_quantile(*, seed: int, out_dir: Path, suite: str) -> CheckResul
 
 def _growth_rates(model: Any, kmax: int) -> np.ndarray:
     """``gamma_k`` on the circle (docs/equations.md section 3), ``k = 0..kmax``."""
-    b = model.beta
-    k = np.arange(kmax + 1, dtype=float)
-    ratio = special.ive(k, b) / (special.ive(0, b) if model.attention == "softmax" else np.exp(-b))
-    return model.sign * k * k * ratio / b - model.noise * k * k
+    return theory.growth_rate(2, model.attention, model.beta, np.arange(kmax + 1),
+                              sign=model.sign, noise=model.noise)
 
 
 @check("circle.meanfield_time")
@@ -334,8 +307,7 @@ def check_circle_time(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
     se = np.sqrt((d2.std(axis=1, ddof=1) / math.sqrt(S)) ** 2 + (amp2 * pred) ** 2)
     z = (mean - pred) / se
     zcrit = float(stats.norm.ppf(1 - 0.01 / (2 * int(tested.sum()))))
-    plt = _figure()
-    fig, ax = plt.subplots(figsize=(6, 4.5))
+    fig, ax = subplots(figsize=(6, 4.5))
     ax.semilogy(times, np.sqrt(mean), "o-", label="RMS kernel distance (particles vs PDE)")
     ax.fill_between(times, np.sqrt(np.maximum(mean - zcrit * se, 1e-300)), np.sqrt(mean + zcrit * se), alpha=0.2)
     ax.semilogy(times, np.sqrt(pred), "k--", label="linear theory (2/n) sum I_k e^{2 gamma_k t}")
@@ -404,8 +376,7 @@ def _sphere_like_iid(name: str, domain: Any, model: Any, rho0: np.ndarray, t_end
         kd[i] = kernel_distance_particles(fdom, c_t, xt, model.beta, method=method, kind="coefficients")
     nn = np.repeat(ns[:, None], S, 1)
     fit = fit_power_law(nn, kd)
-    plt = _figure()
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
+    fig, (ax, ax2) = subplots(1, 2, figsize=(12, 4.5))
     _angle_histogram_panel(ax2, ((domain, domain.forward(rho0), x0, 0.0),
                                  (fdom, c_t, xt, t_end)))
     _loglog_panel(ax, ns, kd, fit, -0.5, "kernel distance", "C1")
@@ -548,8 +519,7 @@ def check_pde_self_convergence(*, seed: int, out_dir: Path, suite: str) -> Check
     dq = ds["difference_tolerance"].values[:-1, -1]
     q_tight = float(np.polyfit(np.log(np.asarray(tols[:-1])), np.log(dq), 1)[0])
     comparisons.append(Comparison("order of the error in rtol", q_tight, 1.0, 0.2, "abs"))
-    plt = _figure()
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, (a1, a2) = subplots(1, 2, figsize=(10, 4))
     a1.semilogy(ds["resolution"].values[:-1], err, "o-", label="error to finest")
     a1.semilogy(ds["resolution"].values[:-1], tails, "s--", label="tail of finest beyond the band (lower bound)")
     a1.set_xscale("log", base=2)
@@ -603,8 +573,7 @@ def check_pde_self_convergence_sphere(*, seed: int, out_dir: Path, suite: str) -
     ds = self_convergence(model, domain, rho0, times, levels=4, tolerances=(1e-6, 1e-7, 1e-8, 1e-9),
                           tail_tol=1e-2)
     err, tails, lower_ok, decreasing, comparisons = _resolution_criteria(ds, model, domain, rho0, times)
-    plt = _figure()
-    fig, ax = plt.subplots(figsize=(5.5, 4))
+    fig, ax = subplots(figsize=(5.5, 4))
     ax.semilogy(ds["resolution"].values[:-1], err, "o-", label="error to finest")
     ax.semilogy(ds["resolution"].values[:-1], tails, "s--", label="tail of finest beyond lmax (lower bound)")
     ax.set_xscale("log", base=2)

@@ -18,12 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from meanfield.figures import subplots
 import xarray as xr
 from scipy import stats
 
 from ..records import CheckResult, Comparison
 from ..suites import check
-from .convergence import _figure, _save, _smooth_density
+from .convergence import _save, _smooth_density
 
 
 def _models() -> dict[str, Any]:
@@ -73,8 +75,7 @@ def _identity(E: np.ndarray, D: np.ndarray, times: np.ndarray) -> tuple[float, f
 def _energy_figure_and_data(curves: dict, times: np.ndarray, out_dir: Path, name: str,
                             energy_label: str, dissipation_label: str) -> tuple:
     """Energy and dissipation against t per model (figure) and the same numbers as a Dataset."""
-    plt = _figure()
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    fig, axes = subplots(1, 2, figsize=(10, 4))
     for label, (E, D) in curves.items():
         axes[0].plot(times, E, label=label)
         axes[1].plot(times, D, label=label)
@@ -258,8 +259,7 @@ def check_energy_pde_vs_particles(*, seed: int, out_dir: Path, suite: str) -> Ch
                          "uncorrected gap x n at t=1": float((gap[-1].mean() + corr[-1]) * n)}
         Ep_all.append(Ep)
         corr_all.append(corr)
-    plt = _figure()
-    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    fig, ax = subplots(figsize=(6.5, 4.5))
     ax.plot(times, E_pde, "k-", lw=2, label="PDE E_beta[rho(t)]")
     for i, n in enumerate(ns):
         m = Ep_all[i].mean(axis=1)

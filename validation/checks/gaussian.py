@@ -23,6 +23,8 @@ import time as _time
 from typing import Any
 
 import numpy as np
+
+from meanfield.fits import fit_power_law
 import xarray as xr
 from scipy import stats
 
@@ -87,15 +89,6 @@ _CONTRASTS = {"multihead": "softmax", "l2": "softmax"}
 """Power of the test: the particles of a case set against the ODE of another case (a wrong
 reduction, e.g. L2 particles against the softmax ODE) must give a slope whose interval
 excludes -1/2. Reported in ``details``, not part of ``passed``."""
-
-
-def _fit_slope(n: np.ndarray, err: np.ndarray, level: float) -> dict[str, float]:
-    """Least-squares slope of ``log err`` on ``log n`` with a Student-t interval."""
-    x, y = np.log(n), np.log(err)
-    fit = stats.linregress(x, y)
-    half = stats.t.ppf(0.5 + level / 2, len(x) - 2) * fit.stderr
-    return {"slope": float(fit.slope), "stderr": float(fit.stderr), "low": float(fit.slope - half),
-            "high": float(fit.slope + half), "intercept": float(fit.intercept), "level": level}
 
 
 def _tail(model: Model, cov: np.ndarray) -> float:
@@ -187,16 +180,16 @@ def check_gaussian_particles(*, seed: int, out_dir: pathlib.Path, suite: str) ->
         timings[name] = _time.perf_counter() - start
     n_arr = np.array(ns, dtype=float)
 
-    fits = {name: {q: _fit_slope(n_arr, errs[name][:, i], level)
+    fits = {name: {q: fit_power_law(n_arr, errs[name][:, i], level)
                    for i, q in enumerate(("mean", "cov"))} for name in CASES}
     comparisons = tuple(Comparison(f"{name} {q}: log-log slope of the error", f["slope"], EXPECTED_SLOPE,
-                                   kind="ci", low=f["low"], high=f["high"])
+                                   kind="ci", low=f["lo"], high=f["hi"])
                         for name, fq in fits.items() for q, f in fq.items())
     power = {}
     for name, other in _CONTRASTS.items():
         e = np.array(contrast_errs[name])
         power[f"{name} particles vs {other} ODE"] = {
-            q: _fit_slope(n_arr, e[:, i], level) for i, q in enumerate(("mean", "cov"))}
+            q: fit_power_law(n_arr, e[:, i], level) for i, q in enumerate(("mean", "cov"))}
 
     data = xr.Dataset(
         {"error": (("case", "quantity", "sample"),
@@ -256,7 +249,7 @@ def _figure(n: np.ndarray, errs: dict[str, np.ndarray], fits: dict[str, Any],
             f = fits[name][q]
             ax.loglog(n, e[:, i], marker, color=colour, ms=3, alpha=0.5, ls="none")
             ax.loglog(grid, np.exp(f["intercept"]) * grid ** f["slope"], color=colour,
-                      label=f"{q}: slope {f['slope']:.2f} [{f['low']:.2f}, {f['high']:.2f}]")
+                      label=f"{q}: slope {f['slope']:.2f} [{f['lo']:.2f}, {f['hi']:.2f}]")
         ref = np.exp(fits[name]["mean"]["intercept"]) * n.min() ** fits[name]["mean"]["slope"]
         ax.loglog(grid, ref * (grid / n.min()) ** -0.5, "k--", lw=0.8, label="n^{-1/2}")
         ax.xaxis.set_minor_formatter(NullFormatter())  # decades only: no overlapping labels

@@ -19,12 +19,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from meanfield.figures import subplots
+
+from meanfield import theory
 import xarray as xr
 from scipy import integrate, optimize, special, stats
 
 from ..records import CheckResult, Comparison
 from ..suites import check
-from .convergence import _figure, _save
+from .convergence import _save
 
 REFERENCE_RATES = {
     ("circle", "softmax", 4.0): (0.21588, 0.56824, 0.66439),
@@ -34,14 +38,10 @@ REFERENCE_RATES = {
 """docs/equations.md section 4, reference growth rates for ``k`` (or ``l``) = 1, 2, ..."""
 
 
-def growth_rate(d: int, attention: str, beta: float, l: int, sign: float = 1.0, noise: float = 0.0) -> float:
-    """``gamma_l`` of the uniform state on ``S^{d-1}`` (docs/equations.md section 3, linear stability)."""
-    nu = l + d / 2 - 1
-    if attention == "softmax":
-        ratio = special.ive(nu, beta) / special.ive(d / 2 - 1, beta)
-    else:
-        ratio = math.gamma(d / 2) * (2 / beta) ** (d / 2 - 1) * special.iv(nu, beta)
-    return sign * l * (l + d - 2) * ratio / beta - noise * l * (l + d - 2)
+def growth_rate(d: int, attention: str, beta: float, l: int, sign: float = 1.0,
+                noise: float = 0.0) -> float:
+    """``gamma_l`` of the uniform state (:func:`meanfield.theory.growth_rate`)."""
+    return float(theory.growth_rate(d, attention, beta, l, sign, noise))
 
 
 def _measured_rate(model: Any, domain: Any, key: Any, index: int, T: float) -> float:
@@ -103,8 +103,7 @@ def check_growth_rates(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
         rows.append({"what": f"PDE sphere unnormalized beta=4 l={l}", "expected": g, "measured": m,
                      "error": abs(m - g), "tol": 1e-6 * abs(g)})
         comparisons.append(Comparison(rows[-1]["what"], m, g, 1e-6, "rel"))
-    plt = _figure()
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = subplots(figsize=(7, 4))
     y = np.array([r["error"] / r["tol"] for r in rows])
     ax.barh(np.arange(len(rows)), np.maximum(y, 1e-12), color=["C0" if v <= 1 else "C3" for v in y])
     ax.set_xscale("log")
@@ -127,17 +126,8 @@ def check_growth_rates(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
 
 
 def _gamma_ode(attention: str, beta: float, n: int, times: np.ndarray) -> np.ndarray:
-    """``gamma(t)`` of Theorem 6.8 ((6.9) SA, (6.10) USA), ``gamma(0) = 0``."""
-
-    def rhs(_t: float, g: np.ndarray) -> np.ndarray:
-        core = (1 - g) * ((n - 1) * g + 1)
-        if attention == "softmax":
-            return 2 * np.exp(beta * g) * core / (np.exp(beta) + (n - 1) * np.exp(beta * g))
-        return (2.0 / n) * np.exp(beta * g) * core
-
-    sol = integrate.solve_ivp(rhs, (times[0], times[-1]), [0.0], method="DOP853", t_eval=times,
-                              rtol=1e-12, atol=1e-14)
-    return sol.y[0]
+    """``gamma(t)`` of Theorem 6.8 (:func:`meanfield.theory.gamma`)."""
+    return theory.gamma(beta, n, times, attention)
 
 
 @check("theory.orthogonal_start")
@@ -176,8 +166,7 @@ def check_orthogonal_start(*, seed: int, out_dir: Path, suite: str) -> CheckResu
         rows[label] = {"max deviation": err}
         comparisons.append(Comparison(f"{label}: max |<x_i, x_j> - gamma(t)|", err, 0.0, 1e-7, "abs"))
         curves[label] = (g, ip)
-    plt = _figure()
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = subplots(figsize=(6, 4))
     for i, (label, (g, ip)) in enumerate(curves.items()):
         ax.plot(times, g, "-", color=f"C{i}", label=f"gamma(t), {label}")
         ax.plot(times, ip, ".", color=f"C{i}", ms=3)
@@ -245,8 +234,7 @@ def check_wendel(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
         rows.append({"n": n, "d": d, "exact": p, "frequency": hits / M, "lo": ci.low, "hi": ci.high})
     comparisons = tuple(Comparison(f"n={r['n']}, d={r['d']}: frequency in an open hemisphere", r["frequency"],
                                    r["exact"], kind="ci", low=r["lo"], high=r["hi"]) for r in rows)
-    plt = _figure()
-    fig, ax = plt.subplots(figsize=(5.5, 4))
+    fig, ax = subplots(figsize=(5.5, 4))
     xs = np.arange(len(rows))
     ax.errorbar(xs, [r["frequency"] for r in rows],
                 yerr=[[r["frequency"] - r["lo"] for r in rows], [r["hi"] - r["frequency"] for r in rows]],
@@ -363,8 +351,7 @@ def check_cone_collapse(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
                 Comparison(f"{label}: max |rate / expected - 1|", rel, 0.0, 1e-4, "abs"),
             ]
             curves[f"{attention} n={n} d={d}"] = D
-    plt = _figure()
-    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    fig, ax = subplots(figsize=(6.5, 4.5))
     for (label, D), col in zip(curves.items(), ("C0", "C1", "C2", "C3")):
         ax.semilogy(t, np.maximum(D, 1e-17), color=col, lw=0.8, alpha=0.6)
         ax.plot([], [], color=col, label=label)
@@ -420,8 +407,7 @@ def check_noise_threshold(*, seed: int, out_dir: Path, suite: str) -> CheckResul
                       for s in sig])
     slope, icpt = np.polyfit(sig, rates, 1)
     root = -icpt / slope
-    plt = _figure()
-    fig, ax = plt.subplots(figsize=(5.5, 4))
+    fig, ax = subplots(figsize=(5.5, 4))
     ss = np.linspace(sig[0], sig[-1], 50)
     ax.plot(sig, rates, "o", label="PDE: measured rate of mode 1")
     ax.plot(ss, slope * ss + icpt, "-", label=f"fit, root {root:.7f}")
@@ -476,8 +462,7 @@ def check_wrapped_cauchy(*, seed: int, out_dir: Path, suite: str) -> CheckResult
         rows[att] = {"max relative error": worst}
         comparisons.append(Comparison(f"{att}: max|rho - rho_exact| / max rho_exact", worst, 0.0, 1e-8, "abs"))
         curves[att] = ds
-    plt = _figure()
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = subplots(figsize=(6, 4))
     ds = curves["softmax"]
     th = ds["theta"].values
     for i, t in enumerate(times):
