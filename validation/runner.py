@@ -11,8 +11,9 @@
 Each finished check is saved immediately under ``out_dir/checks/<name>/``: ``result.json``
 (the record, its status, seed, suite and wall time), ``data.nc`` (the raw numbers, NetCDF,
 written atomically) and the check's PNG figure. An interrupted run (Ctrl-C) therefore loses
-only the checks in flight, and ``resume=True`` skips every check whose record is there (same
-seed and suite, status pass or FAIL; errors are run again). A check that raises, returns
+only the checks in flight, and ``resume=True`` skips every check whose record is there and
+was made by the same computation (:func:`record_key`: the check's function and module
+source, seed, suite and code version; status pass or FAIL; errors are run again). A check that raises, returns
 something else than a :class:`~validation.records.CheckResult`, or whose module failed to
 import (:class:`~validation.suites.BrokenModule`) becomes an ``ERROR`` record carrying its
 traceback; the others still run. Only ``pass`` is a success: there is no skipped status. With
@@ -103,8 +104,33 @@ def _atomic_text(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def record_key(entry: Any, seed: int, suite: str) -> str:
+    """The content hash of one check's computation: its name, its function and the source of
+    the module that defines it, the seed, the suite and the code version (SHA-256, hex). A
+    resumed run reuses a stored record only under the same key."""
+    import hashlib
+    import inspect
+    import sys as _sys
+
+    from meanfield import __version__
+
+    func = getattr(entry, "func", None)
+    source = ""
+    if func is not None:
+        module = _sys.modules.get(func.__module__)
+        try:
+            source = inspect.getsource(module) if module is not None else ""
+        except (OSError, TypeError):
+            source = ""
+    desc = json.dumps({"name": entry.name, "target": entry.target, "seed": int(seed),
+                       "suite": suite, "version": __version__,
+                       "source": hashlib.sha256(source.encode()).hexdigest()}, sort_keys=True)
+    return hashlib.sha256(desc.encode()).hexdigest()
+
+
 def save_record(result: CheckResult, out_dir: Path, *, seed: int, suite: str, wall_time: float,
-                cpu_time: float | None = None, png: bytes | None = None) -> Path:
+                cpu_time: float | None = None, png: bytes | None = None,
+                key: str | None = None) -> Path:
     """Write ``result.json`` and ``data.nc`` (and the figure's bytes if given) atomically."""
     from meanfield.io import write_netcdf
 
@@ -124,7 +150,7 @@ def save_record(result: CheckResult, out_dir: Path, *, seed: int, suite: str, wa
     rec = json_safe(result.to_dict())
     if figure:
         rec["figure"] = os.path.relpath(Path(figure).resolve(), d.resolve())
-    rec.update({"status": status_of(result), "seed": int(seed), "suite": suite,
+    rec.update({"status": status_of(result), "seed": int(seed), "suite": suite, "key": key,
                 "wall_time_s": float(wall_time),
                 "cpu_time_s": None if cpu_time is None else float(cpu_time), "data_file": data_file,
                 "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
@@ -142,8 +168,8 @@ def load_record(out_dir: Path, name: str) -> tuple[CheckResult, dict[str, Any]] 
         rec = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return None
-    meta = {k: rec.pop(k, None) for k in ("status", "seed", "suite", "wall_time_s", "cpu_time_s", "data_file",
-                                          "finished")}
+    meta = {k: rec.pop(k, None) for k in ("status", "seed", "suite", "key", "wall_time_s", "cpu_time_s",
+                                          "data_file", "finished")}
     figure = rec.get("figure")
     if figure:
         rec["figure"] = str((d / figure).resolve())
@@ -246,7 +272,8 @@ def run_suite(
             old = load_record(out_dir, e.name)
             if old is not None:
                 res, meta = old
-                if meta.get("seed") == int(seed) and meta.get("suite") == suite and meta.get("status") in ("pass", "FAIL"):
+                same = meta.get("key") == record_key(e, seed, suite)  # same computation
+                if same and meta.get("status") in ("pass", "FAIL"):
                     results[e.name] = res
                     emit(format_row(res, meta.get("wall_time_s"), "  (resumed)"))
                     bar.update(1)
@@ -255,7 +282,8 @@ def run_suite(
 
     def finish(entry: SuiteEntry, res: CheckResult, wall: float, cpu: float | None = None,
                png: bytes | None = None) -> None:
-        save_record(res, out_dir, seed=seed, suite=suite, wall_time=wall, cpu_time=cpu, png=png)
+        save_record(res, out_dir, seed=seed, suite=suite, wall_time=wall, cpu_time=cpu, png=png,
+                    key=record_key(entry, seed, suite))
         results[entry.name] = res
         emit(format_row(res, wall))
         bar.update(1)

@@ -370,3 +370,23 @@ def test_existing_scheduler(fake: Path, tmp_path: Path) -> None:
         res = run_suite(entries("ok", "fail"), out_dir=tmp_path / "out", scheduler=cluster.scheduler_address,
                         progress=False)
     assert [status_of(r) for r in res] == ["pass", "FAIL"]
+
+
+def test_resume_reruns_a_record_made_by_other_code(fake: Path, tmp_path: Path) -> None:
+    """A stored record is reused only by the same computation: the same check function in
+    the same source, seed, suite and version (its content hash). Editing the check's module
+    makes ``--resume`` run it again instead of reporting the old verdict."""
+    from validation.runner import record_key
+
+    out = tmp_path / "out"
+    ents = entries("ok")
+    run_suite(ents, out_dir=out, progress=False)
+    key = record_key(ents[0], 0, "quick")
+    rec = json.loads((out / "checks" / "fake.ok" / "result.json").read_text())
+    assert rec["key"] == key
+    run_suite(ents, out_dir=out, progress=False, resume=True)
+    assert calls(fake, "ok") == 1  # same computation: reused
+    rec["key"] = "0" * 64  # a record made by other code (or an older version)
+    (out / "checks" / "fake.ok" / "result.json").write_text(json.dumps(rec))
+    run_suite(ents, out_dir=out, progress=False, resume=True)
+    assert calls(fake, "ok") == 2
