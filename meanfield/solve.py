@@ -112,6 +112,7 @@ def solve(
     progress: bool = False,
     throw: bool = True,
     out: str | Path | None = None,
+    overwrite: bool = False,
 ) -> xr.Dataset:
     """Evolve ``rho0`` under ``model`` on ``domain``; densities saved at the times ``t``.
 
@@ -138,7 +139,9 @@ def solve(
         progress: show a tqdm progress bar.
         throw: raise :class:`ResolutionError` on failure (else return the partial Dataset
             with ``attrs["successful"] = 0``).
-        out: if given, the result (partial on failure or interruption) is written there.
+        out: if given, the result (partial on failure or interruption) is written there;
+            checked before any work (:func:`meanfield.io.check_writable`).
+        overwrite: replace an existing ``out`` (else it is refused before any work).
 
     Returns:
         ``xarray.Dataset`` with ``density`` (time, *domain.dims), ``energy``,
@@ -147,6 +150,10 @@ def solve(
         ``settings``).
     """
     times = output_times(t)
+    if out is not None:
+        from .io import check_writable
+
+        check_writable(out, overwrite=overwrite, name="out")
     tab = get_scheme(scheme)
     if controller is None:
         if not tab.adaptive:

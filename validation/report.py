@@ -17,6 +17,8 @@ import json
 import os
 import time
 from pathlib import Path
+
+from meanfield.io import write_text
 from typing import Any
 
 from .records import KINDS, CheckResult, Comparison
@@ -202,9 +204,7 @@ def write_report(entries: list[SuiteEntry], out_dir: Path, *, suite: str, seed: 
 
 
 def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    write_text(path, text)
 
 
 __all__ = ["write_report"]

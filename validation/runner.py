@@ -99,9 +99,9 @@ def _netcdf_safe(ds: Any) -> Any:
 
 
 def _atomic_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    from meanfield.io import write_text
+
+    write_text(path, text)
 
 
 def record_key(entry: Any, seed: int, suite: str) -> str:

@@ -44,7 +44,7 @@ import numpy as np
 import xarray as xr
 
 from meanfield.integrate import StopReason, result_attrs
-from meanfield.io import write_netcdf
+from meanfield.io import write_netcdf, write_text
 from tqdm.auto import tqdm
 
 _MANIFEST = "sweep.json"
@@ -153,9 +153,7 @@ def _prepare_store(store: Path, manifest: dict[str, Any], resume: bool) -> None:
                    f"use another store or resume=False")
             raise ValueError(msg)
         return
-    tmp = path.with_name(f".{_MANIFEST}.{uuid.uuid4().hex}.tmp")
-    tmp.write_text(json.dumps(manifest, indent=1))
-    os.replace(tmp, path)
+    write_text(path, json.dumps(manifest, indent=1))
 
 
 def _load_cell(path: Path) -> xr.Dataset:
