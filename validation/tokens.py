@@ -7,6 +7,7 @@
    dynamics_study
    fit_toy_beta
    summary_table
+   dynamics_table
    plot_figure1
    plot_summary
    plot_dynamics
@@ -22,9 +23,10 @@ effective rank (Roy and Vetterli: ``exp`` of the entropy of the normalised singu
 :func:`dynamics_study` starts from the real layer-0 cloud of a passage and integrates the
 particle system on the sphere whose parameters during ``t in [l - 1, l]`` are layer ``l``'s
 trained attention (:meth:`particles.trained.Encoder.layer_model`, biases dropped), in three
-variants: ``attention`` (continuous time, RK4), ``attention+ff`` (with the trained
-feed-forward term (2.8)) and ``post_ln`` (one discrete Post-LN step ``y <- normalize(y +
-attn(y))`` per layer, attention only); it compares each with the real layers (W1 between the
+variants (:data:`DYNAMICS`): ``attention`` (continuous time, RK4), ``post_ln`` (one discrete
+Post-LN step ``y <- normalize(y + attn(y))`` per layer) and ``post_ln+ff`` (the network's two
+sublayers, attention then the trained feed-forward, each followed by the normalisation; biases
+and LayerNorm gains dropped); it compares each with the real layers (W1 between the
 inner-product distributions, kernel distance between the clouds, clustering metrics) and fits
 one ``beta`` per layer of the toy model ``Q = K = V = I`` (:func:`fit_toy_beta`).
 """
@@ -52,16 +54,31 @@ DEFAULTS: dict[str, Any] = {
     "betas": (1.0, 4.0, 9.0),
     "delta": 0.1,
     "dt": 0.25,
+    "fit_dt": 0.5,
     "kernel_beta": 1.0,
     "beta_bounds": (0.0, 30.0),
 }
 """Defaults of the studies: histogram bins on ``[-1, 1]``; ``beta`` of the energies; cluster
 threshold ``delta`` (pairs with ``<y_i, y_j> >= 1 - delta`` are linked; ``0.1`` matches the
 "fraction above 0.9"); RK4 step of the dynamics (per unit of time = one layer); ``beta`` of
-the kernel distance; search interval of the toy fit."""
+the kernel distance; search interval and RK4 step of the toy fit (the fitted ``beta`` agrees to
+1e-3 between ``dt = 0.5`` and ``0.25`` on the builtin corpus)."""
 
-VARIANTS = ("real", "attention", "attention+ff", "post_ln")
-"""Clouds compared by :func:`dynamics_study`: the real hidden states and three dynamics."""
+VARIANTS = ("real", "attention", "post_ln", "post_ln+ff")
+"""Clouds compared by default by :func:`dynamics_study`: the real hidden states and three
+dynamics (see :data:`DYNAMICS`)."""
+
+DYNAMICS = {
+    "attention": "continuous time, layer l's attention during t in [l-1, l] (RK4, step dt)",
+    "attention+ff": "continuous time, attention plus the trained feed-forward term (2.8) (RK4)",
+    "post_ln": "one discrete Post-LN step y <- normalize(y + attn(y)) per layer",
+    "post_ln+ff": "two discrete Post-LN sublayers per layer, as the network: "
+                  "y <- normalize(y + attn(y)), then y <- normalize(y + ff(y))",
+}
+"""The dynamics :func:`dynamics_study` can run. ``attention+ff`` is not in the defaults: the
+trained feed-forward drift is large (``|ff| >> |attn|``) and RK4 is not converged at
+affordable steps (the layer-6 mean inner product moves from 0.43 to 0.18 between ``dt = 0.5``
+and ``0.25`` on the first builtin passage)."""
 
 
 def builtin_corpus() -> list[str]:
@@ -255,9 +272,16 @@ def fit_toy_beta(
 ) -> tuple[float, float]:
     """The ``beta`` of the toy model (SA, ``Q = K = V = I``) whose one unit of time maps the
     cloud ``y_in`` to the inner-product distribution closest to ``y_out``'s (W1 between the
-    ``<y_i, y_j>`` samples), by bounded scalar minimisation; returns ``(beta, W1)``."""
+    ``<y_i, y_j>`` samples), by bounded scalar minimisation (Brent, ``xatol = 0.1``);
+    returns ``(beta, W1)``. For large ``beta`` each token attends mostly to itself and moves
+    little, so a layer that barely moves (or spreads) the tokens fits a large ``beta``."""
     y_in = _unit(np.asarray(y_in, dtype=float))
     target = pairwise_inner_products(_unit(np.asarray(y_out, dtype=float)))
+    if y_in.shape[0] < y_in.shape[1]:
+        # Q = K = V = I is rotation invariant and its velocity lies in the span of the tokens:
+        # integrate the coordinates in an orthonormal basis of that span (n <= d dimensions)
+        basis, _ = np.linalg.qr(y_in.T)
+        y_in = _unit(y_in @ basis)
 
     def cost(beta: float) -> float:
         return wasserstein_distance(pairwise_inner_products(_toy_cloud(y_in, beta, dt)), target)
@@ -271,19 +295,25 @@ def _run_dynamics(encoder: Any, y0: np.ndarray, radii: np.ndarray, variant: str,
     """Clouds after each layer (``(layers + 1, n, d)``) of one dynamics variant."""
     out = [y0]
     y = y0
+    one = np.array([0.0, 1.0])
     for ell, lw in enumerate(encoder.layers):
         r = float(radii[ell])
-        r1 = encoder.ff_radius(ell) if variant == "attention+ff" else None
+        r1 = encoder.ff_radius(ell)
 
-        def drift(x: np.ndarray, lw: Any = lw, r: float = r, r1: Any = r1) -> np.ndarray:
-            return lw.sphere_drift(x, r, r1)
+        def attn(x: np.ndarray, lw: Any = lw, r: float = r) -> np.ndarray:
+            return lw.sphere_drift(x, r)
 
-        if variant == "post_ln":
-            xs, _ = integrate_post_ln(drift, y, np.array([0.0, 1.0]), 1.0, normalize_rows)
+        def ff(x: np.ndarray, lw: Any = lw, r1: float = r1) -> np.ndarray:
+            return lw.feedforward(r1 * x, outer_bias=False) / r1
+
+        if variant.startswith("post_ln"):
+            y = integrate_post_ln(attn, y, one, 1.0, normalize_rows)[0][-1]
+            if variant == "post_ln+ff":
+                y = integrate_post_ln(ff, y, one, 1.0, normalize_rows)[0][-1]
         else:
-            xs, _ = integrate_fixed(lambda x, f=drift: project_tangent(x, f(x)), y,
-                                    np.array([0.0, 1.0]), dt, RK4, normalize_rows)
-        y = xs[-1]
+            f = attn if variant == "attention" else (lambda x, a=attn, g=ff: a(x) + g(x))
+            y = integrate_fixed(lambda x, f=f: project_tangent(x, f(x)), y, one, dt, RK4,
+                                normalize_rows)[0][-1]
         out.append(y)
     return np.stack(out)
 
@@ -297,6 +327,7 @@ def dynamics_study(
     dt: float = DEFAULTS["dt"],
     kernel_beta: float = DEFAULTS["kernel_beta"],
     fit_beta: bool = True,
+    variants: Sequence[str] = VARIANTS[1:],
 ) -> xr.Dataset:
     """Real tokens against the dynamics driven by the model's own weights, layer by layer.
 
@@ -312,6 +343,7 @@ def dynamics_study(
         dt: RK4 step of the continuous variants (one layer = one unit of time).
         kernel_beta: ``beta`` of the kernel distance between clouds.
         fit_beta: also fit the toy model's ``beta`` per layer (:func:`fit_toy_beta`).
+        variants: dynamics to run, names of :data:`DYNAMICS`.
 
     Returns:
         Dataset over (variant, passage, layer): ``histogram`` (+ bin), ``mean_inner_product``,
@@ -324,9 +356,14 @@ def dynamics_study(
     if not (math.isfinite(dt) and 0 < dt <= 1):
         msg = f"dt must lie in (0, 1], got {dt!r}"
         raise ValueError(msg)
+    bad = [v for v in variants if v not in DYNAMICS]
+    if bad or not variants:
+        msg = f"variants must be a non-empty list of {tuple(DYNAMICS)}, got {list(variants)!r}"
+        raise ValueError(msg)
+    names = ("real", *variants)
     passages = _passages(passages)
     L = encoder.num_layers
-    V, P = len(VARIANTS), len(passages)
+    V, P = len(names), len(passages)
     shape = (V, P, L + 1)
     arrays = {k: np.full(shape, np.nan) for k in
               ("mean_inner_product", "fraction_above", "clusters", "effective_rank", "w1",
@@ -339,10 +376,10 @@ def dynamics_study(
         real = _unit(states)
         radii = np.linalg.norm(states[:-1], axis=-1).mean(axis=-1)
         clouds = {"real": real}
-        for v in VARIANTS[1:]:
+        for v in variants:
             clouds[v] = _run_dynamics(encoder, real[0], radii, v, dt)
         m0 = float(pairwise_inner_products(real[0]).mean())
-        for iv, v in enumerate(VARIANTS):
+        for iv, v in enumerate(names):
             for ell in range(L + 1):
                 y = clouds[v][ell]
                 st = cloud_statistics(y, bins=bins, betas=(1.0,), delta=delta)
@@ -359,7 +396,8 @@ def dynamics_study(
                 mreal[1:] - m0)
         if fit_beta:
             for ell in range(1, L + 1):
-                toy_beta[p, ell], toy_w1[p, ell] = fit_toy_beta(real[ell - 1], real[ell], dt=dt)
+                toy_beta[p, ell], toy_w1[p, ell] = fit_toy_beta(
+                    real[ell - 1], real[ell], dt=DEFAULTS["fit_dt"])
     dims = ("variant", "passage", "layer")
     long = {
         "mean_inner_product": "mean <y_i, y_j>, i < j",
@@ -379,19 +417,21 @@ def dynamics_study(
     data["text"] = ("passage", np.array(passages, dtype=str))
     ds = xr.Dataset(
         data,
-        coords={"variant": list(VARIANTS), "passage": np.arange(P),
+        coords={"variant": list(names), "passage": np.arange(P),
                 "layer": ("layer", np.arange(L + 1), {"long_name": "layer (0: embedding output)"}),
                 **_bin_coords(bins)},
     )
     ds.attrs.update({
         "study": "dynamics_study",
         "model": getattr(encoder, "name", "encoder"),
-        "dynamics": ("layer l's trained multi-head attention (biases dropped, beta = 1/sqrt(d_head),"
-                     " Q_h = r_l W_q^h, K_h = r_l W_k^h, V_h = W_o^h W_v^h) during t in [l-1, l] "
-                     "on the unit sphere; attention: RK4; attention+ff: with the trained "
-                     "feed-forward (2.8), RK4; post_ln: y <- normalize(y + attn(y)) once per layer"),
+        "dynamics": json.dumps({
+            "layer model": "layer l's trained multi-head attention on the unit sphere (biases "
+                           "dropped, beta = 1/sqrt(d_head), Q_h = r_l W_q^h, K_h = r_l W_k^h, "
+                           "V_h = W_o^h W_v^h, r_l the mean norm of the real layer-l input)",
+            **{v: DYNAMICS[v] for v in variants}}),
         "settings": json.dumps({"bins": int(bins), "delta": float(delta), "dt": float(dt),
                                 "kernel_beta": float(kernel_beta), "fit_beta": bool(fit_beta),
+                                "fit_dt": DEFAULTS["fit_dt"],
                                 "beta_bounds": list(DEFAULTS["beta_bounds"])}),
         "source": "validation.tokens.dynamics_study",
         "version": __version__,
@@ -403,27 +443,40 @@ def _mean_std(a: xr.DataArray) -> tuple[np.ndarray, np.ndarray]:
     return a.mean("passage").values, a.std("passage", ddof=1 if a.sizes["passage"] > 1 else 0).values
 
 
-def summary_table(tokens: xr.Dataset, dynamics: xr.Dataset | None = None) -> str:
-    """A Markdown table per layer: mean +- standard deviation over passages of the real
-    statistics (and, with ``dynamics``, the attention-only dynamics and the toy ``beta``)."""
-    cols = [("mean <y_i,y_j>", tokens.mean_inner_product), ("frac > 0.9", tokens.fraction_above),
-            ("clusters", tokens.clusters), ("eff. rank", tokens.effective_rank),
-            (f"E_beta (beta={float(tokens.beta[-1]):g})", tokens.energy.isel(beta=-1))]
-    if dynamics is not None:
-        att = dynamics.sel(variant="attention")
-        cols += [("attn-only mean <y_i,y_j>", att.mean_inner_product),
-                 ("attn-only W1", att.w1),
-                 ("attn+ff mean <y_i,y_j>", dynamics.sel(variant="attention+ff").mean_inner_product),
-                 ("toy beta", dynamics.toy_beta)]
-    head = "| layer | " + " | ".join(c for c, _ in cols) + " |"
-    rows = [head, "|" + "---|" * (len(cols) + 1)]
-    stats = [_mean_std(a) for _, a in cols]
-    for ell in range(tokens.sizes["layer"]):
-        cells = []
-        for m, s in stats:
-            cells.append("-" if not np.isfinite(m[ell]) else f"{m[ell]:.3g} ± {s[ell]:.2g}")
+def _table(columns: list[tuple[str, xr.DataArray]], layers: int) -> str:
+    head = "| layer | " + " | ".join(c for c, _ in columns) + " |"
+    rows = [head, "|" + "---|" * (len(columns) + 1)]
+    stats = [_mean_std(a) for _, a in columns]
+    for ell in range(layers):
+        cells = ["-" if not np.isfinite(m[ell]) else f"{m[ell]:.3g} ± {s[ell]:.2g}"
+                 for m, s in stats]
         rows.append(f"| {ell} | " + " | ".join(cells) + " |")
     return "\n".join(rows)
+
+
+def summary_table(tokens: xr.Dataset) -> str:
+    """Markdown table of the real per-layer statistics, mean ± standard deviation over
+    passages."""
+    cols = [("mean <y_i,y_j>", tokens.mean_inner_product),
+            ("frac > 0.9", tokens.fraction_above), ("clusters", tokens.clusters),
+            ("eff. rank", tokens.effective_rank)]
+    cols += [(f"E_beta, beta={float(b):g}", tokens.energy.sel(beta=b)) for b in tokens.beta.values]
+    cols += [("mean norm", tokens.norm)]
+    return _table(cols, tokens.sizes["layer"])
+
+
+def dynamics_table(dynamics: xr.Dataset) -> str:
+    """Markdown table: per layer, the mean inner product of the real layer and of each
+    dynamics, the W1 of each to the real layer, the share of the real clustering the
+    attention-only dynamics explains, and the fitted toy ``beta`` (mean ± std over passages)."""
+    dyn = [str(v) for v in dynamics.variant.values if v != "real"]
+    cols = [(f"mean <y,y> {v}", dynamics.mean_inner_product.sel(variant=v))
+            for v in ("real", *dyn)]
+    cols += [(f"W1 {v}", dynamics.w1.sel(variant=v)) for v in dyn]
+    if "attention" in dyn:
+        cols += [("explained (attention)", dynamics.explained.sel(variant="attention"))]
+    cols += [("toy beta", dynamics.toy_beta), ("toy W1", dynamics.toy_w1)]
+    return _table(cols, dynamics.sizes["layer"])
 
 
 def plot_figure1(tokens: xr.Dataset, passage: int = 0) -> Any:
@@ -487,8 +540,8 @@ def plot_dynamics(dynamics: xr.Dataset, passage: int = 0) -> Any:
     fig = plt.figure(figsize=(2.3 * L1, 6.0))
     gs = fig.add_gridspec(2, L1 * 2)
     centres = dynamics.bin.values
-    colors = {"real": "k", "attention": "tab:blue", "attention+ff": "tab:orange",
-              "post_ln": "tab:green"}
+    colors = {"real": "k", "attention": "tab:blue", "attention+ff": "tab:red",
+              "post_ln": "tab:green", "post_ln+ff": "tab:orange"}
     for ell in range(L1):
         ax = fig.add_subplot(gs[0, 2 * ell: 2 * ell + 2])
         for v in dynamics.variant.values:
@@ -526,10 +579,12 @@ def plot_dynamics(dynamics: xr.Dataset, passage: int = 0) -> Any:
 
 __all__ = [
     "DEFAULTS",
+    "DYNAMICS",
     "VARIANTS",
     "builtin_corpus",
     "cloud_statistics",
     "dynamics_study",
+    "dynamics_table",
     "effective_rank",
     "fit_toy_beta",
     "plot_dynamics",

@@ -14,7 +14,7 @@ DEFAULTS: dict[str, Any] = {
     "bins": 40,
     "delta": 0.1,
     "dt": 0.25,
-    "dynamics_passages": 2,
+    "dynamics_passages": None,
     "passage": 0,
 }
 """CLI defaults (the study's own defaults live in :data:`validation.tokens.DEFAULTS`)."""
@@ -43,7 +43,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dt", type=float, default=DEFAULTS["dt"],
                    help="RK4 step of the dynamics (one layer = one unit of time)")
     p.add_argument("--dynamics-passages", type=int, default=DEFAULTS["dynamics_passages"],
-                   help="how many passages (the first ones) to run the dynamics on; 0: none")
+                   help="run the dynamics on the first N passages (default: all; 0: none)")
     p.add_argument("--no-fit", action="store_true", help="skip the toy-model beta fit")
     p.add_argument("--passage", type=int, default=DEFAULTS["passage"],
                    help="the passage shown in the per-layer histograms")
@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     from particles.trained import load_minilm
     from validation import tokens as study
 
-    if args.dynamics_passages < 0:
+    if args.dynamics_passages is not None and args.dynamics_passages < 0:
         msg = f"--dynamics-passages must be >= 0, got {args.dynamics_passages}"
         raise ValueError(msg)
     start = time.perf_counter()
@@ -89,7 +89,8 @@ def run(args: argparse.Namespace) -> int:
     figs = {"figure1.png": study.plot_figure1(tokens, args.passage),
             "summary.png": study.plot_summary(tokens)}
     dynamics = None
-    k = min(args.dynamics_passages, len(passages))
+    k = len(passages) if args.dynamics_passages is None else min(args.dynamics_passages,
+                                                                 len(passages))
     if k:
         dynamics = study.dynamics_study(encoder, passages[:k], bins=args.bins, delta=args.delta,
                                         dt=args.dt, fit_beta=not args.no_fit)
@@ -98,7 +99,10 @@ def run(args: argparse.Namespace) -> int:
     for name, fig in figs.items():
         save_png(fig, out / name, tight=True)
         plt.close(fig)
-    print(study.summary_table(tokens, dynamics))
+    print(study.summary_table(tokens))
+    if dynamics is not None:
+        print()
+        print(study.dynamics_table(dynamics))
     print(f"wrote {out}/: tokens.nc{', dynamics.nc' if dynamics is not None else ''}, "
           f"{', '.join(figs)} ({len(passages)} passages, "
           f"{time.perf_counter() - start:.1f} s)")
