@@ -479,6 +479,11 @@ def dynamics_table(dynamics: xr.Dataset) -> str:
     return _table(cols, dynamics.sizes["layer"])
 
 
+def _inner_product_axis(ax: Any) -> None:
+    ax.set_xlim(-1, 1)
+    ax.set_xticks([-1, -0.5, 0, 0.5, 1], ["-1", "", "0", "", "1"])
+
+
 def plot_figure1(tokens: xr.Dataset, passage: int = 0) -> Any:
     """Figure 1's layout: one histogram of ``<y_i, y_j>`` per layer, for one passage (bars) and
     the mean over passages (line)."""
@@ -495,7 +500,7 @@ def plot_figure1(tokens: xr.Dataset, passage: int = 0) -> Any:
                 lw=1, label="mean over passages")
         ax.set_title(f"layer {ell}" if ell else "embeddings")
         ax.set_xlabel(r"$\langle y_i, y_j\rangle$")
-        ax.set_xlim(-1, 1)
+        _inner_product_axis(ax)
     np.atleast_1d(axes)[0].set_ylabel("density")
     np.atleast_1d(axes)[-1].legend(fontsize=7, loc="upper left")
     fig.suptitle(f"{tokens.attrs.get('model', '')}: pairwise inner products of the normalised "
@@ -548,7 +553,7 @@ def plot_dynamics(dynamics: xr.Dataset, passage: int = 0) -> Any:
             ax.plot(centres, dynamics.histogram.sel(variant=v).isel(passage=passage, layer=ell),
                     color=colors.get(str(v)), lw=1.5 if v == "real" else 1, label=str(v))
         ax.set_title(f"layer {ell}" if ell else "embeddings")
-        ax.set_xlim(-1, 1)
+        _inner_product_axis(ax)
         ax.set_xlabel(r"$\langle y_i, y_j\rangle$")
         if ell == 0:
             ax.legend(fontsize=7)
@@ -569,6 +574,9 @@ def plot_dynamics(dynamics: xr.Dataset, passage: int = 0) -> Any:
     ax = fig.add_subplot(gs[1, 2 * third:])
     m, s = _mean_std(dynamics.toy_beta)
     ax.errorbar(layer, m, yerr=s, marker="o", capsize=3, color="tab:purple")
+    ax.axhline(DEFAULTS["beta_bounds"][1], color="gray", ls="--", lw=0.8,
+               label="search bound")
+    ax.legend(fontsize=7)
     ax.set_title(r"toy model ($Q=K=V=I$): fitted $\beta$ per layer")
     ax.set_xlabel("layer")
     fig.suptitle(f"{dynamics.attrs.get('model', '')}: real tokens against the dynamics with "
