@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
+from scipy.special import erf
 
 from . import attention as attention_registry
 
@@ -31,6 +32,7 @@ ACTIVATIONS = {
     "relu": lambda z: np.maximum(z, 0.0),
     "tanh": np.tanh,
     "sigmoid": lambda z: 0.5 * (1.0 + np.tanh(0.5 * z)),
+    "gelu": lambda z: 0.5 * z * (1.0 + erf(z / math.sqrt(2.0))),  # exact (erf) GELU, as in BERT
 }
 """Activations ``sigma`` of the feed-forward term (2.8), by name."""
 
@@ -72,8 +74,8 @@ class Model:
         feedforward: optional ``(w, a, b)`` of the feed-forward term ``w sigma(a x + b)``
             added inside the projection ((2.8)): ``w`` is ``d x l``, ``a`` is ``l x d``,
             ``b`` has length ``l`` (particles only).
-        activation: ``sigma`` of the feed-forward term: ``"relu"``, ``"tanh"`` or
-            ``"sigmoid"``.
+        activation: ``sigma`` of the feed-forward term: ``"relu"``, ``"tanh"``,
+            ``"sigmoid"`` or ``"gelu"``.
     """
 
     beta: float

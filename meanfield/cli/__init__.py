@@ -23,6 +23,7 @@ SUBCOMMANDS = (
     "phase_diagram",
     "metastability",
     "gaussian",
+    "tokens",
 )
 
 

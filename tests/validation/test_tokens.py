@@ -1,0 +1,171 @@
+"""The real-model study's plumbing (validation.tokens, ``meanfield tokens``).
+
+Most tests run on :func:`particles.trained.random_encoder` (a small random BERT, no extra
+needed); one runs the CLI on the real model and skips, naming the extra, when it is missing.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+from meanfield import Model
+from meanfield.io import read_netcdf, write_netcdf
+from particles import energy, sample_sphere
+from particles.trained import MODELS_EXTRA, random_encoder
+from validation import tokens as T
+
+PASSAGES = ["one two three four five six seven", "alpha beta gamma delta epsilon"]
+
+
+@pytest.fixture
+def tiny(rng):
+    return random_encoder(rng)
+
+
+def test_split_passages_and_builtin_corpus():
+    text = "# a comment\nfirst  para\ncontinues\n\n\nsecond\n"
+    assert T.split_passages(text) == ["first para continues", "second"]
+    with pytest.raises(ValueError, match="empty"):
+        T.split_passages("# only a comment\n\n  \n")
+    corpus = T.builtin_corpus()
+    assert len(corpus) >= 3 and all(len(p.split()) > 20 for p in corpus)
+
+
+def test_cloud_statistics_exact_configurations(rng):
+    d = 6
+    eye = np.eye(d)  # pairwise orthogonal: every <y_i, y_j> = 0
+    st = T.cloud_statistics(eye, bins=4, betas=(1.0, 4.0), delta=0.1)
+    assert st["mean_inner_product"] == 0.0 and st["fraction_above"] == 0.0
+    assert st["clusters"] == d
+    assert st["effective_rank"] == pytest.approx(d, rel=1e-12)
+    np.testing.assert_allclose(st["histogram"], [0, 0, 2, 0])  # all mass in the bin [0, 0.5)
+    same = np.tile(eye[:1], (5, 1))  # one point: every <y_i, y_j> = 1
+    st = T.cloud_statistics(same, bins=4, betas=(2.0,))
+    assert st["mean_inner_product"] == 1.0 and st["fraction_above"] == 1.0
+    assert st["clusters"] == 1 and st["effective_rank"] == pytest.approx(1.0, abs=1e-12)
+    # E_beta of one point: (e^beta - 1) / (2 beta), docs/equations.md section 2
+    assert st["energy"][0] == pytest.approx(np.expm1(2.0) / 4.0, rel=1e-14)
+    y = sample_sphere(20, 3, rng)
+    st = T.cloud_statistics(y, bins=10)
+    assert np.sum(st["histogram"]) * 0.2 == pytest.approx(1.0, rel=1e-12)
+    assert st["energy"][1] == pytest.approx(energy(Model(4.0), y), rel=1e-14)
+
+
+def test_cloud_statistics_bad_options():
+    with pytest.raises(ValueError, match="bins"):
+        T.token_study(None, PASSAGES, bins=0)
+    with pytest.raises(ValueError, match="delta"):
+        T.token_study(None, PASSAGES, delta=0.0)
+    with pytest.raises(ValueError, match="betas"):
+        T.token_study(None, PASSAGES, betas=(-1.0,))
+    with pytest.raises(ValueError, match="passages"):
+        T.token_study(None, [])
+
+
+def test_token_study_dataset(tiny, tmp_path):
+    ds = T.token_study(tiny, PASSAGES, bins=8, betas=(1.0, 9.0))
+    L1 = tiny.num_layers + 1
+    assert ds.hidden_states.dims == ("passage", "layer", "token", "dim")
+    assert ds.hidden_states.shape == (2, L1, 9, tiny.dim)
+    assert list(ds.n_tokens.values) == [9, 7]
+    assert np.all(np.isnan(ds.hidden_states.isel(passage=1, token=slice(7, None))))
+    np.testing.assert_allclose(ds.hidden_states.isel(passage=0).values,
+                               tiny.hidden_states(PASSAGES[0]), rtol=1e-6)  # float32 storage
+    assert ds.tokens.values[1, 0] == "[CLS]" and ds.tokens.values[1, 6] == "[SEP]"
+    widths = np.diff(np.linspace(-1, 1, 9))
+    np.testing.assert_allclose((ds.histogram * widths[0]).sum("bin"), 1.0, rtol=1e-12)
+    assert ds.energy.dims == ("passage", "layer", "beta")
+    assert {"model", "settings", "normalisation", "version"} <= set(ds.attrs)
+    path = write_netcdf(ds, tmp_path / "tokens.nc")
+    back = read_netcdf(path)
+    assert back.tokens.values[0, 1] == "one"
+    np.testing.assert_array_equal(back.clusters.values, ds.clusters.values)
+
+
+def test_fit_toy_beta_recovers_a_known_beta(rng):
+    y0 = sample_sphere(16, 3, rng)
+    y1 = T._toy_cloud(y0, 3.0, 0.25)
+    beta, w1 = T.fit_toy_beta(y0, y1, dt=0.25, bounds=(0.0, 10.0))
+    # the objective is zero at beta = 3; Brent's bracket stops within xatol = 0.1 of it
+    assert beta == pytest.approx(3.0, abs=0.2)
+    assert w1 < 0.01
+
+
+def test_dynamics_study_dataset(tiny):
+    ds = T.dynamics_study(tiny, PASSAGES, bins=8, dt=0.5,
+                          variants=("attention", "attention+ff", "post_ln", "post_ln+ff"))
+    assert list(ds.variant.values) == ["real", "attention", "attention+ff", "post_ln",
+                                       "post_ln+ff"]
+    assert ds.w1.dims == ("variant", "passage", "layer")
+    real = ds.sel(variant="real")
+    np.testing.assert_array_equal(real.w1, 0.0)
+    np.testing.assert_allclose(real.kernel_distance, 0.0, atol=1e-6)  # sqrt of round-off
+    np.testing.assert_allclose(real.explained.isel(layer=slice(1, None)), 1.0, rtol=1e-12)
+    for v in T.VARIANTS:  # every variant starts from the real layer-0 cloud
+        assert float(ds.w1.sel(variant=v).isel(layer=0).max()) == 0.0
+    assert np.all(np.isnan(ds.toy_beta.isel(layer=0)))
+    lo, hi = T.DEFAULTS["beta_bounds"]
+    assert np.all((ds.toy_beta.isel(layer=slice(1, None)) >= lo)
+                  & (ds.toy_beta.isel(layer=slice(1, None)) <= hi))
+    assert "dynamics" in ds.attrs and "settings" in ds.attrs
+    with pytest.raises(ValueError, match="dt"):
+        T.dynamics_study(tiny, PASSAGES, dt=0.0)
+    with pytest.raises(ValueError, match="variants"):
+        T.dynamics_study(tiny, PASSAGES, variants=("nope",))
+
+
+def test_post_ln_variant_is_the_discrete_step(tiny):
+    """One post_ln layer is normalize(y + attn(y)) with the layer's sphere Model."""
+    from particles import attention
+
+    states = tiny.hidden_states(PASSAGES[0])
+    y0 = T._unit(states[0])
+    r = np.linalg.norm(states[:-1], axis=-1).mean(axis=-1)
+    out = T._run_dynamics(tiny, y0, r, "post_ln", 0.5)
+    model = tiny.layer_model(0, radius=float(r[0]))
+    want = y0 + attention(model, y0)
+    np.testing.assert_allclose(out[1], T._unit(want), atol=1e-12)
+
+
+def test_figures_and_table(tiny):
+    import matplotlib.pyplot as plt
+
+    tok = T.token_study(tiny, PASSAGES, bins=8)
+    dyn = T.dynamics_study(tiny, PASSAGES, bins=8, dt=0.5, fit_beta=False)
+    for fig in (T.plot_figure1(tok), T.plot_summary(tok), T.plot_dynamics(dyn)):
+        assert len(fig.axes) >= tiny.num_layers + 1 or fig.axes
+        plt.close(fig)
+    for table in (T.summary_table(tok), T.dynamics_table(dyn)):
+        assert table.count("\n") == tiny.num_layers + 2  # header, rule, one row per layer
+
+
+def test_cli_errors(tmp_path, capsys):
+    from meanfield.cli import main
+
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n")
+    assert main(["tokens", "--text", str(empty), "--out", str(tmp_path / "o")]) == 2
+    assert "empty" in capsys.readouterr().err
+    assert main(["tokens", "--text", str(tmp_path / "nope.txt")]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(
+    not all(importlib.util.find_spec(m) for m in ("safetensors", "tokenizers", "all_minilm_l6_v2")),
+    reason=f"the trained model is not installed ({MODELS_EXTRA})")
+def test_cli_on_the_real_model(tmp_path):
+    from meanfield.cli import main
+
+    text = tmp_path / "two.txt"
+    text.write_text("Tokens move on the sphere.\n\nThey cluster as depth grows.\n")
+    out = tmp_path / "out"
+    assert main(["tokens", "--text", str(text), "--out", str(out), "--dynamics-passages", "1",
+                 "--no-fit", "--dt", "1.0"]) == 0
+    for name in ("tokens.nc", "dynamics.nc", "figure1.png", "summary.png", "dynamics.png"):
+        assert (out / name).is_file()
+    ds = read_netcdf(out / "tokens.nc")
+    assert ds.sizes["passage"] == 2 and ds.sizes["layer"] == 7 and ds.sizes["dim"] == 384
+    assert ds.attrs["model"] == "all-MiniLM-L6-v2"
