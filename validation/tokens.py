@@ -47,7 +47,8 @@ from scipy.stats import wasserstein_distance
 from meanfield import Model, __version__
 from meanfield.metrics import kernel_distance_particle_sets
 from particles import count_clusters, energy, pairwise_inner_products, project_tangent, simulate
-from particles.integrators import RK4, integrate_fixed, integrate_post_ln, normalize_rows
+from meanfield.integrate import ConstantStep, RungeKutta, integrate
+from particles.integrators import normalize_rows
 
 DEFAULTS: dict[str, Any] = {
     "bins": 40,
@@ -290,12 +291,23 @@ def fit_toy_beta(
     return float(res.x), float(res.fun)
 
 
+def _advance(f: Any, y: np.ndarray, scheme: str, dt: float) -> np.ndarray:
+    """The state after one unit of time of ``x' = f(x)`` on the sphere: the project's
+    integration engine, ``scheme`` with equal steps ``<= dt`` and renormalisation."""
+    last: list[np.ndarray] = []
+    sol = integrate(RungeKutta(f, scheme, project=normalize_rows), y, np.array([0.0, 1.0]),
+                    controller=ConstantStep(dt), output=lambda k, t, x, c: last.append(x))
+    if not sol.successful:
+        msg = f"the token dynamics stopped: {sol.message}"
+        raise RuntimeError(msg)
+    return last[-1]
+
+
 def _run_dynamics(encoder: Any, y0: np.ndarray, radii: np.ndarray, variant: str,
                   dt: float) -> np.ndarray:
     """Clouds after each layer (``(layers + 1, n, d)``) of one dynamics variant."""
     out = [y0]
     y = y0
-    one = np.array([0.0, 1.0])
     for ell, lw in enumerate(encoder.layers):
         r = float(radii[ell])
         r1 = encoder.ff_radius(ell)
@@ -306,14 +318,13 @@ def _run_dynamics(encoder: Any, y0: np.ndarray, radii: np.ndarray, variant: str,
         def ff(x: np.ndarray, lw: Any = lw, r1: float = r1) -> np.ndarray:
             return lw.feedforward(r1 * x, outer_bias=False) / r1
 
-        if variant.startswith("post_ln"):
-            y = integrate_post_ln(attn, y, one, 1.0, normalize_rows)[0][-1]
+        if variant.startswith("post_ln"):  # one Post-LN layer: x <- normalize(x + attn(x))
+            y = _advance(attn, y, "euler", 1.0)
             if variant == "post_ln+ff":
-                y = integrate_post_ln(ff, y, one, 1.0, normalize_rows)[0][-1]
+                y = _advance(ff, y, "euler", 1.0)
         else:
             f = attn if variant == "attention" else (lambda x, a=attn, g=ff: a(x) + g(x))
-            y = integrate_fixed(lambda x, f=f: project_tangent(x, f(x)), y, one, dt, RK4,
-                                normalize_rows)[0][-1]
+            y = _advance(lambda x, f=f: project_tangent(x, f(x)), y, "rk4", dt)
         out.append(y)
     return np.stack(out)
 
