@@ -307,15 +307,16 @@ def run_suite(
 
 def _run_dask(pending: list[SuiteEntry], finish: Callable[..., None], *, out_dir: Path, seed: int,
               suite: str, workers: int, scheduler: str | None) -> None:
-    from dask.distributed import Client, LocalCluster, as_completed
+    from distributed import as_completed
 
-    cluster = None
-    if scheduler:
-        client = Client(scheduler)
-    else:
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                               dashboard_address=":0")
-        client = Client(cluster)
+    from .cluster import dask_client
+
+    with dask_client(workers=workers, scheduler=scheduler or None) as client:
+        _submit_all(client, as_completed, pending, finish, out_dir=out_dir, seed=seed, suite=suite)
+
+
+def _submit_all(client: Any, as_completed: Any, pending: list[SuiteEntry], finish: Callable[..., None],
+                *, out_dir: Path, seed: int, suite: str) -> None:
     futures = {}
     try:
         for e in pending:
@@ -333,10 +334,6 @@ def _run_dask(pending: list[SuiteEntry], finish: Callable[..., None], *, out_dir
         for fut in futures:
             fut.cancel()
         raise
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
 
 
 __all__ = [

@@ -299,19 +299,11 @@ def _run_distributed(func: Callable[..., Any], grid: dict[str, np.ndarray], seed
                      finish: Callable[[int, xr.Dataset], None], bar: Any, *, workers: int,
                      scheduler: Any, processes: bool) -> None:
     """Submit the cells in ``todo`` to a cluster; ``finish`` each result as it arrives."""
-    from distributed import Client, LocalCluster, as_completed
+    from distributed import as_completed
 
-    cluster = None
-    own_client = True
-    if scheduler is None:
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=processes,
-                               dashboard_address=":0")  # any free port, no warning
-        client = Client(cluster)
-    elif isinstance(scheduler, Client):
-        client, own_client = scheduler, False
-    else:
-        client = Client(scheduler)
-    try:
+    from .cluster import dask_client
+
+    with dask_client(workers=workers, scheduler=scheduler, processes=processes) as client:
         futures = {
             client.submit(_run_cell, func, _cell_params(grid, i), seed, i, kwargs,
                           pure=False, key=f"sweep-cell-{i}-{uuid.uuid4().hex}"): i
@@ -324,11 +316,6 @@ def _run_distributed(func: Callable[..., Any], grid: dict[str, np.ndarray], seed
         except BaseException:
             client.cancel(list(futures))
             raise
-    finally:
-        if own_client:
-            client.close()
-        if cluster is not None:
-            cluster.close()
 
 
 __all__ = ["cell_key", "cell_seed", "sweep"]

@@ -205,3 +205,23 @@ def test_a_cell_key_changes_with_every_input():
     k1 = cell_key(noisy_cell, {}, 0, 0, {"model": Model(beta=1.0, Q=q1)})
     k2 = cell_key(noisy_cell, {}, 0, 0, {"model": Model(beta=1.0, Q=q2)})
     assert k1 != k2
+
+
+def test_worker_processes_from_a_script_without_main_guard_give_one_clear_error(tmp_path):
+    """A script that starts worker processes at its top level gets one error saying what to
+    add, before any cluster starts (not pages of 'Nanny failed to start')."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "import numpy as np\n"
+        "from validation.sweep import sweep\n"
+        "def cell(a, rng):\n"
+        "    return {'v': ((), a)}\n"
+        "sweep(cell, {'a': [1.0, 2.0]}, workers=2, progress=False)\n")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode != 0
+    assert 'if __name__ == "__main__":' in proc.stderr and "MainGuardError" in proc.stderr
+    assert "Nanny" not in proc.stderr
