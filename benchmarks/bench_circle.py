@@ -1,4 +1,4 @@
-"""Cost of one right-hand-side evaluation on the circle, in FFT pairs (issue 2).
+"""Cost of one right-hand-side evaluation on the circle, in FFT pairs (target: at most 6).
 
 For N from 256 to 65536: time(flow.rhs) / time(one real FFT pair of the padded size M)
 (``flow.rhs`` of a noiseless model is the drift ``-d_theta(rho X)`` that each solver stage

@@ -1,4 +1,4 @@
-"""Benchmark of the particle system (issue 3, "Speed"); run as a plain script:
+"""Benchmark of the particle system (velocity against its matrix-product floor); run as a plain script:
 
     python benchmarks/bench_particles.py [--quick] [--repeat R]
 

@@ -15,7 +15,7 @@ Reported per d:
   difference against its own 4x smaller step, and against our dt = 0.075 run.
 
 The authors' own timings on this 2-core machine (PyTorch CPU, batch 2048, float64) are
-given in issue 5: about 12 s per beta for d = 2 and 29 s for d = 128.
+as published with their code: about 12 s per beta for d = 2 and 29 s for d = 128.
 
 Usage: ``python benchmarks/bench_phase_diagram.py [--d 2 128] [--workers 2] [--betas 90]
 [--accuracy-betas 10] [--json out.json]``. ``--betas K < 90`` times a subset and

@@ -8,7 +8,7 @@ For each ``lmax`` it times, single-threaded and taking the best of several repea
 * one evaluation of ``meanfield.flow.make_flow(model, Sphere(lmax)).rhs(c)`` for SA
   (softmax) and USA (unnormalized) attention;
 
-and prints the ratio rhs / floor (issue 4's target: <= 5). The flow evaluates its drift
+and prints the ratio rhs / floor (target: at most 5). The flow evaluates its drift
 with ``meanfield.domains.sphere_drift.SphereDrift``. One more column:
 
 * ``SA composed``: the same SA drift composed from the domain's transforms

@@ -5,7 +5,7 @@
 
 The generic flow (:mod:`meanfield.flow`) asks its domain for one transform at a time, which
 is clear but costs about 25 NumPy calls per evaluation: at ``N <= 1024``, where one FFT pair
-takes 1–3 µs, that interpreter overhead dominated (issue 2's benchmark). Here the same drift
+takes 1–3 µs, that interpreter overhead dominated (benchmarks/bench_circle.py). Here the same drift
 is one batched inverse FFT, two elementwise products, one forward FFT and one product:
 
 1. the rows ``rho``, ``Z = z_mult c`` (SA) and ``G = s d_theta(grad_mult c)`` are written into

@@ -37,7 +37,7 @@ def measured_rate(model: Model, k: int, T: float, N: int = 32) -> float:
     return float(np.log(a1 / a0) / T)
 
 
-# (k, beta) pairs including beta = 0.1 and beta = 50 (issue 2); T is chosen so that
+# (k, beta) pairs including beta = 0.1 and beta = 50; T is chosen so that
 # gamma_k T = O(1) while the fastest mode, seeded only by round-off (1e-17), stays below
 # 1e-10 of the perturbation's size: T <= 5 covers every case here.
 CASES = [(1, 0.1), (3, 0.1), (2, 1.0), (3, 4.0), (5, 4.0), (4, 50.0), (7, 50.0)]

@@ -1,4 +1,4 @@
-"""Tests of :class:`meanfield.domains.sphere.Sphere` and of the PDE solved on it (issue 4).
+"""Tests of :class:`meanfield.domains.sphere.Sphere` and of the PDE solved on it.
 
 Transforms, calculus, Funk–Hecke multipliers, particles; then, through ``meanfield.solve``,
 the linear growth rates of docs/equations.md section 3, rotation equivariance, conservation laws and

@@ -296,7 +296,7 @@ def test_d3_agrees_with_the_full_sphere(attention, beta):
     ra = a.density[-1].values  # (colatitude, longitude): constant in longitude
     rb = b.density[-1].values[::-1]  # s ascending = colatitude descending
     # Different grids and transforms, the same Galerkin problem: the runs differ by their
-    # step sequences (~rtol 1e-12) and round-off; bound 1e-8 (issue 4).
+    # step sequences (~rtol 1e-12) and round-off; bound 1e-8.
     assert np.max(np.abs(ra - rb[:, None])) < 1e-8 * np.max(rb)
     assert np.max(np.abs(rb - b.density[0].values[::-1])) > 1e-2 * np.max(rb)  # it moved
     assert np.allclose(a.energy.values, b.energy.values, rtol=1e-9)

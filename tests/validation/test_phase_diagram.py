@@ -172,7 +172,7 @@ def test_first_crossing():
 
 
 def test_large_d_follows_the_curve():
-    """Issue 5: at large d the first t with P >= 1/2 is within the time-grid step plus
+    """At large d the first t with P >= 1/2 is within the time-grid step plus
     sampling error of the curve (6.12), for beta <= 5.
 
     d = 1024 as in Figure 3: by rotation invariance it costs what d = 32 costs. Sampling

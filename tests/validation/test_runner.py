@@ -297,7 +297,7 @@ def test_a_shipped_check_module_that_fails_to_import_fails_the_run(tmp_path: Pat
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """In-process: ``validation.checks.theory`` cannot be imported (``None`` in ``sys.modules``
     makes ``import`` raise), so a registry of the shipped modules reports it, and the CLI run
-    selecting two of its checks errors instead of skipping them (issue 11's reproduction)."""
+    selecting two of its checks errors instead of skipping them."""
     monkeypatch.setitem(sys.modules, "validation.checks.theory", None)
     monkeypatch.setattr(suites, "REGISTRY", Registry(CHECK_MODULES))
     assert [b.name for b in suites.REGISTRY.broken] == ["validation.checks.theory"]
