@@ -25,6 +25,12 @@ import xarray as xr
 from meanfield.figures import finish, new_figure
 
 
+def _ticks(values: list[float]) -> Any:
+    from matplotlib.ticker import FixedLocator
+
+    return FixedLocator(values)
+
+
 def _one_system(ds: xr.Dataset, batch: int) -> np.ndarray:
     x = ds["x"]
     if "batch" in x.dims:
@@ -91,6 +97,9 @@ def plot_sphere_trajectories(
         ax.scatter(*x[0, i], color=line.get_color(), s=8)
         ax.scatter(*x[-1, i], color=line.get_color(), s=30, marker="*")
     ax.set_box_aspect((1, 1, 1))
+    for axis, label in zip((ax.xaxis, ax.yaxis, ax.zaxis), ("$x_1$", "$x_2$", "$x_3$")):
+        axis.set_major_locator(_ticks([-1, 0, 1]))
+        axis.set_label_text(label)
     ax.set_title(_title(ds))
     return finish(fig, path)
 
@@ -118,6 +127,9 @@ def plot_inner_product_histograms(
         ax.bar(edges[:-1], dens, width=np.diff(edges), align="edge")
         ax.set_title(f"t = {float(ds['time'][k]):.3g}")
         ax.set_xlabel(r"$\langle x_i, x_j\rangle$")
+    axes[0, 0].set_ylabel("density of pairs $i < j$")
+    pooled = " (pooled over the batch)" if "batch" in x.dims else ""
+    fig.suptitle(f"{_title(ds)}, d = {ds.sizes['dim']}{pooled}")
     return finish(fig, path)
 
 

@@ -24,6 +24,14 @@ import xarray as xr
 from meanfield.figures import finish, new_figure
 
 
+_COLOURBAR = {
+    "probability": r"$P(\langle x_1(t), x_2(t)\rangle \geq 1 - \delta)$",
+    "pair_probability": r"fraction of pairs with $\langle x_i, x_j\rangle \geq 1 - \delta$",
+    "mean_inner_product": r"mean $\langle x_1(t), x_2(t)\rangle$",
+}
+"""Colour-bar labels of the phase diagram's variables (mathematical notation)."""
+
+
 def plot_phase_diagram(ds: xr.Dataset, path: str | os.PathLike[str] | None = None, *,
                        variable: str = "probability") -> Any:
     """Heat map of ``variable`` over ``(t, beta)`` with the curve (6.12) and ``t_half``.
@@ -40,18 +48,21 @@ def plot_phase_diagram(ds: xr.Dataset, path: str | os.PathLike[str] | None = Non
         curve = p["transition_time"].values
         order = np.argsort(b)
         ax.plot(curve[order], b[order], "k-", lw=1.5, label=r"$\Gamma_{\infty,\delta}$ (6.12)")
-        if "t_half" in p:
-            ax.plot(p["t_half"].values[order], b[order], "w.", ms=3, label="P = 1/2")
+        if "t_half" in p:  # black-edged markers: visible on light and dark cells alike
+            ax.plot(p["t_half"].values[order], b[order], "o", ms=3.5, mfc="yellow", mec="k",
+                    mew=0.5, label=r"first $t$ with $P \geq 1/2$")
         ax.set_xlim(t.min(), t.max())
         ax.set_ylim(b.min(), b.max())
         ax.set_xlabel("t")
         ax.set_ylabel(r"$\beta$")
         dval = int(p["d"]) if "d" in p.coords else ""
         settings = json.loads(ds.attrs.get("settings", "{}"))
+        delta = settings.get("delta", "")
         ax.set_title(f"d = {dval}, n = {settings.get('n', '')}, "
-                     f"{settings.get('attention', '')}")
-        ax.legend(loc="lower right", fontsize=8)
-        fig.colorbar(mesh, ax=ax, label=ds[variable].attrs.get("long_name", variable))
+                     f"{settings.get('attention', '')}, $\\delta$ = {delta:g}"
+                     if delta != "" else f"d = {dval}")
+        ax.legend(loc="lower right", fontsize=8, framealpha=0.9)
+        fig.colorbar(mesh, ax=ax, label=_COLOURBAR.get(variable, variable))
     return finish(fig, path)
 
 
@@ -63,7 +74,7 @@ def plot_trajectories(ds: xr.Dataset, path: str | os.PathLike[str] | None = None
     """
     betas = ds["beta"].values
     snaps = [s for s in snapshots if ds["time"].min() <= s <= ds["time"].max()]
-    fig = new_figure(figsize=(4.5 + 1.6 * len(snaps), 2.6 * len(betas)))
+    fig = new_figure(figsize=(4.5 + 1.9 * len(snaps), 3.0 * len(betas)))
     grid = fig.add_gridspec(len(betas), 1 + len(snaps), width_ratios=[3] + [1] * len(snaps))
     t = ds["time"].values
     for r, beta in enumerate(betas):
@@ -108,7 +119,8 @@ def plot_cluster_counts(ds: xr.Dataset, path: str | os.PathLike[str] | None = No
         if "pde_peaks" in ds:
             pk = ds["pde_peaks"].sel(beta=beta)
             ax.step(pk["pde_time"], pk, where="post", color="C3", lw=1.5, label="PDE peaks")
-        ax.set_yscale("log")
+        ax.set_ylim(0.5, max(2.0, float(c.max()) + 0.5))  # counts: a linear axis
+        ax.yaxis.get_major_locator().set_params(integer=True)
         ax.set_xlabel("t")
         ax.set_ylabel(rf"clusters, $\beta$ = {beta:g}")
         ax.legend(fontsize=8)
