@@ -166,6 +166,9 @@ class Circle(Domain):
         return c
 
     def backward(self, c: np.ndarray) -> np.ndarray:
+        if np.shape(c) != (self.N // 2 + 1,):
+            msg = f"expected {self.N // 2 + 1} Fourier coefficients (k = 0..N/2), got shape {np.shape(c)}"
+            raise ValueError(msg)
         return self._fft.synthesis(c).copy()
 
     def synthesize_padded(self, c: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
