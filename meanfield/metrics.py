@@ -36,6 +36,7 @@ import numpy as np
 
 from .checks import finite
 from .domains.base import Domain
+from .domains.circle import Circle
 
 _TWO_PI = 2.0 * np.pi
 _GL_NODES = 8
@@ -63,7 +64,8 @@ def _angles(x: Any, name: str) -> np.ndarray:
 
 
 def _check_circle(domain: Domain) -> None:
-    if getattr(domain, "name", None) != "circle":
+    """W_1 uses the circle's own spectral CDF (:meth:`Circle.cdf`): a circle-only metric."""
+    if not isinstance(domain, Circle):
         msg = f"W_1 is implemented on the circle only, got domain {domain!r}; use kernel_distance"
         raise ValueError(msg)
 
