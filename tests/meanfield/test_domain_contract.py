@@ -248,6 +248,20 @@ def test_values_at_points_match_the_grid(domain, rng):
 # -- geometry: multipliers ----------------------------------------------------------------
 
 
+def test_sphere_geometry():
+    """Areas ``2 pi``, ``4 pi``, ``2 pi^2`` (exp of a log-Gamma: a few eps); bad ``d`` refused."""
+    from meanfield.domains import SphereGeometry
+
+    for d, area in ((2, 2 * math.pi), (3, 4 * math.pi), (4, 2 * math.pi**2)):
+        assert SphereGeometry(d).area == pytest.approx(area, rel=8 * EPS)
+    l = np.arange(5.0)
+    np.testing.assert_array_equal(SphereGeometry(5).laplacian_eigenvalues(l), -l * (l + 3))
+    for bad in (1, 2.5, True, "3"):
+        with pytest.raises(ValueError, match="d must be an integer"):
+            SphereGeometry(bad)
+
+
+
 @domains
 @pytest.mark.parametrize("beta", [0.5, 4.0])
 def test_kernel_multipliers_equal_quadrature(domain, beta):
