@@ -39,7 +39,6 @@ import numpy as np
 
 from .domains.base import Domain, FusedDrift
 from .model import Model
-from .special import constant_mode_energy_factor
 
 
 def _check_pde_model(model: Model) -> None:
@@ -97,17 +96,16 @@ class Flow(ABC):
                 self.drift = self._fused.evaluate  # type: ignore[method-assign]
         return self._fused
 
-    def _out(self, name: str, template: Callable[[], np.ndarray]) -> dict[str, np.ndarray]:
-        """``{"out": buffer}`` for domains that accept work buffers, else ``{}``.
+    def _out(self, name: str, template: Callable[[], np.ndarray]) -> np.ndarray:
+        """The work buffer ``name``, shaped like ``template()`` (called on first use only).
 
-        Buffers are made once per flow; arrays returned by :meth:`velocity_padded` are
-        therefore valid until the next call."""
-        if not self.domain.accepts_out:
-            return {}
+        Every domain takes ``out=`` buffers (the :class:`Domain` contract); they are made
+        once per flow, so arrays returned by :meth:`velocity_padded` are valid until the
+        next call."""
         buf = self._buffers.get(name)
         if buf is None:
             buf = self._buffers[name] = np.empty_like(template())
-        return {"out": buf}
+        return buf
 
     @cached_property
     def linear(self) -> np.ndarray:
@@ -129,7 +127,7 @@ class Flow(ABC):
         rho, X, _ = self.velocity_padded(c)
         # componentwise max (no temporary): within sqrt(d) of max |X|
         self._max_speed = max(float(X.max()), -float(X.min()))
-        flux = np.multiply(X, rho, out=X) if self.domain.accepts_out else X * rho
+        flux = np.multiply(X, rho, out=X)  # X is this flow's work buffer
         out = self.domain.divergence_padded(flux)
         out *= -1.0
         return out
@@ -190,7 +188,7 @@ class InteractionEnergy:
     def constant_part(self, domain: Domain) -> float:
         """``(lambda_0 / |S| - W-mean correction)``: energy of the constant mode per ``M^2``."""
         if self.kernel is None:
-            return constant_mode_energy_factor(self.beta, domain.d)
+            return domain.geometry.constant_mode_energy_factor(self.beta)
         lam0 = float(np.ravel(domain.zonal_multipliers(self.kernel))[0])
         return lam0 / domain.area
 
@@ -304,30 +302,26 @@ def _velocity(
     ``phi`` has coefficients ``scale * grad_mult * c``; ``m = 1`` (Wasserstein) or, when
     ``z_mult`` is given, ``m = scale * Z`` with ``Z`` of coefficients ``z_mult * c`` (the
     attention metric; ``scale = e^beta`` then cancels). For the exponential kernel with
-    ``beta > 0``, ``grad_mult = z_mult / beta`` on ``l >= 1``, so a domain that can synthesise a
-    function with its gradient in one pass (``synthesize_with_gradient_padded``) gets
-    ``X = s grad Z / (beta Z)`` from one call. Work buffers are reused.
+    ``beta > 0``, ``grad_mult = z_mult / beta`` on ``l >= 1``, so ``X = s grad Z / (beta Z)``
+    comes from one :meth:`Domain.synthesize_with_gradient_padded` call (one pass on domains
+    that share a stage between the two). Work buffers are reused.
     """
     d = flow.domain
-    rho = d.synthesize_padded(c, **flow._out("rho", lambda: d.synthesize_padded(c)))
-    if z_mult is not None and beta > 0 and hasattr(d, "synthesize_with_gradient_padded"):
+    rho = d.synthesize_padded(c, out=flow._out("rho", lambda: d.synthesize_padded(c)))
+    if z_mult is not None and beta > 0:
         zc = z_mult * c
-        bufs = flow._out("zgrad", lambda: np.array(0.0))
-        if bufs:
-            if "zbuf" not in flow._buffers:
-                z0, g0 = d.synthesize_with_gradient_padded(zc)
-                flow._buffers["zbuf"], flow._buffers["gbuf"] = z0.copy(), g0.copy()
-            bufs = {"out": (flow._buffers["zbuf"], flow._buffers["gbuf"])}
-        z, X = d.synthesize_with_gradient_padded(zc, **bufs)
+        z_buf = flow._out("z", lambda: d.synthesize_padded(zc))
+        g_buf = flow._out("grad", lambda: d.gradient_padded(zc))
+        z, X = d.synthesize_with_gradient_padded(zc, out=(z_buf, g_buf))
         X *= flow.sign / (beta * z)
         return rho, X, z * scale
     gc = grad_mult * c
-    X = d.gradient_padded(gc, **flow._out("grad", lambda: d.gradient_padded(gc)))
+    X = d.gradient_padded(gc, out=flow._out("grad", lambda: d.gradient_padded(gc)))
     if z_mult is None:
         X *= flow.sign * scale
-        return rho, X, np.ones_like(rho) if not d.accepts_out else _ones(flow, rho)
+        return rho, X, _ones(flow, rho)
     zc = z_mult * c
-    z = d.synthesize_padded(zc, **flow._out("z", lambda: d.synthesize_padded(zc)))
+    z = d.synthesize_padded(zc, out=flow._out("z", lambda: d.synthesize_padded(zc)))
     X *= flow.sign / z
     return rho, X, z * scale
 

@@ -36,6 +36,7 @@ import numpy as np
 
 from .checks import finite
 from .domains.base import Domain
+from .domains.circle import Circle
 
 _TWO_PI = 2.0 * np.pi
 _GL_NODES = 8
@@ -63,7 +64,8 @@ def _angles(x: Any, name: str) -> np.ndarray:
 
 
 def _check_circle(domain: Domain) -> None:
-    if getattr(domain, "name", None) != "circle":
+    """W_1 uses the circle's own spectral CDF (:meth:`Circle.cdf`): a circle-only metric."""
+    if not isinstance(domain, Circle):
         msg = f"W_1 is implemented on the circle only, got domain {domain!r}; use kernel_distance"
         raise ValueError(msg)
 
@@ -306,18 +308,6 @@ def _points(domain: Domain, x: Any) -> np.ndarray:
     return finite(x, "x") / np.linalg.norm(x, axis=-1, keepdims=True)
 
 
-def _evaluate(domain: Any, c: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """Values of the series with coefficients ``c`` at points ``x`` (n, d)."""
-    name = domain.name
-    if name == "circle":
-        th = np.arctan2(x[:, 1], x[:, 0])
-        k = np.arange(1, c.size)
-        return np.real(c[0]) + 2 * np.real(np.exp(1j * np.multiply.outer(th, k)) @ c[1:])
-    if hasattr(domain, "axis_coordinate"):
-        return domain.evaluate(c, domain.axis_coordinate(x))
-    return domain.evaluate(c, x)
-
-
 def _gram_mean(x: np.ndarray, y: np.ndarray, beta: float) -> float:
     """``mean_{i,j} e^{beta(<x_i, y_j> - 1)}`` in row blocks."""
     total = 0.0
@@ -341,7 +331,8 @@ def kernel_distance_particles(
             truncation drops ``sum_{l > lmax} lambda_l``, negligible once ``lmax >> beta``),
             ``"exact"`` (Gram matrix: ``iint K dmu_n dmu_n - 2 int K*mu dmu_n + iint K dmu dmu``,
             cost ``O(n^2)``), or ``"auto"`` (``exact`` on domains whose ``project`` averages
-            over rotations, like :class:`ZonalSphere`; ``project`` otherwise).
+            over a symmetry, ``Domain.symmetry_reduced``, like :class:`ZonalSphere`;
+            ``project`` otherwise).
         kind: how to read ``rho``: ``"values"``, ``"coefficients"`` or ``"auto"`` (by shape).
     """
     beta = _check_beta(beta)
@@ -355,11 +346,11 @@ def kernel_distance_particles(
         return np.array([kernel_distance_particles(domain, c, p, beta, method=method, kind="coefficients")
                          for p in pts])
     if method == "auto":
-        method = "exact" if hasattr(domain, "axis_coordinate") else "project"
+        method = "exact" if domain.symmetry_reduced else "project"
     if method == "project":
         return domain.kernel_distance(c, domain.project(pts), beta)
     lam = domain.scaled_kernel_multipliers(beta)  # lambda_l e^{-beta}
-    pot = _evaluate(domain, lam * c, pts)  # (K * mu)(x_i) e^{-beta}
+    pot = domain.values_at(lam * c, pts)  # (K * mu)(x_i) e^{-beta}
     sq = _gram_mean(pts, pts, beta) - 2.0 * float(np.mean(pot)) + domain.inner(c, lam * c)
     return float(np.sqrt(max(sq, 0.0) * np.exp(beta)))
 

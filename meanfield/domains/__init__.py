@@ -1,9 +1,11 @@
 """Spectral domains: :class:`Circle` (Fourier), :class:`Sphere` (spherical harmonics),
-:class:`ZonalSphere` (Gegenbauer series for axisymmetric densities on ``S^{d-1}``)."""
+:class:`ZonalSphere` (Gegenbauer series for axisymmetric densities on ``S^{d-1}``), all
+on a :class:`SphereGeometry`; the contract is :class:`Domain` (docs/extending.md)."""
 
-from .base import Domain
+from .base import Domain, FusedDrift
+from .geometry import SphereGeometry
 from .circle import Circle
 from .sphere import Sphere
 from .zonal_sphere import ZonalSphere
 
-__all__ = ["Circle", "Domain", "Sphere", "ZonalSphere"]
+__all__ = ["Circle", "Domain", "FusedDrift", "Sphere", "SphereGeometry", "ZonalSphere"]

@@ -2,17 +2,29 @@
 
 .. autosummary::
    Domain
+   FusedDrift
 
-A domain is a spectral basis on ``S^{d-1}`` (or a reduction of it) with its grid. The flow
-(:mod:`meanfield.flow`) and the solver are written once against this interface:
+A domain is a spectral basis with its grid on a space whose geometry
+(:class:`~meanfield.domains.geometry.SphereGeometry`: area, Laplacian spectrum, Funk–Hecke
+multipliers) it composes rather than reimplements. The flow (:mod:`meanfield.flow`) and the
+solver are written once against this interface; everything they call is declared here,
+either abstract or with a documented default, so that nothing is probed with ``hasattr``:
 
 * ``forward(f) -> c`` and ``backward(c) -> f`` between grid values and coefficients, with
-  ``f = sum_j c_j Y_j``;
-* ``degrees`` (the degree ``l`` of each stored coefficient), from which the Funk–Hecke
-  multipliers of a zonal kernel and the Laplacian ``-l(l+d-2)`` follow;
+  ``f = sum_j c_j B_j``;
+* ``degrees`` (the degree ``l`` of each stored coefficient), from which ``geometry`` gives the
+  Funk–Hecke multipliers of a zonal kernel and the Laplacian ``-l(l+d-2)``;
 * ``parseval_weights`` such that ``int f g dA = sum_j w_j Re(c_j(f) conj(c_j(g)))``;
-* dealiased products: ``synthesize_padded``, ``gradient_padded`` and ``divergence_padded``
-  act on a finer (3/2-rule) quadrature grid with weights ``padded_weights``.
+* dealiased products: ``synthesize_padded``, ``gradient_padded`` (both writing into an
+  ``out=`` work buffer when given) and ``divergence_padded`` act on a finer (3/2-rule)
+  quadrature grid with weights ``padded_weights``;
+* optional fast paths with defaults that compose the above: ``synthesize_with_gradient_padded``
+  and ``fused_drift``;
+* particles: ``values_at``, ``project`` and ``sample``; refinement: ``with_resolution`` and
+  ``prolong``; files: ``state`` and :meth:`Domain.from_state`.
+
+``tests/meanfield/test_domain_contract.py`` checks every domain listed in its
+``iter_domains()`` against this contract; docs/extending.md says how to add one.
 """
 
 from __future__ import annotations
@@ -24,14 +36,7 @@ from typing import Any, Callable, ClassVar, Protocol
 
 import numpy as np
 
-from ..special import kernel_multipliers_over_beta, scaled_kernel_multipliers, sphere_area
-
-
-def _flush(mult: np.ndarray) -> np.ndarray:
-    """Set multipliers below ``1e-100`` of the largest to zero: they are far below
-    round-off, and as subnormal numbers they would slow every product by orders of magnitude."""
-    top = float(np.max(np.abs(mult))) if mult.size else 0.0
-    return np.where(np.abs(mult) < 1e-100 * top, 0.0, mult)
+from .geometry import SphereGeometry
 
 
 class FusedDrift(Protocol):
@@ -57,9 +62,10 @@ class Domain(ABC):
     dims: ClassVar[tuple[str, ...]]
     """Names of the grid dimensions in results (``("theta",)``, ...)."""
     registry: ClassVar[dict[str, type[Domain]]] = {}
-    accepts_out: ClassVar[bool] = False
-    """True when ``synthesize_padded`` and ``gradient_padded`` take ``out=`` work buffers
-    (the flow then allocates nothing per call: large fresh arrays cost page faults)."""
+    symmetry_reduced: ClassVar[bool] = False
+    """True when the basis holds only the functions invariant under a symmetry (the zonal
+    functions of :class:`~meanfield.domains.zonal_sphere.ZonalSphere`), so that
+    :meth:`project` gives the symmetrised empirical measure, not the empirical measure."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -70,8 +76,13 @@ class Domain(ABC):
 
     @property
     @abstractmethod
+    def geometry(self) -> SphereGeometry:
+        """The space the basis lives on (``S^{d-1}``): area, Laplacian spectrum, multipliers."""
+
+    @property
     def d(self) -> int:
         """Ambient dimension: the domain is (a reduction of) ``S^{d-1} in R^d``."""
+        return self.geometry.d
 
     @property
     @abstractmethod
@@ -94,7 +105,7 @@ class Domain(ABC):
     @property
     @abstractmethod
     def coords(self) -> dict[str, np.ndarray]:
-        """Coordinates of the grid dimensions, for ``xarray``."""
+        """Coordinates of the grid dimensions (keys ``dims``), for ``xarray``."""
 
     @property
     @abstractmethod
@@ -125,28 +136,48 @@ class Domain(ABC):
 
     @abstractmethod
     def forward(self, f: np.ndarray) -> np.ndarray:
-        """Grid values to coefficients (analysis)."""
+        """Grid values to coefficients (analysis; a new array)."""
 
     @abstractmethod
     def backward(self, c: np.ndarray) -> np.ndarray:
-        """Coefficients to grid values (synthesis)."""
+        """Coefficients to grid values (synthesis; a new array)."""
+
+    # The dealiased calculus is the flow's hot path. ``out=`` work buffers: when given, the
+    # result is written into ``out`` (an array of the shape of a result made without it,
+    # which the flow allocates once from a first call) and ``out`` (or a view of it) is
+    # returned; large fresh arrays per call would cost page faults.
 
     @abstractmethod
-    def synthesize_padded(self, c: np.ndarray) -> np.ndarray:
-        """Values of ``sum c Y`` on the dealiased grid."""
+    def synthesize_padded(self, c: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """Values of ``sum c B`` on the dealiased grid (shape ``padded_weights.shape``)."""
 
     @abstractmethod
-    def gradient_padded(self, c: np.ndarray) -> np.ndarray:
-        """Tangent gradient of ``sum c Y`` on the dealiased grid (components first)."""
+    def gradient_padded(self, c: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """Tangent gradient of ``sum c B`` on the dealiased grid (components first:
+        shape ``(k,) + padded_weights.shape``, ``k`` components in an orthonormal frame)."""
 
     @abstractmethod
     def divergence_padded(self, flux: np.ndarray) -> np.ndarray:
-        """Coefficients of ``div(flux)`` for a tangent field given on the dealiased grid."""
+        """Coefficients of ``div(flux)`` for a tangent field given on the dealiased grid (in
+        the frame of :meth:`gradient_padded`; a new array). The weak form
+        ``int B div F dA = -int grad B . F dA`` on the dealiased quadrature, so that
+        ``divergence_padded(gradient_padded(c)) = laplacian_eigenvalues * c``."""
 
     @property
     @abstractmethod
     def padded_weights(self) -> np.ndarray:
         """Quadrature weights of the dealiased grid."""
+
+    def synthesize_with_gradient_padded(
+        self, c: np.ndarray, out: tuple[np.ndarray, np.ndarray] | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(f, grad f)`` on the dealiased grid (SA needs ``Z`` and ``grad Z``), into the
+        pair of buffers ``out`` when given.
+
+        The default calls :meth:`synthesize_padded` and :meth:`gradient_padded`; a domain
+        whose two transforms share a stage (the sphere's Legendre stage) overrides it."""
+        f_out, g_out = (None, None) if out is None else out
+        return self.synthesize_padded(c, out=f_out), self.gradient_padded(c, out=g_out)
 
     def fused_drift(
         self, grad_mult: np.ndarray, scale: float, z_mult: np.ndarray | None, sign: float
@@ -156,6 +187,7 @@ class Domain(ABC):
 
         ``X = s scale grad(grad_mult c)`` when ``z_mult`` is ``None`` (Wasserstein metric),
         else ``X = s grad(grad_mult c) / (z_mult c)`` (attention metric); ``s = sign``.
+        It must equal the composition to round-off (the contract test checks it).
         """
         return None
 
@@ -163,6 +195,11 @@ class Domain(ABC):
     def dot(u: np.ndarray, v: np.ndarray) -> np.ndarray:
         """Pointwise inner product of tangent fields (components on axis 0)."""
         return np.sum(u * v, axis=0)
+
+    @abstractmethod
+    def values_at(self, c: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """Values of ``sum c B`` at points ``x`` of ``S^{d-1}``, shape ``(n, d)`` (unit
+        vectors), as an array of shape ``(n,)``."""
 
     # -- particles -----------------------------------------------------------------------
 
@@ -178,8 +215,8 @@ class Domain(ABC):
 
     @property
     def area(self) -> float:
-        """``|S^{d-1}|``."""
-        return sphere_area(self.d)
+        """``|S^{d-1}|`` (from :attr:`geometry`)."""
+        return self.geometry.area
 
     @property
     def grid_shape(self) -> tuple[int, ...]:
@@ -193,17 +230,16 @@ class Domain(ABC):
 
     @cached_property
     def laplacian_eigenvalues(self) -> np.ndarray:
-        """``-l (l + d - 2)`` for each coefficient."""
-        l = self.degrees
-        return -l * (l + self.d - 2.0)
+        """``-l (l + d - 2)`` for each coefficient (from :attr:`geometry`)."""
+        return self.geometry.laplacian_eigenvalues(self.degrees)
 
     def scaled_kernel_multipliers(self, beta: float) -> np.ndarray:
         """``lambda_l e^{-beta}`` of ``K_beta`` per coefficient (docs/equations.md section 3)."""
-        return _flush(self.area * scaled_kernel_multipliers(self.degrees, beta, self.d))
+        return self.geometry.scaled_kernel_multipliers(self.degrees, beta)
 
     def kernel_multipliers_over_beta(self, beta: float) -> np.ndarray:
         """``lambda_l e^{-beta} / beta`` per coefficient (0 for ``l = 0``)."""
-        return _flush(self.area * kernel_multipliers_over_beta(self.degrees, beta, self.d))
+        return self.geometry.kernel_multipliers_over_beta(self.degrees, beta)
 
     @abstractmethod
     def zonal_multipliers(self, kernel: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
@@ -221,7 +257,8 @@ class Domain(ABC):
         return float(np.sqrt(max(sq, 0.0) * np.exp(beta)))
 
     def mass(self, c: np.ndarray) -> float:
-        """``int rho dA`` from coefficients."""
+        """``int rho dA`` from coefficients. The default reads ``c_0`` as the mean of
+        ``rho`` (``B_0 = 1``); a basis normalised otherwise overrides it."""
         return float(np.real(c.flat[0]) * self.area)
 
     def uniform(self) -> np.ndarray:
@@ -242,18 +279,20 @@ class Domain(ABC):
         l = self.degrees / max(self.degrees.max(), 1)
         return np.exp(-strength * l**order)
 
+    @abstractmethod
     def real_mode(self, key: Any) -> np.ndarray:
         """Grid values of one real basis function, named by a domain-specific ``key``
-        (circle: ``k`` for ``cos k theta``, ``-k`` for ``sin k theta``)."""
-        msg = f"{type(self).__name__} does not implement real_mode"
-        raise NotImplementedError(msg)
+        (circle: ``k`` for ``cos k theta``, ``-k`` for ``sin k theta``; sphere: ``(l, m)``;
+        zonal: ``l``); a key the domain does not resolve raises ``ValueError``."""
 
+    @abstractmethod
     def prolong(self, c: np.ndarray, coarse: Domain) -> np.ndarray:
-        """Coefficients ``c`` of ``coarse`` expressed on this (finer or equal) domain."""
-        msg = f"{type(self).__name__} does not implement prolong"
-        raise NotImplementedError(msg)
+        """Coefficients ``c`` of ``coarse`` (the same kind of domain at any resolution) on this
+        one: zero-padded when ``coarse`` is coarser, truncated when it is finer. Another kind
+        of domain raises ``ValueError``."""
 
     def state_json(self) -> str:
+        """:meth:`state` as JSON (for a result's ``attrs``)."""
         return json.dumps(self.state())
 
     @staticmethod
@@ -262,7 +301,7 @@ class Domain(ABC):
         if isinstance(state, str):
             state = json.loads(state)
         state = dict(state)
-        name = state.pop("name")
+        name = state.pop("name", None)
         try:
             cls = Domain.registry[name]
         except KeyError:

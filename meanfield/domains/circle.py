@@ -22,6 +22,7 @@ import pyfftw
 
 from .base import Domain
 from .circle_drift import CircleDrift
+from .geometry import SphereGeometry
 
 _PLANNER_FLAGS = ("FFTW_MEASURE", "FFTW_DESTROY_INPUT")
 
@@ -72,7 +73,7 @@ class Circle(Domain):
 
     name = "circle"
     dims = ("theta",)
-    accepts_out = True
+    geometry = SphereGeometry(2)
 
     def __init__(self, N: int, threads: int = 1) -> None:
         if isinstance(N, bool) or not isinstance(N, (int, np.integer)):
@@ -89,10 +90,6 @@ class Circle(Domain):
         self.M = _fast_size(math.ceil(3 * self.N / 2))
 
     # -- description ---------------------------------------------------------------------
-
-    @property
-    def d(self) -> int:
-        return 2
 
     @property
     def resolution(self) -> int:
@@ -169,6 +166,9 @@ class Circle(Domain):
         return c
 
     def backward(self, c: np.ndarray) -> np.ndarray:
+        if np.shape(c) != (self.N // 2 + 1,):
+            msg = f"expected {self.N // 2 + 1} Fourier coefficients (k = 0..N/2), got shape {np.shape(c)}"
+            raise ValueError(msg)
         return self._fft.synthesis(c).copy()
 
     def synthesize_padded(self, c: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -202,6 +202,9 @@ class Circle(Domain):
                            threads=self.threads)
 
     def prolong(self, c: np.ndarray, coarse: Domain) -> np.ndarray:
+        if not isinstance(coarse, Circle):
+            msg = f"cannot prolong from {coarse!r} to {self!r}"
+            raise ValueError(msg)
         out = np.zeros(self.N // 2 + 1, dtype=complex)
         m = min(c.shape[-1], out.shape[-1])
         out[:m] = c[:m]
@@ -254,6 +257,11 @@ class Circle(Domain):
         vals = ducc0.nufft.u2nu(grid=self._full_spectrum(c), coord=theta.reshape(-1, 1),
                                 forward=False, epsilon=self._NUFFT_EPS, fft_order=True)
         return vals.real.reshape(theta.shape)
+
+    def values_at(self, c: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """Values of ``sum c_k e^{ik theta}`` at points ``x`` (n, 2) or angles (n,)
+        (:meth:`evaluate`, a NUFFT accurate to ``1e-13 sum |c_k|``)."""
+        return self.evaluate(c, self.angles(x))
 
     def project(self, x: np.ndarray) -> np.ndarray:
         """``c_k = (1/(2 pi n)) sum_i e^{-i k theta_i}`` (empirical Fourier coefficients,

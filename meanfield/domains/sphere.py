@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import math
 from functools import cached_property
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import ducc0
 import numpy as np
 
 from ..checks import count
 from .base import Domain
+from .geometry import SphereGeometry
 from .sphere_drift import SphereDrift
 
 _SQRT4PI = math.sqrt(4.0 * math.pi)
@@ -60,6 +61,23 @@ def _legendre_table(x: np.ndarray, lmax: int) -> np.ndarray:
     return out * np.sqrt(2 * np.arange(lmax + 1) + 1.0)
 
 
+class ThetaDerivative(NamedTuple):
+    """The sparse map ``R`` from the coefficients ``c`` of ``f`` (degree ``<= lmax``) to those
+    of ``sin(theta) d_theta f`` (degree ``<= lmax + 1``), with its transpose.
+
+    ``sin d_theta Y_lm = l A_{l+1,m} Y_{l+1,m} - (l+1) A_lm Y_{l-1,m}``,
+    ``A_lm = sqrt((l^2 - m^2)/(4 l^2 - 1))``. Rows are in ducc0's ``m``-major order for
+    ``lmax + 1`` and orders ``m <= lmax``, starting at ``mstart[m]`` (ducc0's ``mstart``).
+    """
+
+    R: Any
+    """``scipy.sparse`` CSR matrix, shape ``(n_out, nalm)`` (complex entries)."""
+    RT: Any
+    """Its transpose (CSR): the adjoint, used by the weak divergence."""
+    mstart: np.ndarray
+    """Start of each order ``m`` in the degree-``lmax + 1`` layout (``uintp``)."""
+
+
 class Sphere(Domain):
     """Spherical-harmonic domain on ``S^2`` up to degree ``lmax`` (docs/equations.md section 3).
 
@@ -74,6 +92,7 @@ class Sphere(Domain):
 
     name = "sphere"
     dims = ("colatitude", "longitude")
+    geometry = SphereGeometry(3)
 
     def __init__(self, lmax: int, nthreads: int = 1) -> None:
         self.lmax = count(lmax, "lmax", 3)
@@ -86,10 +105,6 @@ class Sphere(Domain):
         self.nalm = (L + 1) * (L + 2) // 2
 
     # -- description ---------------------------------------------------------------------
-
-    @property
-    def d(self) -> int:
-        return 3
 
     @property
     def resolution(self) -> int:
@@ -149,20 +164,23 @@ class Sphere(Domain):
         return np.stack([st * np.cos(phi), st * np.sin(phi), z], axis=-1)
 
     @cached_property
-    def _w(self) -> np.ndarray:
+    def ring_weights(self) -> np.ndarray:
+        """Quadrature weight of each node on each ring of the grid (Gauss–Legendre weight
+        divided by ``nphi``): ``weights`` is this column repeated along longitude."""
         return self._ring_weights(self.ntheta, self.nphi)
 
     @cached_property
-    def _w_padded(self) -> np.ndarray:
+    def padded_ring_weights(self) -> np.ndarray:
+        """:attr:`ring_weights` of the 3/2-rule grid (one per ring of ``padded_grid``)."""
         return self._ring_weights(self.ntheta_padded, self.nphi_padded)
 
     @cached_property
     def weights(self) -> np.ndarray:
-        return np.repeat(self._w[:, None], self.nphi, axis=1)
+        return np.repeat(self.ring_weights[:, None], self.nphi, axis=1)
 
     @cached_property
     def padded_weights(self) -> np.ndarray:
-        return np.repeat(self._w_padded[:, None], self.nphi_padded, axis=1)
+        return np.repeat(self.padded_ring_weights[:, None], self.nphi_padded, axis=1)
 
     @cached_property
     def padded_grid(self) -> tuple[np.ndarray, np.ndarray]:
@@ -180,12 +198,17 @@ class Sphere(Domain):
 
     # -- transforms ----------------------------------------------------------------------
 
-    def _alm(self, c: np.ndarray) -> np.ndarray:
+    def coefficients(self, c: np.ndarray) -> np.ndarray:
+        """``c`` as a C-contiguous complex array of shape ``(nalm,)`` (no copy when it is
+        one already); another shape raises ``ValueError``."""
         c = np.asarray(c)
         if c.shape != (self.nalm,):
             msg = f"expected {self.nalm} coefficients for lmax={self.lmax}, got shape {c.shape}"
             raise ValueError(msg)
-        return np.ascontiguousarray(c, dtype=complex).reshape(1, -1)
+        return np.ascontiguousarray(c, dtype=complex)
+
+    def _alm(self, c: np.ndarray) -> np.ndarray:
+        return self.coefficients(c).reshape(1, -1)
 
     def _scale(self, ntheta: int) -> np.ndarray:
         """``sqrt(4 pi)`` per ring (``B_lm = sqrt(4 pi) Y_lm``), cached per ring count."""
@@ -196,7 +219,7 @@ class Sphere(Domain):
 
     @cached_property
     def _adjoint_factor(self) -> np.ndarray:
-        return self._w / _SQRT4PI
+        return self.ring_weights / _SQRT4PI
 
     def _synth(self, c: np.ndarray, ntheta: int, nphi: int, mode: str = "STANDARD") -> np.ndarray:
         spin = 1 if mode == "DERIV1" else 0
@@ -237,11 +260,10 @@ class Sphere(Domain):
     # the same integrand at every node as with spin-1 transforms, so it is as exact. Work
     # arrays are kept between calls (fresh multi-MB arrays cost page faults).
 
-    accepts_out = True
-
     @cached_property
-    def _theta_derivative(self) -> tuple[Any, Any, np.ndarray]:
-        """``(R, R^T, mstart)``: ``R`` from degree ``lmax`` to ``lmax + 1`` (``m <= lmax``)."""
+    def theta_derivative(self) -> ThetaDerivative:
+        """``(R, R^T, mstart)``: ``R`` from degree ``lmax`` to ``lmax + 1`` (``m <= lmax``),
+        the coefficients of ``sin(theta) d_theta f`` (see :class:`ThetaDerivative`)."""
         from scipy.sparse import csr_matrix
 
         L, L1 = self.lmax, self.lmax + 1
@@ -267,7 +289,7 @@ class Sphere(Domain):
              (np.concatenate(rows).astype(np.int64), np.concatenate(cols))),
             shape=(n_out, self.nalm),
         )
-        return R, R.T.tocsr(), mstart
+        return ThetaDerivative(R, R.T.tocsr(), mstart)
 
     @cached_property
     def _work(self) -> dict[str, Any]:
@@ -282,7 +304,7 @@ class Sphere(Domain):
             "ringstart": (np.arange(n) * nphi).astype(np.uintp),
             "scale": np.full(n, _SQRT4PI),
             "grad_factor": _SQRT4PI / sin,
-            "div_factor": self._w_padded / (_SQRT4PI * sin),
+            "div_factor": self.padded_ring_weights / (_SQRT4PI * sin),
             "im_m": 1j * np.arange(L + 1),
             "im": 1j * self.orders,
             "mval": np.arange(L + 1, dtype=np.uintp),
@@ -294,7 +316,7 @@ class Sphere(Domain):
         """Legendre stage of a scalar synthesis on the padded rings, into ``leg`` (1, n, m)."""
         w = self._work
         if theta_part:
-            R, _, mstart = self._theta_derivative
+            R, _, mstart = self.theta_derivative
             ducc0.sht.alm2leg(
                 alm=np.asarray(R @ alm, dtype=complex).reshape(1, -1), lmax=self.lmax + 1,
                 theta=w["theta"], spin=0, mval=w["mval"], mstart=mstart, nthreads=self.nthreads,
@@ -344,7 +366,7 @@ class Sphere(Domain):
         self, c: np.ndarray, out: tuple[np.ndarray, np.ndarray] | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """``(f, grad f)`` on the 3/2-rule grid, sharing the Legendre stage of ``f`` and
-        ``d_phi f`` (SA needs ``Z`` and ``grad Z``)."""
+        ``d_phi f`` (SA needs ``Z`` and ``grad Z``); into the pair ``out`` when given."""
         f_out, g_out = (None, None) if out is None else out
         alm = self._alm(c)[0]
         leg = self._work["leg"]
@@ -360,7 +382,7 @@ class Sphere(Domain):
             msg = f"expected a tangent field of shape {shape}, got {np.shape(flux)}"
             raise ValueError(msg)
         w = self._work
-        _, RT, mstart = self._theta_derivative
+        _, RT, mstart = self.theta_derivative
         leg = w["leg_div"]
         ducc0.sht.map2leg(
             map=np.ascontiguousarray(flux, dtype=float).reshape(2, -1), nphi=w["nphi"],
@@ -469,6 +491,10 @@ class Sphere(Domain):
         phi = np.mod(np.arctan2(x[:, 1], x[:, 0]), 2 * np.pi)
         return np.stack([theta, phi], axis=-1)
 
+    def values_at(self, c: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """Values of ``sum c B`` at points ``x`` (n, 3): :meth:`evaluate`."""
+        return self.evaluate(c, x)
+
     def evaluate(self, c: np.ndarray, x: np.ndarray) -> np.ndarray:
         """Values of ``sum c B`` at points ``x`` (n, 3) (ducc0 NUFFT, accuracy 1e-12)."""
         loc = self.angles(x)
@@ -523,4 +549,4 @@ class Sphere(Domain):
         return np.concatenate(out)[:n] if out else np.empty((0, 3))
 
 
-__all__ = ["Sphere"]
+__all__ = ["Sphere", "ThetaDerivative"]

@@ -30,10 +30,13 @@ Legendre stages of the two flux components.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ducc0
 import numpy as np
+
+if TYPE_CHECKING:
+    from .sphere import Sphere
 
 _SQRT4PI = math.sqrt(4.0 * math.pi)
 
@@ -44,13 +47,17 @@ class SphereDrift:
     ``X = s scale grad(grad_mult c)`` when ``z_mult`` is ``None`` (USA), else
     ``X = s grad(grad_mult c) / (z_mult c)`` (SA); see :meth:`Domain.fused_drift`.
 
+    It reads only the sphere's public interface: ``lmax``, ``nalm``, ``nthreads``, the padded
+    grid (``ntheta_padded``, ``nphi_padded``, ``padded_grid``, ``padded_ring_weights``),
+    ``degrees``, ``orders``, ``theta_derivative`` and ``coefficients``.
+
     Attributes:
         evaluate: the drift, a function of the coefficients ``c`` returning a new array.
     """
 
     def __init__(
         self,
-        sphere: Any,
+        sphere: Sphere,
         grad_mult: np.ndarray,
         scale: float,
         z_mult: np.ndarray | None,
@@ -61,7 +68,7 @@ class SphereDrift:
         H = nphi // 2 + 1
         theta = S.padded_grid[0]
         sin = np.sin(theta)
-        R, RT, mstart = S._theta_derivative
+        R, RT, mstart = S.theta_derivative
         im_m = 1j * np.arange(L + 1)
         degrees_pos = S.degrees > 0
         softmax = z_mult is not None
@@ -76,7 +83,7 @@ class SphereDrift:
         # ring factor of the rho row: sqrt(4pi) [B_lm] * (sqrt(4pi)/sin) [gradient] *
         # w/(sqrt(4pi) sin) [weak divergence] * s, and for USA scale * sqrt(4pi) as Z's
         # sqrt(4pi) does not cancel: f = s w / sin^2 (SA), s scale sqrt(4pi) w / sin^2 (USA)
-        w = S._w_padded
+        w = S.padded_ring_weights
         f_ring = sign * w / sin**2 * (1.0 if softmax else scale * _SQRT4PI)
         rows = 4 if softmax else 3
         spec = np.zeros((rows, n, H), dtype=complex)  # the padding m > lmax stays zero
@@ -128,7 +135,7 @@ class SphereDrift:
                     leg=out, **kw)
 
         def drift(c: np.ndarray) -> np.ndarray:
-            c = S._alm(c)[0]  # shape check, contiguous complex
+            c = S.coefficients(c)  # shape check, contiguous complex
             legendre(c, rho_leg)
             mul(rho_leg, f_col, rho_leg)
             if softmax:

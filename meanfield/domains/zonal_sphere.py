@@ -42,6 +42,7 @@ from scipy.special import gammaln
 from ..special import log_sphere_area
 from ..checks import count
 from .base import Domain
+from .geometry import SphereGeometry
 
 _MIN_LOG_AREA = -650.0  # |S^{d-1}| > e^-650 ~ 1e-282: densities 1/|S| stay below 1e282
 
@@ -120,43 +121,44 @@ class ZonalSphere(Domain):
 
     name = "zonal"
     dims = ("s",)
-    accepts_out = True
+    symmetry_reduced = True
 
     def __init__(self, d: int, degree: int) -> None:
-        self._d = count(d, "d", 3)
+        d = count(d, "d", 3)
         self.degree = count(degree, "degree", 2)
-        if log_sphere_area(self._d) < _MIN_LOG_AREA:
+        if log_sphere_area(d) < _MIN_LOG_AREA:
             msg = (
-                f"d={d} is too large: |S^(d-1)| = e^{log_sphere_area(self._d):.0f} leaves the "
+                f"d={d} is too large: |S^(d-1)| = e^{log_sphere_area(d):.0f} leaves the "
                 "float64 range of a density per unit surface measure"
             )
             raise ValueError(msg)
+        self._geometry = SphereGeometry(d)
         self.npoints = self.degree + 1
         self.npoints_padded = (3 * self.degree + 3) // 2  # 2n - 1 >= 3L: exact cubic terms
 
     # -- description ---------------------------------------------------------------------
 
     @property
-    def d(self) -> int:
-        return self._d
+    def geometry(self) -> SphereGeometry:
+        return self._geometry
 
     @property
     def resolution(self) -> int:
         return self.degree
 
     def with_resolution(self, resolution: int) -> ZonalSphere:
-        return ZonalSphere(self._d, resolution)
+        return ZonalSphere(self.d, resolution)
 
     def state(self) -> dict[str, Any]:
-        return {"name": self.name, "d": self._d, "degree": self.degree}
+        return {"name": self.name, "d": self.d, "degree": self.degree}
 
     @cached_property
     def _nodes(self) -> tuple[np.ndarray, np.ndarray]:
-        return gauss_jacobi(self._d, self.npoints)
+        return gauss_jacobi(self.d, self.npoints)
 
     @cached_property
     def _nodes_padded(self) -> tuple[np.ndarray, np.ndarray]:
-        return gauss_jacobi(self._d, self.npoints_padded)
+        return gauss_jacobi(self.d, self.npoints_padded)
 
     @property
     def grid(self) -> np.ndarray:
@@ -174,7 +176,7 @@ class ZonalSphere(Domain):
     def points(self) -> np.ndarray:
         """One point per node: ``sqrt(1 - s^2) e_1 + s e_d``."""
         s = self.grid
-        x = np.zeros((s.size, self._d))
+        x = np.zeros((s.size, self.d))
         x[:, 0] = np.sqrt(1.0 - s**2)
         x[:, -1] = s
         return x
@@ -205,7 +207,7 @@ class ZonalSphere(Domain):
 
     @cached_property
     def _synthesis(self) -> np.ndarray:
-        return gegenbauer_table(self._d, self.grid, self.degree)
+        return gegenbauer_table(self.d, self.grid, self.degree)
 
     @cached_property
     def _analysis(self) -> np.ndarray:
@@ -215,7 +217,7 @@ class ZonalSphere(Domain):
     @cached_property
     def _padded_tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         s, w = self._nodes_padded
-        q, dq = gegenbauer_table(self._d, s, self.degree, derivative=True)
+        q, dq = gegenbauer_table(self.d, s, self.degree, derivative=True)
         grad = dq * np.sqrt(1.0 - s**2)[:, None]
         div = np.ascontiguousarray((grad * (-w)[:, None]).T)  # -int grad Q_l . F dA
         return q, grad, div
@@ -262,13 +264,6 @@ class ZonalSphere(Domain):
         out *= self._inv_area
         return out
 
-    def synthesize_with_gradient_padded(
-        self, c: np.ndarray, out: tuple[np.ndarray, np.ndarray] | None = None
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """``(f, grad f)`` on the 3/2-rule nodes (the interface of :class:`Sphere`)."""
-        f_out, g_out = (None, None) if out is None else out
-        return self.synthesize_padded(c, out=f_out), self.gradient_padded(c, out=g_out)
-
     def divergence_padded(self, flux: np.ndarray) -> np.ndarray:
         flux = np.asarray(flux, dtype=float)
         if flux.shape != (1, self.npoints_padded):
@@ -282,11 +277,15 @@ class ZonalSphere(Domain):
 
     def evaluate(self, c: np.ndarray, s: np.ndarray) -> np.ndarray:
         """``f(s) = sum c_l Q_l(s)`` at arbitrary ``s`` in ``[-1, 1]``."""
-        return gegenbauer_table(self._d, s, self.degree) @ self._coefficients(c) * self._inv_area
+        return gegenbauer_table(self.d, s, self.degree) @ self._coefficients(c) * self._inv_area
+
+    def values_at(self, c: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """Values at points ``x`` (n, d): :meth:`evaluate` at ``s = <x, e>``."""
+        return self.evaluate(c, self.axis_coordinate(x))
 
     def prolong(self, c: np.ndarray, coarse: Domain) -> np.ndarray:
         """Coefficients of ``coarse`` on this domain (zero-padded, or truncated)."""
-        if not isinstance(coarse, ZonalSphere) or coarse.d != self._d:
+        if not isinstance(coarse, ZonalSphere) or coarse.d != self.d:
             msg = f"cannot prolong from {coarse!r} to {self!r}"
             raise ValueError(msg)
         out = np.zeros(self.degree + 1)
@@ -306,10 +305,10 @@ class ZonalSphere(Domain):
     def zonal_multipliers(self, kernel: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
         """``lambda_l = int W(<x, e>) C_l^alpha(<x, e>)/C_l^alpha(1) dA`` (Funk–Hecke, docs/equations.md
         section 3) by Gauss–Jacobi quadrature on ``4 (degree + 1) + 1024`` nodes."""
-        t, w = gauss_jacobi(self._d, 4 * (self.degree + 1) + 1024)
+        t, w = gauss_jacobi(self.d, 4 * (self.degree + 1) + 1024)
         vals = np.asarray(kernel(t), dtype=float)
-        q = gegenbauer_table(self._d, t, self.degree)
-        scale = np.exp(-0.5 * log_harmonic_dimension(self._d, self.degrees))
+        q = gegenbauer_table(self.d, t, self.degree)
+        scale = np.exp(-0.5 * log_harmonic_dimension(self.d, self.degrees))
         return ((w * vals) @ q) * scale
 
     # -- particles -----------------------------------------------------------------------
@@ -319,14 +318,14 @@ class ZonalSphere(Domain):
         x = np.asarray(x, dtype=float)
         if x.ndim == 1:
             s = x
-        elif x.ndim == 2 and x.shape[1] == self._d:
+        elif x.ndim == 2 and x.shape[1] == self.d:
             r = np.linalg.norm(x, axis=1)
             if np.any(r == 0):
                 msg = "points must be nonzero"
                 raise ValueError(msg)
             s = x[:, -1] / r
         else:
-            msg = f"points must have shape (n, {self._d}) or (n,) values of s, got {x.shape}"
+            msg = f"points must have shape (n, {self.d}) or (n,) values of s, got {x.shape}"
             raise ValueError(msg)
         if not np.all(np.isfinite(s)) or np.any(np.abs(s) > 1 + 1e-12):
             msg = "s = <x, e> must be finite and in [-1, 1]"
@@ -339,7 +338,7 @@ class ZonalSphere(Domain):
         s = self.axis_coordinate(x)
         c = np.zeros(self.degree + 1)
         for start in range(0, s.size, 8192):
-            c += gegenbauer_table(self._d, s[start : start + 8192], self.degree).sum(axis=0)
+            c += gegenbauer_table(self.d, s[start : start + 8192], self.degree).sum(axis=0)
         return c / s.size
 
     def polar_angle_density(self, c: np.ndarray, theta: np.ndarray) -> np.ndarray:
@@ -348,7 +347,7 @@ class ZonalSphere(Domain):
         ``[0, pi]``; the area factor is taken in logs, so any supported ``d`` works)."""
         theta = np.asarray(theta, dtype=float)
         with np.errstate(divide="ignore"):
-            log_measure = log_sphere_area(self._d - 1) + (self._d - 2) * np.log(np.sin(theta))
+            log_measure = log_sphere_area(self.d - 1) + (self.d - 2) * np.log(np.sin(theta))
         return self.evaluate(c, np.cos(theta)) * np.exp(log_measure)
 
     def marginal_cdf(self, c: np.ndarray, npoints: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -359,7 +358,7 @@ class ZonalSphere(Domain):
         theta = np.linspace(0.0, np.pi, n)
         f = np.maximum(self.evaluate(c, np.cos(theta)), 0.0)
         with np.errstate(divide="ignore"):
-            logsin = (self._d - 2) * np.log(np.sin(theta))
+            logsin = (self.d - 2) * np.log(np.sin(theta))
         dens = f * np.exp(logsin - np.max(logsin[np.isfinite(logsin)]))
         F = np.concatenate([[0.0], np.cumsum(0.5 * (dens[1:] + dens[:-1]))])
         if F[-1] <= 0:
@@ -373,7 +372,7 @@ class ZonalSphere(Domain):
         n = count(n, "n", 0)
         theta, F = self.marginal_cdf(self.forward(rho))
         th = np.interp(rng.random(n), F, theta)
-        u = rng.standard_normal((n, self._d - 1))
+        u = rng.standard_normal((n, self.d - 1))
         u /= np.linalg.norm(u, axis=1)[:, None]
         return np.concatenate([np.sin(th)[:, None] * u, np.cos(th)[:, None]], axis=1)
 

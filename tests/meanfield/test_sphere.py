@@ -166,7 +166,7 @@ def test_scalar_calculus_matches_ducc0_spin1_transforms(rng):
 
     S = Sphere(40)
     c = random_coefficients(S, rng) / (1 + S.degrees) ** 2
-    w = S._w_padded / math.sqrt(4 * math.pi)
+    w = S.padded_ring_weights / math.sqrt(4 * math.pi)
     spin1 = ducc0.sht.synthesis_2d(
         alm=c.reshape(1, -1) * math.sqrt(4 * math.pi), spin=1, lmax=S.lmax, geometry="GL",
         ntheta=S.ntheta_padded, nphi=S.nphi_padded, mode="DERIV1",
@@ -222,7 +222,7 @@ def test_products_are_dealiased(rng):
     assert np.max(np.abs(coarse - exact)) < ROUNDOFF * np.max(np.abs(exact)) * 10
     # Without the 3/2 rule (the working grid) the same product aliases at O(1).
     rho, grad = S.backward(a), S.gradient(b)
-    w = S._w / math.sqrt(4 * math.pi)
+    w = S.ring_weights / math.sqrt(4 * math.pi)
     import ducc0
 
     aliased = -ducc0.sht.adjoint_synthesis_2d(
