@@ -29,7 +29,6 @@ The factor ``e^beta`` of ``K_beta`` is carried separately: the multipliers are s
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
 from functools import cached_property
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ from typing import Callable
 import numpy as np
 
 from .domains.base import Domain, FusedDrift
+from .special import check_exp_beta, exp_beta
 from .model import Model
 
 
@@ -181,7 +181,7 @@ class InteractionEnergy:
         for ``l >= 1`` (``scale = e^beta`` for the exponential kernel, which keeps ``mu_l``
         finite)."""
         if self.kernel is None:
-            return domain.kernel_multipliers_over_beta(self.beta), math.exp(self.beta)
+            return domain.kernel_multipliers_over_beta(self.beta), exp_beta(self.beta)
         lam = np.asarray(domain.zonal_multipliers(self.kernel), dtype=float)
         return np.where(domain.degrees > 0, lam, 0.0), 1.0
 
@@ -271,7 +271,9 @@ class ContinuityFlow(Flow):
         self.model = model
         self.sign = model.sign
         beta = model.beta
-        self._exp_beta = math.exp(beta)
+        if model.attention != "softmax":
+            check_exp_beta(beta, f"{model.attention} attention")
+        self._exp_beta = exp_beta(beta)  # SA: cancels in X; inf only in the diagnostics
         self._grad_mult = domain.kernel_multipliers_over_beta(beta)  # lambda e^{-b}/b
         self._kernel_mult = domain.scaled_kernel_multipliers(beta)  # lambda e^{-b}
         self._softmax = model.attention == "softmax"

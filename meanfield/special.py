@@ -98,10 +98,32 @@ def constant_mode_energy_factor(beta: float, d: int) -> float:
             term *= z / ((a + j - 1) * j)
             total += term
         return total / beta
-    return (math.exp(beta) * float(scaled_kernel_multipliers(np.array([0.0]), beta, d)[0]) - 1.0) / beta
+    return (exp_beta(beta) * float(scaled_kernel_multipliers(np.array([0.0]), beta, d)[0]) - 1.0) / beta
+
+
+MAX_EXP_ARG = math.log(np.finfo(float).max)
+"""Largest ``beta`` with ``e^beta`` finite in float64 (about 709.78)."""
+
+
+def exp_beta(beta: float) -> float:
+    """``e^beta``, or ``inf`` beyond :data:`MAX_EXP_ARG` (never ``OverflowError``): the factor
+    the multipliers carry separately (docs/equations.md section 7)."""
+    return math.exp(beta) if beta <= MAX_EXP_ARG else math.inf
+
+
+def check_exp_beta(beta: float, what: str) -> None:
+    """``ValueError`` naming the limit when ``what`` needs ``e^beta`` itself and it overflows."""
+    if beta > MAX_EXP_ARG:
+        msg = (f"beta = {beta:g} exceeds {MAX_EXP_ARG:.2f}, the largest beta for {what}: its "
+               "field carries e^beta, which overflows float64 (softmax attention has no such "
+               "limit; or rescale time by e^-beta)")
+        raise ValueError(msg)
 
 
 __all__ = [
+    "MAX_EXP_ARG",
+    "check_exp_beta",
+    "exp_beta",
     "constant_mode_energy_factor",
     "kernel_multipliers_over_beta",
     "log_sphere_area",

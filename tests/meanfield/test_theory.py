@@ -47,3 +47,17 @@ def test_gamma_at_beta_zero_is_the_closed_form(attention):
     np.testing.assert_allclose(theory.gamma(0.0, n, t, attention), exact, atol=1e-10)
     t_star = 0.5 * math.log(((1 - 1e-3) * (n - 1) + 1) / 1e-3)
     assert theory.transition_time(0.0, n, 1e-3, attention) == pytest.approx(t_star, rel=1e-9)
+
+
+def test_large_beta_never_overflows_and_usa_refuses_with_the_limit():
+    """SA at beta = 800: e^beta cancels in the field, the solve runs (energies overflow to inf,
+    said in docs/equations.md section 7); USA needs e^beta itself: a clear refusal."""
+    import meanfield as mf
+
+    circle = mf.Circle(64)
+    rho0 = mf.initial.uniform_plus_modes(circle, {1: 0.05})
+    ds = mf.solve(mf.Model(beta=800.0), circle, rho0, [0, 0.01], max_resolution=64)
+    assert ds.attrs["successful"] == 1 and np.isfinite(ds.density.values).all()
+    with pytest.raises(ValueError, match="exceeds 709.78, the largest beta for unnormalized"):
+        mf.solve(mf.Model(beta=800.0, attention="unnormalized"), circle, rho0, [0, 0.01])
+    assert theory.growth_rate(2, "softmax", 800.0, 3) > 0
