@@ -32,8 +32,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_phase_diagram import TIMES, euler_cell  # noqa: E402
 import importlib  # noqa: E402
+
+from bench_phase_diagram import TIMES, euler_cell  # noqa: E402
 
 after = importlib.import_module("validation.phase_diagram")
 
@@ -70,7 +71,7 @@ def main() -> None:
     p.add_argument("--before", default="337dd2b")
     args = p.parse_args()
     before = load_before(args.before)
-    print(f"| d | beta | before s | after s | after/before | euler s | euler/after | max |dP| |")
+    print("| d | beta | before s | after s | after/before | euler s | euler/after | max |dP| |")
     print("|---|---|---|---|---|---|---|---|")
     for d in args.d:
         for beta in args.betas:

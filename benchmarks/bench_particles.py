@@ -44,7 +44,6 @@ def velocity_ratios(ns: list[int], ds: list[int], repeat: int) -> list[dict[str,
             A = np.random.default_rng(1).random((n, n))
             t_gram = _best(lambda: x @ x.T, repeat)  # noqa: B023
             t_ax = _best(lambda: A @ x, repeat)  # noqa: B023
-            del A
             t_vel = _best(lambda: particles.velocity(model, x, check=False), repeat)  # noqa: B023
             floor = t_gram + t_ax
             rows.append({"n": n, "d": d, "velocity_s": t_vel, "floor_s": floor,

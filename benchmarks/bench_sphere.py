@@ -27,9 +27,8 @@ from __future__ import annotations
 import argparse
 import time
 
-import numpy as np
-
 import ducc0
+import numpy as np
 
 from meanfield.domains.sphere import Sphere
 from meanfield.domains.zonal_sphere import ZonalSphere

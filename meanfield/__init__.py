@@ -9,12 +9,12 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from . import attention
+from . import attention, convergence, initial, metrics
 from .attention import AttentionKind
-from .model import ATTENTION_KINDS, Model
-from .domains import Circle, Domain, Sphere, ZonalSphere
-from . import convergence, initial, metrics
 from .convergence import convergence_table, self_convergence
+from .domains import Circle, Domain, Sphere, ZonalSphere
+from .flow import make_flow
+from .gaussian import BlowUpError, solve_gaussian
 from .metrics import (
     kernel_distance,
     kernel_distance_particle_sets,
@@ -23,8 +23,7 @@ from .metrics import (
     w1_density_particles,
     w1_particles,
 )
-from .flow import make_flow
-from .gaussian import BlowUpError, solve_gaussian
+from .model import ATTENTION_KINDS, Model
 from .solve import ResolutionError, StopReason, solve
 
 __all__ = [

@@ -38,8 +38,8 @@ import numpy as np
 import xarray as xr
 
 from .domains.base import Domain
-from .model import Model
 from .io import domain_of
+from .model import Model
 from .solve import solve
 
 

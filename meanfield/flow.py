@@ -30,15 +30,15 @@ The factor ``e^beta`` of ``K_beta`` is carried separately: the multipliers are s
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from functools import cached_property
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Callable
 
 import numpy as np
 
 from .domains.base import Domain, FusedDrift
-from .special import check_exp_beta, exp_beta
 from .model import Model
+from .special import check_exp_beta, exp_beta
 
 
 def _check_pde_model(model: Model) -> None:

@@ -29,7 +29,6 @@ for the derivations and the closed forms.
 
 from __future__ import annotations
 
-import json
 import time as _time
 from typing import Any
 

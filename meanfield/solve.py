@@ -236,10 +236,11 @@ def solve(
         write_netcdf(ds, out)
     if sol.reason is StopReason.INTERRUPTED:
         where = f"; partial results written to {out}" if out is not None else ""
-        raise Interrupted(f"solve interrupted at t = {sol.t_reached:.6g}{where}", ds)
+        msg = f"solve interrupted at t = {sol.t_reached:.6g}{where}"
+        raise Interrupted(msg, ds)
     if not sol.successful and throw:
-        raise ResolutionError(sol.message + f"; results are kept up to the last resolved time "
-                              f"t = {sol.t_reached:.6g}", ds, sol.t_reached, sol.reason)
+        msg = f"{sol.message}; results are kept up to the last resolved time t = {sol.t_reached:.6g}"
+        raise ResolutionError(msg, ds, sol.t_reached, sol.reason)
     return ds
 
 

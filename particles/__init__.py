@@ -20,9 +20,9 @@ See ``docs/particles.md``.
 
 from __future__ import annotations
 
-from .angles import angle_velocity, from_angles, to_angles
 from meanfield.integrate import DOPRI5, RK4, ButcherTableau
 
+from .angles import angle_velocity, from_angles, to_angles
 from .integrators import normalize_rows
 from .kernels import (
     DEFAULT_MEMORY_LIMIT,

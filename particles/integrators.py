@@ -27,6 +27,7 @@ from typing import Any, Callable
 import numpy as np
 from scipy.integrate import solve_ivp
 
+from meanfield.integrate import DOPRI5 as DOPRI5
 from meanfield.integrate import (
     EULER,
     RK4,
@@ -37,7 +38,6 @@ from meanfield.integrate import (
     Solution,
     StopReason,
 )
-from meanfield.integrate import DOPRI5 as DOPRI5
 
 Rhs = Callable[[np.ndarray], np.ndarray]
 

@@ -26,9 +26,8 @@ Lyapunov function of USA and of SA when ``Q^T K = V`` is symmetric (``+-``), doc
 
 from __future__ import annotations
 
-from typing import Any
-
 import math
+from typing import Any
 
 import numpy as np
 from scipy.sparse import csr_matrix

@@ -32,7 +32,6 @@ from meanfield.integrate import (
     IntegrationError,
     Interrupted,
     ProgressTracker,
-    Solution,
     StopReason,
     integrate,
     result_attrs,
@@ -241,7 +240,8 @@ def _check_layers(t: np.ndarray, dt: float) -> None:
 
 def _finish(ds: xr.Dataset, sol: Any, throw: bool) -> xr.Dataset:
     if sol.reason is StopReason.INTERRUPTED:
-        raise Interrupted(f"particles interrupted at t = {sol.t_reached:.6g}", ds)
+        msg = f"particles interrupted at t = {sol.t_reached:.6g}"
+        raise Interrupted(msg, ds)
     if not sol.successful and throw:
         msg = f"{sol.message}; results are kept up to t = {sol.t_reached:.6g}"
         raise SimulationError(msg, ds, sol.t_reached, sol.reason)

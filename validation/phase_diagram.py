@@ -222,7 +222,7 @@ def phase_cell(beta: float, d: int, rng: np.random.Generator, *, n: int, times: 
     for start in range(0, realizations, CHUNK):
         part = slice(start, start + CHUNK)
 
-        def record(k: int, _t: float, x: np.ndarray) -> None:
+        def record(k: int, _t: float, x: np.ndarray, part: slice = part) -> None:
             g12 = np.einsum("bd,bd->b", x[:, 0], x[:, 1])
             pair12[k] += np.count_nonzero(g12 >= thr)
             inner12[k] += g12.sum()

@@ -14,15 +14,12 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
-
 from typing import Any
 
 import numpy as np
 import xarray as xr
 
 from meanfield.figures import finish, new_figure
-
 
 _COLOURBAR = {
     "probability": r"$P(\langle x_1(t), x_2(t)\rangle \geq 1 - \delta)$",

@@ -17,9 +17,9 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 from meanfield.io import write_text
-from typing import Any
 
 from .records import KINDS, CheckResult, Comparison
 from .runner import load_record, status_of

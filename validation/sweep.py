@@ -42,10 +42,10 @@ from typing import Any
 
 import numpy as np
 import xarray as xr
+from tqdm.auto import tqdm
 
 from meanfield.integrate import StopReason, result_attrs
 from meanfield.io import write_netcdf, write_text
-from tqdm.auto import tqdm
 
 _MANIFEST = "sweep.json"
 _KEY = "cell_key"

@@ -45,9 +45,9 @@ from scipy.optimize import minimize_scalar
 from scipy.stats import wasserstein_distance
 
 from meanfield import Model, __version__
+from meanfield.integrate import ConstantStep, RungeKutta, integrate
 from meanfield.metrics import kernel_distance_particle_sets
 from particles import count_clusters, energy, pairwise_inner_products, project_tangent, simulate
-from meanfield.integrate import ConstantStep, RungeKutta, integrate
 from particles.integrators import normalize_rows
 
 DEFAULTS: dict[str, Any] = {

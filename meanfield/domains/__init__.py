@@ -3,8 +3,8 @@
 on a :class:`SphereGeometry`; the contract is :class:`Domain` (docs/extending.md)."""
 
 from .base import Domain, FusedDrift
-from .geometry import SphereGeometry
 from .circle import Circle
+from .geometry import SphereGeometry
 from .sphere import Sphere
 from .zonal_sphere import ZonalSphere
 

@@ -39,8 +39,8 @@ import numpy as np
 from scipy.linalg import eigh_tridiagonal
 from scipy.special import gammaln
 
-from ..special import log_sphere_area
 from ..checks import count
+from ..special import log_sphere_area
 from .base import Domain
 from .geometry import SphereGeometry
 

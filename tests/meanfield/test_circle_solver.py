@@ -8,8 +8,8 @@ from scipy import special
 
 import meanfield as mf
 from meanfield import Circle, Model, solve
-from meanfield.integrate import ConstantStep, settings_of
 from meanfield.initial import uniform_plus_modes, von_mises, wrapped_cauchy
+from meanfield.integrate import ConstantStep, settings_of
 from meanfield.io import domain_of, read_netcdf
 
 
@@ -263,7 +263,7 @@ def test_refinement_keeps_solution_exact():
 def test_attrs_record_how_it_was_made(tmp_path):
     d = Circle(16)
     model = Model(1.5, attention="unnormalized", value=-1, noise=0.01)
-    ds = solve(model, d, np.ones(16), [0, 0.5, 1.0], out=tmp_path / "r.nc")
+    solve(model, d, np.ones(16), [0, 0.5, 1.0], out=tmp_path / "r.nc")
     back = read_netcdf(tmp_path / "r.nc")
     assert mf.io.model_of(back) == model
     assert domain_of(back) == d

@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 import scipy.linalg as sla
-from scipy.special import logsumexp
 import xarray as xr
+from scipy.special import logsumexp
 
 from meanfield.gaussian import (
     BlowUpError,
@@ -390,7 +390,6 @@ def test_rhs_is_the_moment_equation() -> None:
     m, c = x.mean(0), np.cov(x.T, bias=True)
     field = b + x @ big_b.T
     dm = field.mean(0)
-    dc = (field - dm).T @ (x - m) / len(x)
     dm_ode, dc_ode = gaussian_rhs(model, m, c)  # B depends on Sigma; use the samples' moments
     b2, big_b2 = affine_field(model, m, c)
     field2 = b2 + x @ big_b2.T
@@ -439,7 +438,8 @@ def test_cli_blowup_writes_partial_result(tmp_path, capsys) -> None:
 def _particle_errors(model: Model, target: Model, n: int, replicas: int, t_end: float):
     """Per replica, the empirical (mean, upper-triangular cov) at t_end minus the ODE's."""
     particles = pytest.importorskip("particles")
-    from validation.checks.gaussian import COV0 as C0, MEAN0 as M0
+    from validation.checks.gaussian import COV0 as C0
+    from validation.checks.gaussian import MEAN0 as M0
 
     ds = solve_gaussian(target, M0, C0, [0.0, t_end])
     iu = np.triu_indices(3)
@@ -466,7 +466,9 @@ def test_particle_velocity_matches_affine_field(attention: str, n: int, c: float
     another kind is off by rel >= 0.33 (measured), above both c / sqrt(n) and 0.3.
     """
     particles = pytest.importorskip("particles")
-    from validation.checks.gaussian import _K1, _K2, _Q1, _Q2, _V1, _V2, COV0 as C0, MEAN0 as M0
+    from validation.checks.gaussian import _K1, _K2, _Q1, _Q2, _V1, _V2
+    from validation.checks.gaussian import COV0 as C0
+    from validation.checks.gaussian import MEAN0 as M0
 
     model = Model(beta=1.0, attention=attention, heads=[(_Q1, _K1, _V1), (_Q2, _K2, _V2)])
     x = particles.sample_gaussian(M0, C0, n, np.random.default_rng(n))

@@ -4,8 +4,7 @@ import numpy as np
 import pytest
 from scipy import special
 
-from meanfield import Circle, Model, solve
-from meanfield import initial
+from meanfield import Circle, Model, initial, solve
 
 
 @pytest.fixture

@@ -341,8 +341,8 @@ def test_sample_has_the_right_law(rng):
 # -- the PDE on S^2 (meanfield.solve) ------------------------------------------------------
 
 from meanfield.integrate import PIController, TrackerBase  # noqa: E402
-from meanfield.model import Model  # noqa: E402
 from meanfield.io import domain_of  # noqa: E402
+from meanfield.model import Model  # noqa: E402
 from meanfield.solve import ResolutionError, solve  # noqa: E402
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from particles_helpers import naive_attention, random_matrices, unit
 
 import particles
 from meanfield import ATTENTION_KINDS, Model, attention
 from particles.kernels import Kernel, Softmax, Tiling
-from particles_helpers import naive_attention, random_matrices, unit
 
 
 def test_registry_covers_every_attention_kind() -> None:

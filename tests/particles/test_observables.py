@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from particles_helpers import random_matrices, unit
 
 import particles
 from meanfield import Model
-from particles_helpers import random_matrices, unit
 
 
 def test_energy_formula() -> None:

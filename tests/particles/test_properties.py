@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from particles_helpers import naive_attention
 
 import particles
 from meanfield import Model
-from particles_helpers import naive_attention
 
 kinds = st.sampled_from(["softmax", "unnormalized", "l2", "sigmoid"])
 

@@ -3,18 +3,17 @@ constraint, the Gaussian reduction in R^d (docs/equations.md section 4), result 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 import xarray as xr
+from particles_helpers import random_matrices
 from scipy.integrate import solve_ivp
 
 import particles
 from meanfield import Model
-from particles_helpers import random_matrices
 
 
 def _gamma_ode(kind: str, n: int, beta: float):  # type: ignore[no-untyped-def]

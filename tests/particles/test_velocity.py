@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from particles_helpers import naive_attention, random_matrices
 
 import particles
 from meanfield import Model
-from particles_helpers import naive_attention, random_matrices, unit
 
 KINDS = ["softmax", "unnormalized", "l2", "sigmoid", "sinkhorn"]
 

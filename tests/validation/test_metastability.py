@@ -11,7 +11,10 @@ import xarray as xr
 import particles
 from meanfield.cli import main
 from validation.metastability import (
-    cluster_counts, count_peaks, dwell_times, pde_cluster_counts,
+    cluster_counts,
+    count_peaks,
+    dwell_times,
+    pde_cluster_counts,
     trajectories,
 )
 

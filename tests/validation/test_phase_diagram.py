@@ -8,16 +8,19 @@ import math
 
 import numpy as np
 import pytest
-import xarray as xr
-
-from meanfield.testing import assert_same_result
 from scipy import stats
 
 import particles
 from meanfield import Model
+from meanfield.testing import assert_same_result
 from particles.ensemble import ensemble_velocity, simulate_ensemble
 from validation.phase_diagram import (
-    first_crossing, gamma, phase_diagram, sample_matrices, sample_tokens, transition_time,
+    first_crossing,
+    gamma,
+    phase_diagram,
+    sample_matrices,
+    sample_tokens,
+    transition_time,
     wilson_interval,
 )
 

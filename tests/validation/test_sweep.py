@@ -9,7 +9,6 @@ import pytest
 import xarray as xr
 
 from meanfield.testing import assert_same_result
-
 from validation.sweep import cell_seed, sweep
 
 
@@ -189,7 +188,6 @@ def test_resume_never_mixes_cells_of_another_computation(tmp_path):
 
 def test_a_cell_key_changes_with_every_input():
     from meanfield import Model
-
     from validation.sweep import cell_key
 
     base = cell_key(noisy_cell, {"a": 1.0, "b": 2}, 0, 3, {"size": 5})

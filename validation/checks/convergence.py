@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import xarray as xr
+from scipy import special, stats
 
 from meanfield import fits, theory
 from meanfield.figures import subplots
-import xarray as xr
-from scipy import special, stats
 
 from ..records import CheckResult, Comparison
 from ..suites import check
@@ -560,8 +560,8 @@ def check_pde_self_convergence_sphere(*, seed: int, out_dir: Path, suite: str) -
     tested there; here it is reported only.
     """
     from meanfield import Model
-    from meanfield.domains.sphere import Sphere
     from meanfield.convergence import convergence_table, self_convergence
+    from meanfield.domains.sphere import Sphere
 
     model = Model(beta=2.0, attention="softmax")
     domain = Sphere(8)

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from meanfield.figures import subplots
 import xarray as xr
 from scipy import stats
+
+from meanfield.figures import subplots
 
 from ..records import CheckResult, Comparison
 from ..suites import check

@@ -23,11 +23,9 @@ import time as _time
 from typing import Any
 
 import numpy as np
+import xarray as xr
 
 from meanfield.fits import fit_power_law
-import xarray as xr
-from scipy import stats
-
 from meanfield.gaussian import solve_gaussian
 from meanfield.model import Model
 

@@ -19,12 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from meanfield.figures import subplots
+import xarray as xr
+from scipy import optimize, special, stats
 
 from meanfield import theory
-import xarray as xr
-from scipy import integrate, optimize, special, stats
+from meanfield.figures import subplots
 
 from ..records import CheckResult, Comparison
 from ..suites import check

@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 
 import particles
-from meanfield.integrate import SCHEMES, ButcherTableau, get_scheme, register_scheme
-from meanfield.integrate import tableaus
+from meanfield.integrate import SCHEMES, ButcherTableau, get_scheme, register_scheme, tableaus
 
 ROOT = Path(__file__).resolve().parents[3]
 
