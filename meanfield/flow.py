@@ -93,7 +93,7 @@ class Flow(ABC):
             self._fused = self.domain.fused_drift(grad_mult, scale, z_mult, self.sign)
             self._fused_ready = True
             if self._fused is not None:
-                self.drift = self._fused.evaluate  # type: ignore[method-assign]
+                self.drift = self._fused.evaluate  # type: ignore[method-assign,assignment]
         return self._fused
 
     def _out(self, name: str, template: Callable[[], np.ndarray]) -> np.ndarray:

@@ -57,6 +57,7 @@ class ResolutionMonitor:
     def _filter(self, domain: Domain) -> np.ndarray:
         f = self._filters.get(domain.resolution)
         if f is None:
+            assert self.filter_order is not None
             f = self._filters[domain.resolution] = domain.exponential_filter(self.filter_order)
         return f
 

@@ -17,9 +17,10 @@ r"""Closed forms and exact reductions the project tests against (docs/equations.
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from typing import Callable
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import special
 from scipy.integrate import solve_ivp
 
@@ -59,7 +60,7 @@ def gamma_rhs(beta: float, n: int, attention: str) -> Callable[[float, np.ndarra
     return rhs
 
 
-def gamma(beta: float, n: int, times: Sequence[float], attention: str = "softmax") -> np.ndarray:
+def gamma(beta: float, n: int, times: ArrayLike, attention: str = "softmax") -> np.ndarray:
     """``gamma_beta(t)``: the common inner product of ``n`` orthogonal starts (Theorem 6.8),
     ``gamma(0) = 0``; ``scipy.integrate.solve_ivp`` (DOP853, rtol 1e-11), dense output."""
     t = np.asarray(times, dtype=float)

@@ -21,9 +21,10 @@ and is no longer integrated.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from meanfield.attention import require
 from meanfield.checks import output_times
@@ -118,7 +119,7 @@ class FreezeClustered:
 def simulate_ensemble(
     x0: np.ndarray,
     beta: float,
-    times: Sequence[float],
+    times: ArrayLike,
     output: Callable[[int, float, np.ndarray], None],
     *,
     attention: str = "softmax",

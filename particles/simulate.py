@@ -169,9 +169,9 @@ def simulate(
         def g(th: np.ndarray) -> np.ndarray:
             return angle_velocity(model, th, memory_limit=memory_limit)
 
-        th, sol = _run("angles", g, to_angles(x0), t, dt=dt, sphere=False, rtol=rtol,
+        times, th, sol = _run("angles", g, to_angles(x0), t, dt=dt, sphere=False, rtol=rtol,
                        atol=atol, max_steps=max_steps, progress=progress)
-        ds = _dataset(model, sol.times, from_angles(th), batched, geometry, observables,
+        ds = _dataset(model, times, from_angles(th), batched, geometry, observables,
                       memory_limit)
         lead = ("time", "batch") if batched else ("time",)
         ds["theta"] = (lead + ("token",), th, {"long_name": "angle", "units": "rad"})
@@ -187,11 +187,11 @@ def simulate(
 
         monitors = ([EnergyMonitor(model, t, memory_limit)]
                     if method in ("rk4", "dopri5") and has_energy(model) else [])
-        xs, sol = _run(method, f, x0, t, dt=dt, sphere=sphere, rtol=rtol, atol=atol,
+        times, xs, sol = _run(method, f, x0, t, dt=dt, sphere=sphere, rtol=rtol, atol=atol,
                        max_steps=max_steps, progress=progress, sigma=model.noise,
                        rng=as_rng(rng) if method == "euler_maruyama" else None,
                        monitors=monitors)
-        ds = _dataset(model, sol.times, xs, batched, geometry, observables, memory_limit)
+        ds = _dataset(model, times, xs, batched, geometry, observables, memory_limit)
     _settings(ds, model, method, geometry, dt, rtol, atol, memory_limit, sol, seed)
     return _finish(ds, sol, throw)
 
@@ -199,9 +199,9 @@ def simulate(
 def _run(method: str, f: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, t: np.ndarray, *,
          dt: float | None, sphere: bool, rtol: float, atol: float, max_steps: int,
          progress: bool, sigma: float = 0.0, rng: np.random.Generator | None = None,
-         monitors: list[Any] | None = None) -> tuple[np.ndarray, Any]:
-    """Integrate; the states at the output times reached (plus the last accepted state when
-    the run ended early) and the engine's :class:`Solution` with ``times`` set."""
+         monitors: list[Any] | None = None) -> tuple[np.ndarray, np.ndarray, Any]:
+    """Integrate; the times reached (the output times, plus the last accepted time when the
+    run ended early), the states there, and the engine's :class:`Solution`."""
     out = np.empty((t.size,) + x0.shape)
     reached = [0]
 
@@ -225,8 +225,7 @@ def _run(method: str, f: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, t: 
     if sol.t_reached > times[-1]:  # ended between outputs: keep the last accepted state
         times = np.append(times, sol.t_reached)
         xs = np.concatenate([xs, sol.y[None]])
-    sol.times = times
-    return xs, sol
+    return times, xs, sol
 
 
 def _check_layers(t: np.ndarray, dt: float) -> None:
@@ -302,10 +301,10 @@ def simulate_angles(
     def g(th: np.ndarray) -> np.ndarray:
         return angle_velocity(model, th, memory_limit=memory_limit)
 
-    th, sol = _run("angles", g, th0, t, dt=dt, sphere=False, rtol=0.0, atol=0.0,
+    times, th, sol = _run("angles", g, th0, t, dt=dt, sphere=False, rtol=0.0, atol=0.0,
                    max_steps=10**9, progress=False)
     batched = th0.ndim == 2
-    ds = _dataset(model, sol.times, from_angles(th), batched, "sphere", True, memory_limit)
+    ds = _dataset(model, times, from_angles(th), batched, "sphere", True, memory_limit)
     lead = ("time", "batch") if batched else ("time",)
     ds["theta"] = (lead + ("token",), th, {"long_name": "angle", "units": "rad"})
     _settings(ds, model, "angles", "sphere", dt, 0.0, 0.0, memory_limit, sol, None)

@@ -57,11 +57,12 @@ def attention(
     kernel = Kernel.from_model(model)
     tiling = Tiling(memory_limit)
     xb = _as_batch(np.ascontiguousarray(x, dtype=float))
-    out = None
+    out: np.ndarray | None = None
     for Q, K, V in model.matrices(xb.shape[-1]):
         q, k, v = _apply(Q, xb), _apply(K, xb), _apply(V, xb)
         term = kernel.apply(q, k, np.ascontiguousarray(v), tiling)
         out = term if out is None else out + term
+    assert out is not None  # a model has at least one head
     return out if x.ndim == 3 else out[0]
 
 

@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 import xarray as xr
+from numpy.typing import ArrayLike
 from scipy.stats import norm
 
 from meanfield import attention as attention_registry
@@ -69,7 +70,7 @@ the L3 cache), while larger than this the per-call overhead of NumPy stays small
 # -- the curve (6.12) -------------------------------------------------------------------
 
 
-def gamma(beta: float, n: int, times: Sequence[float], attention: str = "softmax") -> np.ndarray:
+def gamma(beta: float, n: int, times: ArrayLike, attention: str = "softmax") -> np.ndarray:
     """``gamma_beta(t)`` of Theorem 6.8 (:func:`meanfield.theory.gamma`), attention checked."""
     return theory.gamma(beta, n, times, _check_attention(attention))
 
@@ -185,7 +186,7 @@ def _check_delta(delta: float) -> None:
 
 def _grid(name: str, value: int | Sequence[float], lo: float, hi: float) -> np.ndarray:
     if np.ndim(value) == 0:
-        count = int(value)
+        count = int(value)  # type: ignore[arg-type]
         if count < 1 or count != value:
             msg = f"{name} must be a positive integer or a non-empty sequence, got {value!r}"
             raise ValueError(msg)

@@ -50,7 +50,7 @@ def _rel(path: str | None, root: Path) -> str | None:
 
 
 def _sections(entries: list[SuiteEntry], out_dir: Path) -> list[dict[str, Any]]:
-    out = []
+    out: list[dict[str, Any]] = []
     for e in entries:
         loaded = load_record(out_dir, e.name)
         if loaded is None:

@@ -60,7 +60,7 @@ def cell_seed(seed: int, index: int) -> np.random.SeedSequence:
     return np.random.SeedSequence(int(seed), spawn_key=(int(index),))
 
 
-def _canonical_grid(grid: Mapping[str, Sequence[Any]]) -> dict[str, np.ndarray]:
+def _canonical_grid(grid: Mapping[str, Sequence[Any] | np.ndarray]) -> dict[str, np.ndarray]:
     if not isinstance(grid, Mapping) or not grid:
         msg = f"grid must be a non-empty mapping {{name: values}}, got {grid!r}"
         raise ValueError(msg)
@@ -180,13 +180,13 @@ def _combine(grid: dict[str, np.ndarray], cells: list[xr.Dataset]) -> xr.Dataset
             flat[i] = ds[name].values
         data_vars[name] = xr.Variable(tuple(grid) + var.dims, out, attrs=var.attrs)
     coords = {k: (k, v) for k, v in grid.items()}
-    coords.update({k: c.variable for k, c in template.coords.items()})
+    coords.update({str(k): c.variable for k, c in template.coords.items()})
     return xr.Dataset(data_vars, coords=coords)
 
 
 def sweep(
     func: Callable[..., Any],
-    grid: Mapping[str, Sequence[Any]],
+    grid: Mapping[str, Sequence[Any] | np.ndarray],
     *,
     seed: int = 0,
     workers: int = 1,

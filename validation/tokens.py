@@ -419,7 +419,8 @@ def dynamics_study(
         "kernel_distance": f"kernel distance (beta = {kernel_beta:g}) to the real cloud",
         "explained": "(m - m_0) / (m_real - m_0), m the mean inner product",
     }
-    data = {k: (dims, a, {"long_name": long[k], "units": "1"}) for k, a in arrays.items()}
+    data: dict[str, Any] = {k: (dims, a, {"long_name": long[k], "units": "1"})
+                            for k, a in arrays.items()}
     data["histogram"] = (dims + ("bin",), hist, {"long_name": "density of <y_i, y_j>, i < j"})
     data["toy_beta"] = (("passage", "layer"), toy_beta, {
         "long_name": "beta of the toy model Q = K = V = I fitted to layer l from the real "

@@ -206,6 +206,7 @@ def integrate(
         if dt0 is not None:
             dt = float(dt0)
     else:
+        assert isinstance(controller, ConstantStep)
         dt, cstate = float(controller.dt), 1.0
     min_dt = 1e-13 * max(abs(t0), abs(t_end), 1e-300)
     k_out = 1
@@ -233,7 +234,7 @@ def integrate(
                 raise Stop(StopReason.MAX_STEPS, f"max_steps={max_steps} reached at t = {t:.6g}")
             stats["steps"] += 1
             y_new, err, stage_new = stepper.step(y, h, stage)
-            if adaptive:
+            if isinstance(controller, PIController):
                 error = controller.error_norm(err, y, y_new)
                 accept, dt, cstate = controller.adapt(error, h, stepper.error_order, cstate)
                 if not accept:

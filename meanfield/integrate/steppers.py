@@ -101,12 +101,12 @@ class RungeKutta:
             for j in range(s):
                 if tab.b[j]:
                     new = new + (h * tab.b[j]) * (self._E(1.0 - tab.c[j], h, cache) * ks[j])
-        err = None
+        err: np.ndarray | None = None
         if tab.b_error is not None:
-            err = 0.0
             for j in range(s):
                 if tab.b_error[j]:
-                    err = err + (h * tab.b_error[j]) * (self._E(1.0 - tab.c[j], h, cache) * ks[j])
+                    term = (h * tab.b_error[j]) * (self._E(1.0 - tab.c[j], h, cache) * ks[j])
+                    err = term if err is None else err + term
         return new, err, (ks[-1] if tab.fsal and not self.projects else None)
 
     def _step_plain(self, y: np.ndarray, h: float, k1: np.ndarray

@@ -249,8 +249,8 @@ def check_circle_quantile(*, seed: int, out_dir: Path, suite: str) -> CheckResul
 
 def _growth_rates(model: Any, kmax: int) -> np.ndarray:
     """``gamma_k`` on the circle (docs/equations.md section 3), ``k = 0..kmax``."""
-    return theory.growth_rate(2, model.attention, model.beta, np.arange(kmax + 1),
-                              sign=model.sign, noise=model.noise)
+    return np.asarray(theory.growth_rate(2, model.attention, model.beta, np.arange(kmax + 1),
+                                         sign=model.sign, noise=model.noise))
 
 
 @check("circle.meanfield_time")

@@ -166,11 +166,12 @@ def check_gaussian_particles(*, seed: int, out_dir: pathlib.Path, suite: str) ->
                 # non-Gaussian, mean-field part of the error (diagnostic, not gated)
                 m0, c0 = _moments(x0)
                 own = solve_gaussian(model, m0, c0, [0.0, T_FINAL])
-                resid[name].append((np.linalg.norm(m - own["mean"].values[-1]),
-                                    np.linalg.norm(c - own["cov"].values[-1])))
+                resid[name].append((float(np.linalg.norm(m - own["mean"].values[-1])),
+                                    float(np.linalg.norm(c - own["cov"].values[-1]))))
                 if name in _CONTRASTS:
                     wm, wc = targets[_CONTRASTS[name]]
-                    contrast_errs[name].append((np.linalg.norm(m - wm), np.linalg.norm(c - wc)))
+                    contrast_errs[name].append((float(np.linalg.norm(m - wm)),
+                                                float(np.linalg.norm(c - wc))))
                 if case_index == 0:
                     ns.append(n)
                     reps.append(r)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from scipy.stats import norm
@@ -47,7 +48,7 @@ def check_phase_transition(*, seed: int, out_dir: Path, suite: str) -> CheckResu
     if suite not in _SIZES:
         msg = f"suite must be one of {tuple(_SIZES)}, got {suite!r}"
         raise ValueError(msg)
-    size = _SIZES[suite]
+    size: dict[str, Any] = dict(_SIZES[suite])
     level = 1.0 - 0.01 / len(size["betas"])
     ds = phase_diagram(**size, delta=1e-3, attention="softmax", seed=seed, workers=1,
                        confidence=level, progress=False)

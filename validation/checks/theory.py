@@ -315,7 +315,8 @@ def check_cone_collapse(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
     comparisons: list[Comparison] = []
     curves: dict[str, np.ndarray] = {}
     for n, d in ((6, 3), (10, 4)):
-        starts, dirs = [], []
+        starts: list[np.ndarray] = []
+        dirs: list[np.ndarray] = []
         while len(starts) < per_case:
             g = rng.standard_normal((n, d))
             x = g / np.linalg.norm(g, axis=1, keepdims=True)
