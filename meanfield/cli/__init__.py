@@ -39,7 +39,6 @@ def _broken(sub: Any, name: str, value: str, exc: BaseException) -> None:
     reason = f"{type(exc).__name__}: {exc}"
     p = sub.add_parser(name, help=f"BROKEN: cannot import {value} ({reason})", add_help=True,
                        description=f"This command is unavailable: importing {value} failed.")
-    p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
 
     def run(args: argparse.Namespace) -> int:
         if getattr(args, "debug", False):
@@ -49,7 +48,7 @@ def _broken(sub: Any, name: str, value: str, exc: BaseException) -> None:
               file=sys.stderr)
         return 1
 
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, _broken=True)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -97,7 +96,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     command = next((a for a in argv if not a.startswith("-")), "")
     try:
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        if extra and not getattr(args, "_broken", False):
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
         command = args.command or ""
         if not getattr(args, "func", None):
             parser.print_help()

@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
                 module.draw(ds, out, args.at)
                 break
         else:
-            msg = (f"{args.file} is no file that meanfield plot can draw "
+            msg = (f"meanfield plot cannot draw {args.file} "
                    f"(variables: {', '.join(map(str, ds.data_vars))})")
             raise ValueError(msg)
     print(f"wrote {out}")
