@@ -42,11 +42,28 @@ def _drawers() -> list[tuple[str, Any]]:
     return out
 
 
-def run(args: argparse.Namespace) -> int:
-    """Read, pick the drawer for the kind of file, write the PNG."""
+def _read(path: Path) -> Any:
+    """The Dataset in ``path``: NetCDF-4 first, then any engine xarray has (NetCDF-3)."""
+    import xarray as xr
+
     from meanfield.io import read_netcdf
 
-    ds = read_netcdf(args.file)
+    if path.is_dir():
+        msg = f"{path} is a folder, not a result file"
+        raise ValueError(msg)
+    try:
+        return read_netcdf(path)
+    except OSError as first:
+        try:
+            return xr.load_dataset(path)
+        except Exception:  # noqa: BLE001 (the NetCDF-4 reason is the one to report)
+            msg = f"cannot read {path} as NetCDF ({first})"
+            raise ValueError(msg) from first
+
+
+def run(args: argparse.Namespace) -> int:
+    """Read, pick the drawer for the kind of file, write the PNG."""
+    ds = _read(args.file)
     out = args.out or args.file.with_suffix(".png")
     if "density" in ds:
         from meanfield.plots import plot_result

@@ -284,6 +284,21 @@ def test_plot_refuses_a_file_it_cannot_draw(tmp_path, capsys) -> None:
     assert "cannot draw" in capsys.readouterr().err
 
 
+def test_plot_reads_netcdf3_and_refuses_non_netcdf_in_one_line(tmp_path, capsys) -> None:
+    import xarray as xr
+
+    text, folder, n3 = tmp_path / "notes.nc", tmp_path / "dir.nc", tmp_path / "n3.nc"
+    text.write_text("not a NetCDF file")
+    folder.mkdir()
+    for path, message in ((text, "cannot read"), (folder, "is a folder")):
+        assert main(["plot", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err and str(path) in err
+    xr.Dataset({"y": ("k", np.arange(3.0))}).to_netcdf(n3, engine="scipy")  # NetCDF-3
+    assert main(["plot", str(n3)]) == 2
+    assert "cannot draw" in capsys.readouterr().err  # read through the fallback engine
+
+
 def test_cli_reports_bad_input(capsys) -> None:
     assert main(["solve", "circle", "--beta", "-1", "--no-progress"]) == 2
     assert "beta" in capsys.readouterr().err
