@@ -62,6 +62,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         ds = solve_gaussian(model, args.mean, args.cov, times, rtol=args.rtol, atol=args.atol)
     except BlowUpError as exc:
+        if exc.partial is None:
+            raise
         print(f"meanfield gaussian: {exc}", file=sys.stderr)
         ds, code = exc.partial, 1
     last = ds.isel(time=-1)

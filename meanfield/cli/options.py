@@ -32,7 +32,8 @@ class Option:
     """One command-line option.
 
     ``check(value)`` returns ``True`` for a valid value; ``need`` says the constraint in
-    words for the error message (``"must be > 0"``). ``aliases`` are old spellings, accepted
+    words for the error message (``"must be > 0"``). ``flag_only``: a flag without a value
+    (``--causal``); ``switch``: a pair ``--x/--no-x``. ``aliases`` are old spellings, accepted
     but hidden from ``--help``. ``shown`` is how ``--help`` reads a default of ``None``.
     """
 
@@ -46,6 +47,7 @@ class Option:
     choices: tuple[Any, ...] | None = None
     nargs: str | None = None
     flag_only: bool = False
+    switch: bool = False
     required: bool = False
     metavar: str | None = None
     shown: str | None = None
@@ -245,8 +247,7 @@ OPTIONS: dict[str, Option] = {
                             Path, shown="no figure"),
     "at": Option("--at", "times to draw (sphere maps; nearest output times)", _float,
                  aliases=("--times",), nargs="*", shown="a few, evenly spaced"),
-    "progress": Option("--progress", "show a progress bar", argparse.BooleanOptionalAction,
-                       True),
+    "progress": Option("--progress", "show a progress bar", None, True, switch=True),
 }
 
 
@@ -368,8 +369,8 @@ def _shown(opt: Option) -> str:
         return opt.shown
     if isinstance(opt.default, list):
         return " ".join(map(str, opt.default))
-    if isinstance(opt.default, bool) and opt.type is argparse.BooleanOptionalAction:
-        return "--progress" if opt.default else "--no-progress"
+    if opt.switch:
+        return opt.flag if opt.default else "--no-" + opt.flag[2:]
     return str(opt.default)
 
 
@@ -388,25 +389,16 @@ class _Store(argparse.Action):
         setattr(namespace, self.dest, self.option.validate(values, option_string))
 
 
-class _StoreTrue(argparse.Action):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, nargs=0, **kwargs)
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: Any, option_string: str | None = None) -> None:
-        setattr(namespace, self.dest, True)
-
-
 def add_option(parser: argparse.ArgumentParser, command: str, name: str, **change: Any) -> None:
     """Add option ``name`` of :data:`OPTIONS` to ``parser`` as ``command`` uses it."""
     opt = option_for(command, name, **change)
     text = f"{opt.help} ({'required' if opt.required else 'default: ' + _shown(opt)})"
-    if opt.type is argparse.BooleanOptionalAction:
+    if opt.switch:
         parser.add_argument(opt.flag, dest=name, action=argparse.BooleanOptionalAction,
                             default=opt.default, help=text)
         return
     if opt.flag_only:
-        parser.add_argument(opt.flag, dest=name, action=_StoreTrue, default=False,
+        parser.add_argument(opt.flag, dest=name, action="store_true", default=False,
                             help=f"{opt.help} (default: off)")
         return
     common: dict[str, Any] = {"dest": name, "action": _Store, "option": opt, "type": opt.type}

@@ -120,7 +120,7 @@ def test_help_shows_every_default(command: str, capsys) -> None:
 def test_every_default_passes_its_check(command: str) -> None:
     for name in options.COMMANDS[command]:
         opt = options.option_for(command, name)
-        if not opt.required and not opt.flag_only and opt.type is not argparse.BooleanOptionalAction:
+        if not (opt.required or opt.flag_only or opt.switch):
             assert opt.validate(opt.default) is opt.default, (command, name)
 
 

@@ -25,7 +25,6 @@ def run(args: argparse.Namespace) -> int:
     import xarray as xr
 
     from meanfield.io import write_netcdf
-
     from validation.metastability import cluster_counts, pde_cluster_counts, trajectories
     from validation.plots_phase import plot_cluster_counts, plot_trajectories
 

@@ -26,7 +26,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """Compute, write, plot; see the module docstring."""
     from meanfield.io import write_netcdf
-
     from validation.phase_diagram import phase_diagram
     from validation.plots_phase import plot_phase_diagram
 
