@@ -21,7 +21,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from ..model import ATTENTION_KINDS
+from .. import attention as attention_registry
 
 REQUIRED_KEY = "_meanfield_required"
 """Namespace attribute listing ``(dest, flag)`` of the options a command requires."""
@@ -99,6 +99,20 @@ def _modes(text: str) -> dict[int, float]:
     return out
 
 
+def _attention(text: str) -> str:
+    """An attention kind's canonical name (aliases and case as :mod:`meanfield.attention`
+    allows: ``SA`` is ``softmax``); an unknown name is left for the choices to refuse."""
+    try:
+        return attention_registry.resolve(text).name
+    except ValueError:
+        return text
+
+
+def _kinds(solver: str) -> Callable[[], tuple[str, ...]]:
+    """The attention kinds ``solver`` supports, read from the registry when a parser is built."""
+    return lambda: attention_registry.names(solver)
+
+
 def _init(text: str) -> str:
     """An initial condition's name; ``vonmises`` is the old spelling of ``von-mises``."""
     return {"vonmises": "von-mises"}.get(text, text)
@@ -135,7 +149,7 @@ OPTIONS: dict[str, Option] = {
     "beta": Option("--beta", "inverse temperature beta", _float, 4.0, _NONNEGATIVE,
                    "must be finite and >= 0", metavar="BETA"),
     "attention": Option("--attention", "attention kind (softmax = SA, unnormalized = USA)",
-                        str, "softmax", choices=ATTENTION_KINDS),
+                        _attention, "softmax"),
     "value": Option("--value", "+1 attractive (V = I), -1 repulsive (V = -I)", _int, 1,
                     choices=(1, -1)),
     "noise": Option("--noise", "sigma of sigma*Laplacian", _float, 0.0, _NONNEGATIVE,
@@ -253,10 +267,11 @@ OPTIONS: dict[str, Option] = {
 
 @dataclass(frozen=True)
 class Use:
-    """What a command changes of an :class:`Option`: its default, choices, ``nargs``, help."""
+    """What a command changes of an :class:`Option`: its default, choices (or a function
+    that gives them when the parser is built), ``nargs``, help."""
 
     default: Any = None
-    choices: tuple[Any, ...] | None = None
+    choices: tuple[Any, ...] | Callable[[], tuple[Any, ...]] | None = None
     nargs: str | None = None
     required: bool | None = None
     help: str | None = None
@@ -267,7 +282,7 @@ _NONE = Use()
 
 COMMANDS: dict[str, dict[str, Any]] = {
     "solve": {
-        "beta": 4.0, "attention": Use(choices=("softmax", "unnormalized")), "value": 1,
+        "beta": 4.0, "attention": Use(choices=_kinds("spectral")), "value": 1,
         "noise": 0.0, "resolution": 128, "d": 8, "max_resolution": None, "t_max": 4.0,
         "times": 51, "rtol": 1e-8, "atol": 1e-12, "form": "continuity",
         "init": Use(default="modes", choices=("modes", "von-mises", "uniform"),
@@ -280,7 +295,7 @@ COMMANDS: dict[str, dict[str, Any]] = {
     },
     "convergence": {
         "domain": "circle", "resolution": Use(default=32, help="coarsest N / lmax / degree"), "d": 8,
-        "beta": 1.0, "attention": Use(choices=("softmax", "unnormalized")), "value": 1,
+        "beta": 1.0, "attention": Use(choices=_kinds("spectral")), "value": 1,
         "noise": 0.0, "init": Use(default="von-mises", choices=("von-mises", "wrapped-cauchy", "modes")),
         "kappa": 1.0, "r": 0.5, "modes": _NONE, "rho0": None, "t_max": 1.0, "times": 5,
         "levels": 4, "rtol": Use(default=1e-10, help="time tolerance of the resolution study"),
@@ -288,7 +303,7 @@ COMMANDS: dict[str, dict[str, Any]] = {
         "out": Use(help="NetCDF file for the study"),
     },
     "gaussian": {
-        "model": None, "beta": 1.0, "attention": Use(choices=("softmax", "l2", "sinkhorn")),
+        "model": None, "beta": 1.0, "attention": Use(choices=_kinds("gaussian")),
         "value": Use(default=1, help="sign folded into V"), "noise": 0.0, "Q": None, "K": None,
         "V": None, "heads": None, "mean": _NONE, "cov": _NONE,
         "t_max": Use(required=True), "times": 101, "rtol": 1e-10, "atol": 1e-12,
@@ -296,7 +311,8 @@ COMMANDS: dict[str, dict[str, Any]] = {
         "plot": Use(help="PNG: ellipses for d = 2, eigenvalues otherwise"),
     },
     "particles": {
-        "n": 32, "d": 2, "batch": 0, "beta": 4.0, "attention": _NONE, "value": 1,
+        "n": 32, "d": 2, "batch": 0, "beta": 4.0, "attention": Use(choices=_kinds("particles")),
+        "value": 1,
         "causal": False, "noise": Use(default=0.0, help="sigma (needs --method euler_maruyama)"),
         "geometry": "sphere",
         "init": Use(default="sphere", choices=("sphere", "orthogonal", "gaussian"),
@@ -319,7 +335,7 @@ COMMANDS: dict[str, dict[str, Any]] = {
                           help="dimension(s) d of S^{d-1} (several give a d axis)"),
         "beta_min": 0.1, "beta_max": 9.0, "betas": 90, "t_max": 30.0, "times": 200,
         "delta": 1e-3, "realizations": Use(default=1024, help="random starts per cell"),
-        "attention": Use(choices=("softmax", "unnormalized")), "qk": "identity",
+        "attention": Use(choices=_kinds("phase_diagram")), "qk": "identity",
         "v": "identity", "dt": Use(default=0.3, help="largest RK4 step"), "seed": 0,
         "workers": 1, "scheduler": None, "store": None,
         "resume": Use(help="skip the cells already in the store (after an interruption)"),
@@ -330,7 +346,7 @@ COMMANDS: dict[str, dict[str, Any]] = {
     "metastability": {
         "beta": Use(default=[4.0, 9.0], nargs="+", help="inverse temperatures"), "n": 32,
         "realizations": Use(default=256, help="random starts per beta"), "t_max": 30.0,
-        "times": 301, "delta": 1e-3, "attention": Use(choices=("softmax", "unnormalized")),
+        "times": 301, "delta": 1e-3, "attention": Use(choices=_kinds("ensemble")),
         "dt": Use(default=0.1, help="largest RK4 step"), "seed": 0, "workers": 1,
         "scheduler": None, "pde": False,
         "resolution": Use(default=256, help="starting grid size N of the PDE"),
@@ -355,6 +371,8 @@ def option_for(command: str, name: str, **change: Any) -> Option:
         fields["default"] = use.default
         fields.setdefault("shown", None)  # the command's own default is shown as it is
     fields.update(change)
+    if callable(fields.get("choices")):
+        fields["choices"] = tuple(fields["choices"]())
     if fields.get("required"):
         fields["default"] = None  # so that check_required sees it missing
     return replace(opt, **fields)

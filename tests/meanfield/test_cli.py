@@ -162,6 +162,26 @@ def test_old_spellings_still_work(command, old, new, text, value, capsys) -> Non
     assert f"{old} is now spelled {new}" in err
 
 
+@pytest.mark.parametrize(
+    ("command", "solver"),
+    [("solve", "spectral"), ("convergence", "spectral"), ("gaussian", "gaussian"),
+     ("particles", "particles"), ("phase-diagram", "phase_diagram"),
+     ("metastability", "ensemble")],
+)
+def test_attention_choices_come_from_the_registry(command: str, solver: str) -> None:
+    from meanfield import attention
+
+    assert options.option_for(command, "attention").choices == attention.names(solver)
+
+
+def test_attention_aliases_and_case(capsys) -> None:
+    parser = build_parser()
+    assert parser.parse_args(["solve", "circle", "--attention", "USA"]).attention == "unnormalized"
+    assert parser.parse_args(["particles", "--attention", "SoftMax"]).attention == "softmax"
+    assert main(["solve", "circle", "--attention", "l2"]) == 2
+    assert "--attention must be one of softmax, unnormalized, got 'l2'" in capsys.readouterr().err
+
+
 def test_old_initial_value_spelling() -> None:
     args = build_parser().parse_args(["solve", "circle", "--init", "vonmises"])
     assert args.init == "von-mises"
