@@ -1,33 +1,58 @@
-"""The ``meanfield`` command line.
+"""The ``meanfield`` command line, assembled from the packages that own the commands.
 
-Each subcommand lives in its own module of this package with a function
-``add_parser(subparsers)`` that registers it and sets ``func`` (taking the parsed args and
-returning an exit code). This module is the one leaf that may import ``meanfield``,
-``particles`` and ``validation`` together.
+Each subcommand is a module with ``add_parser(subparsers)``, which registers it and sets
+``func`` (parsed args -> exit code). The modules are found through the entry-point group
+:data:`GROUP` (``[project.entry-points."meanfield.commands"]`` in ``pyproject.toml``), so the
+core names its own commands (``solve``, ``plot``, ``gaussian``, ``convergence``) and knows
+nothing of ``particles`` or ``validation``, which register theirs. A command whose module
+cannot be imported stays in ``meanfield --help``, marked broken, and running it says why.
+
+Exit codes: 0 success, 1 a run that ended early or failed, 2 bad input (a ``ValueError``, a
+missing file), 130 interrupted. Anticipated errors print one line; ``--debug`` shows the
+traceback.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
-from typing import Sequence
+import traceback
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any, Sequence
 
-# Subcommand modules, in the order ``meanfield --help`` lists them.
-SUBCOMMANDS = (
-    "validate",
-    "solve",
-    "plot",
-    "convergence",
-    "particles",
-    "phase_diagram",
-    "metastability",
-    "gaussian",
-    "tokens",
-)
+from .options import check_required
+
+GROUP = "meanfield.commands"
+"""Entry-point group of the subcommands: ``name = "package.module"``."""
+
+
+def command_entry_points() -> list[EntryPoint]:
+    """The registered subcommands, one per name, sorted by name."""
+    found: dict[str, EntryPoint] = {}
+    for ep in entry_points(group=GROUP):
+        found.setdefault(ep.name, ep)
+    return [found[name] for name in sorted(found)]
+
+
+def _broken(sub: Any, name: str, value: str, exc: BaseException) -> None:
+    """Register ``name`` as a command that reports why its module failed to import."""
+    reason = f"{type(exc).__name__}: {exc}"
+    p = sub.add_parser(name, help=f"BROKEN: cannot import {value} ({reason})", add_help=True,
+                       description=f"This command is unavailable: importing {value} failed.")
+
+    def run(args: argparse.Namespace) -> int:
+        if getattr(args, "debug", False):
+            traceback.print_exception(type(exc), exc, exc.__traceback__)
+        print(f"meanfield {name}: error: the command's module {value} failed to import "
+              f"({reason}); reinstall the package, or run with --debug for the traceback",
+              file=sys.stderr)
+        return 1
+
+    p.set_defaults(func=run, _broken=True)
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The top-level parser with every registered subcommand."""
     from .. import __version__
 
     parser = argparse.ArgumentParser(
@@ -35,29 +60,68 @@ def build_parser() -> argparse.ArgumentParser:
         description="Mean-field dynamics of Transformers: PDE solvers, particles, validation.",
     )
     parser.add_argument("--version", action="version", version=f"meanfield {__version__}")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the full traceback of an error (default: one line)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in SUBCOMMANDS:
+    eps = command_entry_points()
+    if not eps:
+        parser.epilog = (f"No commands are registered (entry-point group {GROUP!r} is empty): "
+                         "install the package, e.g. pip install -e .")
+    for ep in eps:
         try:
-            module = importlib.import_module(f".{name}", __name__)
-        except ModuleNotFoundError as exc:
-            if exc.name == f"{__name__}.{name}":
-                continue  # subcommand not built yet
-            raise
-        module.add_parser(sub)
+            module = ep.load()
+            module.add_parser(sub)
+        except Exception as exc:  # noqa: BLE001 (reported as a broken command, never dropped)
+            if ep.name in sub.choices:  # add_parser failed half-way
+                del sub.choices[ep.name]
+                sub._choices_actions = [a for a in sub._choices_actions if a.dest != ep.name]
+            _broken(sub, ep.name, ep.value, exc)
+    for p in sub.choices.values():  # --debug also after the command: meanfield solve --debug
+        if "--debug" in p._option_string_actions:
+            continue
+        p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                       help="show the full traceback of an error (default: one line)")
     return parser
 
 
+def _fail(command: str, text: str, code: int) -> int:
+    print(f"meanfield{' ' + command if command else ''}: error: {text}", file=sys.stderr)
+    return code
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``meanfield ARGV``; return the exit code (see the module docstring)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
     parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "func", None):
-        parser.print_help()
-        return 2
+    command = next((a for a in argv if not a.startswith("-")), "")
     try:
+        args, extra = parser.parse_known_args(argv)
+        if extra and not getattr(args, "_broken", False):
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        command = args.command or ""
+        if not getattr(args, "func", None):
+            parser.print_help()
+            return 2
+        check_required(args)
         return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        return _fail(command, "interrupted", 130)
     except ValueError as exc:
-        print(f"meanfield: error: {exc}", file=sys.stderr)
-        return 2
+        if debug:
+            raise
+        return _fail(command, str(exc), 2)
+    except FileNotFoundError as exc:
+        if debug:
+            raise
+        return _fail(command, f"no such file: {exc.filename or exc}", 2)
+    except OSError as exc:
+        if debug:
+            raise
+        where = f": {exc.filename}" if exc.filename else ""
+        return _fail(command, f"{exc.strerror or exc}{where}", 1)
 
 
 if __name__ == "__main__":

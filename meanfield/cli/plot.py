@@ -1,36 +1,89 @@
-"""``meanfield plot FILE``: draw a result file to PNG."""
+"""``meanfield plot FILE``: draw a result file to PNG.
+
+The core draws its own files (densities of ``solve``; Gaussians of ``gaussian``); other
+packages add drawers for theirs through the entry-point group :data:`GROUP`
+(``[project.entry-points."meanfield.plotters"]``), each a module with ``accepts(ds) -> bool``
+and ``draw(ds, out, at) -> None``, so that the core never imports its users.
+"""
 
 from __future__ import annotations
 
 import argparse
+from importlib.metadata import entry_points
 from pathlib import Path
+from typing import Any
+
+from . import options
+
+GROUP = "meanfield.plotters"
+"""Entry-point group of the drawers of other packages' files: ``name = "package.module"``."""
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("plot", help="draw a result file (NetCDF) to PNG",
-                       description="Circle: (theta, t) heat map with the energy beneath; sphere: "
-                                   "maps at chosen times; zonal: profiles against s.")
-    p.add_argument("file", type=Path)
-    p.add_argument("--out", type=Path, default=None, help="PNG path (default: FILE with .png)")
-    p.add_argument("--times", type=float, nargs="*", default=None, help="times to draw (sphere)")
-    p.set_defaults(func=run)
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    """Register ``plot`` and set ``func``."""
+    p = options.add_parser(
+        sub, "plot", help="draw a result file (NetCDF) to PNG", func=run,
+        description="Circle: (theta, t) heat map with the energy beneath; sphere: maps at chosen "
+                    "times; zonal: profiles against s; Gaussian: ellipses or eigenvalues; and "
+                    "the files of the other packages' commands.")
+    p.add_argument("file", type=Path, help="NetCDF file written by meanfield")
+    return p
+
+
+def _drawers() -> list[tuple[str, Any]]:
+    """The registered drawers as (entry point, module), in name order."""
+    out = []
+    for ep in sorted(entry_points(group=GROUP), key=lambda e: e.name):
+        try:
+            out.append((ep.value, ep.load()))
+        except Exception as exc:  # noqa: BLE001 (named, never dropped)
+            msg = f"the drawer {ep.value} failed to import ({type(exc).__name__}: {exc})"
+            raise RuntimeError(msg) from exc
+    return out
+
+
+def _read(path: Path) -> Any:
+    """The Dataset in ``path``: NetCDF-4 first, then any engine xarray has (NetCDF-3)."""
+    import xarray as xr
+
+    from meanfield.io import read_netcdf
+
+    if path.is_dir():
+        msg = f"{path} is a folder, not a result file"
+        raise ValueError(msg)
+    try:
+        return read_netcdf(path)
+    except OSError as first:
+        try:
+            return xr.load_dataset(path)
+        except Exception:  # noqa: BLE001 (the NetCDF-4 reason is the one to report)
+            msg = f"cannot read {path} as NetCDF ({first})"
+            raise ValueError(msg) from first
 
 
 def run(args: argparse.Namespace) -> int:
-    from meanfield.io import read_netcdf
-
-    ds = read_netcdf(args.file)
+    """Read, pick the drawer for the kind of file, write the PNG."""
+    ds = _read(args.file)
     out = args.out or args.file.with_suffix(".png")
     if "density" in ds:
         from meanfield.plots import plot_result
 
-        plot_result(ds, out, times=args.times)
-    elif "x" in ds:
-        from particles.plots import plot_result as plot_particles
+        plot_result(ds, out, times=args.at)
+    elif {"mean", "cov"} <= set(ds.data_vars):
+        from .gaussian import draw
 
-        plot_particles(ds, out)
+        draw(ds, out)
     else:
-        msg = f"{args.file} holds neither a density nor particles (variables: {list(ds.data_vars)})"
-        raise ValueError(msg)
+        for _, module in _drawers():
+            if module.accepts(ds):
+                module.draw(ds, out, args.at)
+                break
+        else:
+            msg = (f"meanfield plot cannot draw {args.file} "
+                   f"(variables: {', '.join(map(str, ds.data_vars))})")
+            raise ValueError(msg)
     print(f"wrote {out}")
     return 0
+
+
+__all__ = ["GROUP", "add_parser", "run"]

@@ -1,0 +1,92 @@
+"""``meanfield particles ...``: simulate the finite-n system and write NetCDF atomically.
+
+Registered with the ``meanfield`` command through the entry point
+``particles = "particles.cli"`` (group ``meanfield.commands``); its options come from the
+one table :mod:`meanfield.cli.options`. This module also draws particle files for
+``meanfield plot`` (group ``meanfield.plotters``): :func:`accepts` and :func:`draw`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from meanfield.cli import options
+
+from .simulate import METHODS
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    """Register ``particles`` and set ``func``."""
+    return options.add_parser(
+        sub, "particles", func=run, help="simulate n interacting tokens (the finite-n system)",
+        description="Simulate the particle system of docs/equations.md section 2 and write NetCDF.",
+        changes={"method": {"choices": tuple(METHODS)}})
+
+
+def _check(args: argparse.Namespace) -> None:
+    if args.init == "gaussian" and args.geometry == "sphere":
+        msg = "--init gaussian needs --geometry euclidean (Gaussian tokens are not on the sphere)"
+        raise ValueError(msg)
+
+
+def _initial(args: argparse.Namespace, rng: np.random.Generator) -> np.ndarray:
+    from .samplers import orthogonal, sample_gaussian, sample_sphere
+
+    batch = args.batch or None
+    if args.init == "orthogonal":
+        return orthogonal(args.n, args.d, rng, batch=batch)
+    if args.init == "gaussian":
+        return sample_gaussian(np.zeros(args.d), np.eye(args.d), args.n, rng, batch=batch)
+    return sample_sphere(args.n, args.d, rng, batch=batch)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Simulate, write, report; see the module docstring."""
+    from meanfield import Model
+    from meanfield.io import write_netcdf
+
+    from .simulate import simulate
+
+    _check(args)
+    model = Model(args.beta, attention=args.attention, value=args.value, noise=args.noise,
+                  causal=args.causal)
+    rng = np.random.default_rng(args.seed)
+    x0 = _initial(args, rng)
+    t = np.linspace(0.0, args.t_max, args.times)
+    ds = simulate(
+        model, x0, t, geometry=args.geometry, method=args.method, dt=args.dt,
+        rtol=args.rtol, atol=args.atol, memory_limit=int(args.memory_limit_mb * 2**20),
+        observables=not args.no_observables, rng=rng, progress=args.progress,
+    )
+    settings = json.loads(ds.attrs["settings"])
+    settings.update(seed=int(args.seed), init=args.init)
+    ds.attrs["settings"] = json.dumps(settings, sort_keys=True)
+    write_netcdf(ds, args.out)
+    print(f"wrote {args.out}: {ds.sizes['time']} times, n = {args.n}, d = {args.d}, "
+          f"{ds.attrs['num_steps']} steps in {ds.attrs['wall_time_s']:.3g} s")
+    if args.plot is not None:
+        from .plots import plot_trajectories
+
+        plot_trajectories(ds, args.plot)
+        print(f"wrote {args.plot}")
+    return 0
+
+
+def accepts(ds: Any) -> bool:
+    """Whether ``ds`` is a particle file (token positions ``x``)."""
+    return "x" in ds.data_vars
+
+
+def draw(ds: Any, out: Path, at: list[float] | None = None) -> None:
+    """Draw a particle file to the PNG ``out`` (for ``meanfield plot``)."""
+    from .plots import plot_result
+
+    plot_result(ds, out)
+
+
+__all__ = ["accepts", "add_parser", "draw", "run"]

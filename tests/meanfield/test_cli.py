@@ -1,0 +1,332 @@
+"""The ``meanfield`` command line: assembly from entry points, the options table, errors.
+
+``solve`` and ``plot`` run end to end in-process; the other commands' runs are tested with
+their packages (tests/particles/test_cli.py, tests/validation/test_cli.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import subprocess
+import sys
+from importlib.metadata import EntryPoint
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import meanfield
+import meanfield.cli as cli
+from meanfield.cli import build_parser, command_entry_points, main, options
+from meanfield.io import read_netcdf
+
+CORE = ("convergence", "gaussian", "plot", "solve")
+ALL = (*CORE, "metastability", "particles", "phase-diagram", "validate")
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(sub.choices)
+
+
+# -- assembly ---------------------------------------------------------------------------------
+
+
+def test_every_command_is_registered() -> None:
+    # the installed entry points (pyproject.toml) give exactly these commands
+    assert set(ALL) | {"tokens"} <= {ep.name for ep in command_entry_points()}
+    assert set(ALL) <= set(_subparsers(build_parser()))
+
+
+def test_core_cli_does_not_import_its_users() -> None:
+    # in a fresh process: importing the core's CLI modules loads neither particles nor validation
+    mods = ", ".join(f"meanfield.cli.{m}" for m in ("options", "solve", "plot", "gaussian",
+                                                     "convergence"))
+    code = (f"import sys, meanfield.cli, {mods}; "
+            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('particles', 'validation')); "
+            "print(bad); sys.exit(1 if bad else 0)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_core_source_never_imports_its_users() -> None:
+    # also the imports inside functions, which the test above cannot see
+    root = Path(meanfield.__file__).parent
+    found = []
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0
+                     else [])
+            found += [f"{path.relative_to(root)}: {n}" for n in names
+                      if n.split(".")[0] in ("particles", "validation")]
+    assert found == []
+
+
+def test_broken_command_is_named_not_dropped(monkeypatch, capsys) -> None:
+    bad = EntryPoint(name="broken", value="meanfield_no_such_module_xyz", group=cli.GROUP)
+    real = command_entry_points()
+    monkeypatch.setattr(cli, "entry_points", lambda group: [*real, bad])
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert "broken" in out and "BROKEN" in out and "meanfield_no_such_module_xyz" in out
+    assert main(["broken", "--whatever"]) == 1
+    err = capsys.readouterr().err
+    assert "meanfield_no_such_module_xyz" in err and "ModuleNotFoundError" in err
+    assert main(["plot", "/nonexistent.nc"]) == 2  # the other commands still work
+
+
+def test_command_whose_add_parser_fails_is_reported(monkeypatch, capsys) -> None:
+    # a module that imports but fails while registering: still one named, broken command
+    bad = EntryPoint(name="half", value="meanfield.cli.options", group=cli.GROUP)  # no add_parser(sub)
+    monkeypatch.setattr(cli, "entry_points", lambda group: [bad])
+    assert main(["half"]) == 1
+    assert "meanfield.cli.options" in capsys.readouterr().err
+
+
+def test_no_commands_registered_says_how_to_fix(monkeypatch, capsys) -> None:
+    monkeypatch.setattr(cli, "entry_points", lambda group: [])
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "pip install" in capsys.readouterr().out
+
+
+# -- the options table ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ALL)
+def test_help_shows_every_default(command: str, capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main([command, "--help"])
+    assert exc.value.code == 0
+    text = capsys.readouterr().out
+    parser = _subparsers(build_parser())[command]
+    for action in parser._actions:
+        if action.help in (None, argparse.SUPPRESS) or not action.option_strings:
+            continue
+        if action.dest == "help":
+            continue
+        assert "(default: " in action.help or "(required)" in action.help, action.option_strings
+        assert action.option_strings[0] in text
+    # the old spellings are accepted but not listed
+    for alias in ("--t-end", "--num", "--N", "--seeds", "--initial"):
+        assert alias + " " not in text
+
+
+@pytest.mark.parametrize("command", [c for c in options.COMMANDS])
+def test_every_default_passes_its_check(command: str) -> None:
+    for name in options.COMMANDS[command]:
+        opt = options.option_for(command, name)
+        if not (opt.required or opt.flag_only or opt.switch):
+            assert opt.validate(opt.default) is opt.default, (command, name)
+
+
+def test_option_table_is_self_consistent() -> None:
+    flags = [o.flag for o in options.OPTIONS.values()]
+    aliases = [a for o in options.OPTIONS.values() for a in o.aliases]
+    assert len(set(flags)) == len(flags)  # one option per flag
+    for command, names in options.COMMANDS.items():
+        assert set(names) <= set(options.OPTIONS), command
+        taken = [options.OPTIONS[n].flag for n in names]
+        hidden = [a for n in names for a in options.OPTIONS[n].aliases]
+        assert not set(hidden) & set(taken), command  # an alias never shadows a real flag
+    assert set(aliases) >= {"--t-end", "--num", "--N", "--seeds", "--initial"}
+
+
+@pytest.mark.parametrize(
+    ("command", "old", "new", "text", "value"),
+    [
+        ("solve", "--N", "--resolution", "64", 64),
+        ("convergence", "--t-end", "--t-max", "0.5", 0.5),
+        ("convergence", "--num", "--times", "7", 7),
+        ("convergence", "--initial", "--init", "wrapped-cauchy", "wrapped-cauchy"),
+        ("gaussian", "--t-end", "--t-max", "2", 2.0),
+        ("gaussian", "--num", "--times", "11", 11),
+        ("metastability", "--seeds", "--realizations", "8", 8),
+        ("metastability", "--N", "--resolution", "64", 64),
+        ("plot", "--times", "--at", "0.5", [0.5]),
+    ],
+)
+def test_old_spellings_still_work(command, old, new, text, value, capsys) -> None:
+    parser = build_parser()
+    positional = {"solve": ["circle"], "plot": ["f.nc"]}.get(command, [])
+    a = parser.parse_args([command, *positional, old, text])
+    b = parser.parse_args([command, *positional, new, text])
+    dest = options.COMMANDS[command] and next(
+        n for n in options.COMMANDS[command] if options.OPTIONS[n].flag == new)
+    assert getattr(a, dest) == getattr(b, dest) == value
+    err = capsys.readouterr().err
+    assert f"{old} is now spelled {new}" in err
+
+
+@pytest.mark.parametrize(
+    ("command", "solver"),
+    [("solve", "spectral"), ("convergence", "spectral"), ("gaussian", "gaussian"),
+     ("particles", "particles"), ("phase-diagram", "phase_diagram"),
+     ("metastability", "ensemble")],
+)
+def test_attention_choices_come_from_the_registry(command: str, solver: str) -> None:
+    from meanfield import attention
+
+    assert options.option_for(command, "attention").choices == attention.names(solver)
+
+
+def test_attention_aliases_and_case(capsys) -> None:
+    parser = build_parser()
+    assert parser.parse_args(["solve", "circle", "--attention", "USA"]).attention == "unnormalized"
+    assert parser.parse_args(["particles", "--attention", "SoftMax"]).attention == "softmax"
+    assert main(["solve", "circle", "--attention", "l2"]) == 2
+    assert "--attention must be one of softmax, unnormalized, got 'l2'" in capsys.readouterr().err
+
+
+def test_old_initial_value_spelling() -> None:
+    args = build_parser().parse_args(["solve", "circle", "--init", "vonmises"])
+    assert args.init == "von-mises"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["solve", "circle", "--t-max", "0"], "--t-max must be finite and > 0, got 0.0"),
+        (["solve", "circle", "--t-max", "inf"], "--t-max must be finite and > 0"),
+        (["convergence", "--t-end", "-1"], "--t-end must be finite and > 0, got -1.0"),
+        (["solve", "circle", "--times", "1"], "--times must be >= 2, got 1"),
+        (["convergence", "--num", "1"], "--num must be >= 2, got 1"),
+        (["particles", "--seed", "-1"], "--seed must be >= 0, got -1"),
+        (["validate", "--workers", "0"], "--workers must be >= 1, got 0"),
+        (["solve", "circle", "--N", "0"], "--N must be >= 1, got 0"),
+        (["solve", "circle", "--beta", "-1"], "--beta must be finite and >= 0, got -1.0"),
+        (["metastability", "--beta", "4", "nan", "--out", "x.nc"], "--beta must be finite"),
+        (["phase-diagram", "--delta", "2", "--out", "x.nc"], "--delta must lie in (0, 1), got 2.0"),
+        (["gaussian", "--mean", "[0]", "--cov", "[[1]]"], "--t-max is required"),
+    ],
+)
+def test_bad_value_names_the_typed_option(argv, message, tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []  # refused before anything was computed or written
+
+
+def test_validate_raises_value_error_naming_the_option() -> None:
+    with pytest.raises(ValueError, match=r"--t-max must be finite and > 0, got 0"):
+        options.OPTIONS["t_max"].validate(0.0)
+    with pytest.raises(ValueError, match=r"--t-end must be"):
+        options.OPTIONS["t_max"].validate(-1.0, "--t-end")
+    with pytest.raises(ValueError, match=r"--value must be one of 1, -1, got 2"):
+        options.OPTIONS["value"].validate(2)
+
+
+def test_integer_options_refuse_fractions(capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["validate", "--workers", "1.5"])
+    assert exc.value.code == 2
+    assert "--workers" in capsys.readouterr().err
+
+
+# -- errors a user can read -------------------------------------------------------------------
+
+
+def test_missing_input_file_is_one_line(capsys) -> None:
+    assert main(["plot", "/nonexistent/file.nc"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "/nonexistent/file.nc" in err
+
+
+def test_debug_shows_the_traceback() -> None:
+    with pytest.raises(ValueError, match="--t-max"):
+        main(["--debug", "solve", "circle", "--t-max", "0"])
+    with pytest.raises(ValueError, match="no such file"):
+        main(["plot", "/nonexistent/file.nc", "--debug"])
+
+
+def test_interrupt_is_one_line_and_130(monkeypatch, capsys) -> None:
+    def interrupted(args):  # what Ctrl-C inside a solve looks like to main()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("meanfield.cli.solve.run", interrupted)
+    assert main(["solve", "circle"]) == 130
+    err = capsys.readouterr().err
+    assert err == "meanfield solve: error: interrupted\n"
+    with pytest.raises(KeyboardInterrupt):
+        main(["solve", "circle", "--debug"])
+
+
+def test_unreadable_output_is_one_line(tmp_path, capsys) -> None:
+    # --out under a plain file: the OS refuses, the CLI says so in one line
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    code = main(["gaussian", "--mean", "[0]", "--cov", "[[1]]", "--t-max", "0.1",
+                 "--times", "2", "--out", str(blocker / "g.nc")])
+    assert code in (1, 2)
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "file" in err
+
+
+# -- solve and plot end to end ----------------------------------------------------------------
+
+
+def test_solve_circle_writes_netcdf_and_plot(tmp_path, capsys) -> None:
+    out = tmp_path / "sol.nc"
+    png = tmp_path / "sol.png"
+    code = main(["solve", "circle", "--beta", "2", "--resolution", "32", "--t-max", "1",
+                 "--times", "5", "--out", str(out), "--plot", str(png), "--no-progress"])
+    assert code == 0
+    ds = read_netcdf(out)
+    assert ds.density.shape[0] == 5 and int(ds.attrs["successful"]) == 1
+    np.testing.assert_allclose(ds.mass, 1.0, atol=1e-12)  # mass is conserved to round-off
+    assert png.stat().st_size > 10_000  # a real figure, not an empty file
+    png2 = tmp_path / "again.png"
+    assert main(["plot", str(out), "--out", str(png2)]) == 0
+    assert png2.exists()
+    assert "wrote" in capsys.readouterr().out
+
+
+def test_gaussian_file_is_drawn_by_plot(tmp_path) -> None:
+    out = tmp_path / "g.nc"
+    assert main(["gaussian", "--mean", "[1,0]", "--cov", "[[1,0],[0,1]]", "--t-max", "0.2",
+                 "--times", "3", "--out", str(out)]) == 0
+    assert main(["plot", str(out)]) == 0
+    assert (tmp_path / "g.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_refuses_a_file_it_cannot_draw(tmp_path, capsys) -> None:
+    import xarray as xr
+
+    path = tmp_path / "other.nc"
+    xr.Dataset({"y": ("k", np.arange(3.0))}).to_netcdf(path, engine="h5netcdf")
+    assert main(["plot", str(path)]) == 2
+    assert "cannot draw" in capsys.readouterr().err
+
+
+def test_plot_reads_netcdf3_and_refuses_non_netcdf_in_one_line(tmp_path, capsys) -> None:
+    import xarray as xr
+
+    text, folder, n3 = tmp_path / "notes.nc", tmp_path / "dir.nc", tmp_path / "n3.nc"
+    text.write_text("not a NetCDF file")
+    folder.mkdir()
+    for path, message in ((text, "cannot read"), (folder, "is a folder")):
+        assert main(["plot", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err and str(path) in err
+    xr.Dataset({"y": ("k", np.arange(3.0))}).to_netcdf(n3, engine="scipy")  # NetCDF-3
+    assert main(["plot", str(n3)]) == 2
+    assert "cannot draw" in capsys.readouterr().err  # read through the fallback engine
+
+
+def test_cli_reports_bad_input(capsys) -> None:
+    assert main(["solve", "circle", "--beta", "-1", "--no-progress"]) == 2
+    assert "beta" in capsys.readouterr().err
+
+
+def test_cli_help_lists_subcommands(capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = capsys.readouterr().out
+    for name in ALL:
+        assert name in text
