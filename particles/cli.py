@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     ds = simulate(
         model, x0, t, geometry=args.geometry, method=args.method, dt=args.dt,
         rtol=args.rtol, atol=args.atol, memory_limit=int(args.memory_limit_mb * 2**20),
-        observables=not args.no_observables, rng=rng, progress=args.progress,
+        observables=not args.no_observables, rng=rng, progress=args.progress, throw=False,
     )
     settings = json.loads(ds.attrs["settings"])
     settings.update(seed=int(args.seed), init=args.init)
@@ -69,12 +70,19 @@ def run(args: argparse.Namespace) -> int:
     write_netcdf(ds, args.out)
     print(f"wrote {args.out}: {ds.sizes['time']} times, n = {args.n}, d = {args.d}, "
           f"{ds.attrs['num_steps']} steps in {ds.attrs['wall_time_s']:.3g} s")
+    if not ds.attrs["successful"]:  # kept up to the last accepted state; say so, exit 1
+        print(f"meanfield particles: the run stopped early: {ds.attrs['stop_reason']}; "
+              f"{args.out} holds the results up to t = {ds.attrs['t_reached']:.6g}",
+              file=sys.stderr)
+        code = 1
+    else:
+        code = 0
     if args.plot is not None:
         from .plots import plot_trajectories
 
         plot_trajectories(ds, args.plot)
         print(f"wrote {args.plot}")
-    return 0
+    return code
 
 
 def accepts(ds: Any) -> bool:

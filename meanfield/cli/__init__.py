@@ -18,6 +18,7 @@ import argparse
 import sys
 import traceback
 from importlib.metadata import EntryPoint, entry_points
+from pathlib import Path
 from typing import Any, Sequence
 
 from .options import check_required
@@ -89,6 +90,24 @@ def _fail(command: str, text: str, code: int) -> int:
     return code
 
 
+_OUTPUTS = {"out": "--out", "plot": "--plot", "plot_clusters": "--plot-clusters"}
+"""The options that name files a command writes."""
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Every command that writes files declares ``--overwrite``: its outputs are checked before
+    any computation (``meanfield.io.check_writable``: not a folder, not under a file, writable,
+    not already there unless ``--overwrite``)."""
+    from ..io import check_writable
+
+    if "overwrite" not in vars(args):
+        return
+    for dest, flag in _OUTPUTS.items():
+        value = vars(args).get(dest)
+        if isinstance(value, Path):
+            check_writable(value, overwrite=args.overwrite, name=flag)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``meanfield ARGV``; return the exit code (see the module docstring)."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -104,11 +123,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.print_help()
             return 2
         check_required(args)
+        _check_outputs(args)
         return int(args.func(args) or 0)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         if debug:
             raise
-        return _fail(command, "interrupted", 130)
+        said = str(exc).strip()  # meanfield.integrate.Interrupted says what was kept
+        return _fail(command, f"interrupted: {said}" if said else "interrupted", 130)
     except ValueError as exc:
         if debug:
             raise

@@ -262,6 +262,8 @@ OPTIONS: dict[str, Option] = {
     "at": Option("--at", "times to draw (sphere maps; nearest output times)", _float,
                  aliases=("--times",), nargs="*", shown="a few, evenly spaced"),
     "progress": Option("--progress", "show a progress bar", None, True, switch=True),
+    "overwrite": Option("--overwrite", "replace output files that exist (else they are refused "
+                        "before any work)", None, False, flag_only=True),
 }
 
 
@@ -288,10 +290,11 @@ COMMANDS: dict[str, dict[str, Any]] = {
         "init": Use(default="modes", choices=("modes", "von-mises", "uniform"),
                     help="modes: uniform + 0.01 cos(k x), k = 1..4 (or l = 1..4); "
                          "von-mises: two von Mises(-Fisher) bumps; uniform"),
-        "out": Path("solution.nc"), "plot": None, "progress": True,
+        "out": Path("solution.nc"), "plot": None, "overwrite": False, "progress": True,
     },
     "plot": {
         "out": Use(shown="FILE with suffix .png", help="PNG to write"), "at": None,
+        "overwrite": False,
     },
     "convergence": {
         "domain": "circle", "resolution": Use(default=32, help="coarsest N / lmax / degree"), "d": 8,
@@ -300,7 +303,7 @@ COMMANDS: dict[str, dict[str, Any]] = {
         "kappa": 1.0, "r": 0.5, "modes": _NONE, "rho0": None, "t_max": 1.0, "times": 5,
         "levels": 4, "rtol": Use(default=1e-10, help="time tolerance of the resolution study"),
         "atol": 1e-14, "tolerances": _NONE, "tail_tol": 1e-10,
-        "out": Use(help="NetCDF file for the study"),
+        "out": Use(help="NetCDF file for the study"), "overwrite": False,
     },
     "gaussian": {
         "model": None, "beta": 1.0, "attention": Use(choices=_kinds("gaussian")),
@@ -308,7 +311,7 @@ COMMANDS: dict[str, dict[str, Any]] = {
         "V": None, "heads": None, "mean": _NONE, "cov": _NONE,
         "t_max": Use(required=True), "times": 101, "rtol": 1e-10, "atol": 1e-12,
         "out": Use(help="NetCDF file to write"),
-        "plot": Use(help="PNG: ellipses for d = 2, eigenvalues otherwise"),
+        "plot": Use(help="PNG: ellipses for d = 2, eigenvalues otherwise"), "overwrite": False,
     },
     "particles": {
         "n": 32, "d": 2, "batch": 0, "beta": 4.0, "attention": Use(choices=_kinds("particles")),
@@ -321,7 +324,7 @@ COMMANDS: dict[str, dict[str, Any]] = {
         "dt": Use(help="step of fixed-step methods"), "rtol": 1e-9, "atol": 1e-12,
         "memory_limit_mb": 256.0, "no_observables": False, "out": Path("particles.nc"),
         "plot": Use(help="PNG of the trajectories (circle: angle vs time; S^2: paths)"),
-        "progress": True,
+        "overwrite": False, "progress": True,
     },
     "validate": {
         "suite": "quick", "only": None, "out": Use(default=Path("meanfield-validation"),
@@ -341,7 +344,7 @@ COMMANDS: dict[str, dict[str, Any]] = {
         "resume": Use(help="skip the cells already in the store (after an interruption)"),
         "keep_cells": False, "progress": True,
         "out": Use(required=True, help="NetCDF file to write"),
-        "plot": Use(help="PNG heat map with the curve (6.12)"),
+        "plot": Use(help="PNG heat map with the curve (6.12)"), "overwrite": False,
     },
     "metastability": {
         "beta": Use(default=[4.0, 9.0], nargs="+", help="inverse temperatures"), "n": 32,
@@ -353,7 +356,7 @@ COMMANDS: dict[str, dict[str, Any]] = {
         "pde_times": 61, "progress": True,
         "out": Use(required=True, help="NetCDF file to write"),
         "plot": Use(help="PNG of the angles against time (Figure 4)"),
-        "plot_clusters": None,
+        "plot_clusters": None, "overwrite": False,
     },
 }
 """Per command, its options in ``--help`` order: a default, or a :class:`Use`."""

@@ -48,3 +48,33 @@ def test_gaussian_start_needs_euclidean(tmp_path: Path, capsys) -> None:
     assert main(["particles", "--init", "gaussian", "--out", str(tmp_path / "x.nc")]) == 2
     assert "--init gaussian needs --geometry euclidean" in capsys.readouterr().err
     assert not (tmp_path / "x.nc").exists()
+
+
+def test_a_run_that_blows_up_says_so_and_exits_non_zero(tmp_path: Path, capsys) -> None:
+    """USA at beta = 10 in R^d overflows at once: the file holds the finite states, the
+    command says the run stopped early and exits 1 (it exited 0 with NaN before)."""
+    out = tmp_path / "p.nc"
+    code = main(["particles", "--n", "8", "--beta", "10", "--attention", "unnormalized",
+                 "--geometry", "euclidean", "--init", "gaussian", "--t-max", "5", "--times", "6",
+                 "--no-progress", "--no-observables", "--out", str(out)])
+    assert code == 1
+    assert "stopped early" in capsys.readouterr().err
+    with xr.open_dataset(out, engine="h5netcdf") as ds:
+        assert ds.attrs["successful"] == 0 and bool(ds["x"].notnull().all())
+
+
+def test_outputs_are_checked_before_any_work(tmp_path: Path, capsys, monkeypatch) -> None:
+    out = tmp_path / "p.nc"
+    out.write_text("old")
+    import sys
+
+    # the package's `simulate` is the function; patch it in its module
+    monkeypatch.setattr(sys.modules["particles.simulate"], "simulate",
+                        lambda *a, **k: pytest.fail("computed"))
+    argv = ["particles", "--n", "4", "--t-max", "0.1", "--times", "2", "--no-progress"]
+    assert main(argv + ["--out", str(out)]) == 2
+    assert "exists" in capsys.readouterr().err and out.read_text() == "old"
+    assert main(argv + ["--out", str(tmp_path)]) == 2  # a folder
+    assert main(argv + ["--out", str(out / "x.nc")]) == 2  # under a file
+    monkeypatch.undo()
+    assert main(argv + ["--out", str(out), "--overwrite"]) == 0
