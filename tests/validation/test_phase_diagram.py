@@ -1,4 +1,4 @@
-"""Tests of validation.phase_diagram: the gamma ODE, the batched integrator, the phase
+"""Tests of validation.phase_diagram: the gamma ODE, random starts, the phase
 diagram against the curve (6.12), determinism across workers, and input validation."""
 
 from __future__ import annotations
@@ -10,10 +10,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-import particles
-from meanfield import Model
 from meanfield.testing import assert_same_result
-from particles.ensemble import ensemble_velocity, simulate_ensemble
+from particles.ensemble import simulate_ensemble
 from validation.phase_diagram import (
     first_crossing,
     gamma,
@@ -57,56 +55,7 @@ def test_gamma_matches_orthogonal_particles(attention):
     np.testing.assert_allclose(off, np.broadcast_to(gamma(beta, n, t, attention)[:, None], off.shape), atol=1e-6)
 
 
-# -- the integrator ---------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("attention", ["softmax", "unnormalized"])
-def test_velocity_matches_particles(attention):
-    rng = np.random.default_rng(0)
-    x = sample_tokens(rng, 3, 6, 4)
-    model = Model(beta=2.5, attention=attention)
-    v, _ = ensemble_velocity(x, 2.5, attention == "softmax", None, None)
-    # same formula, different order of floating-point operations
-    np.testing.assert_allclose(v, particles.velocity(model, x), atol=1e-13)
-    q, k, val = rng.standard_normal((3, 4, 4)) / 2
-    model = Model(beta=2.5, attention=attention, Q=q, K=k, V=val)
-    v, _ = ensemble_velocity(x, 2.5, attention == "softmax", np.broadcast_to(q.T @ k, (3, 4, 4)),
-                     np.broadcast_to(val, (3, 4, 4)))
-    np.testing.assert_allclose(v, particles.velocity(model, x), atol=1e-13)
-
-
-def test_trajectory_matches_particles_simulate():
-    rng = np.random.default_rng(1)
-    x0 = sample_tokens(rng, 2, 6, 3)
-    t = np.linspace(0, 5, 11)
-    ref = particles.simulate(Model(beta=3.0), x0, t, method="dop853", rtol=1e-11,
-                             atol=1e-12, observables=False)["x"].values
-    # RK4 at dt = 0.05 (error ~ dt^4) with cubic Hermite output (error ~ dt^4 |x''''|)
-    np.testing.assert_allclose(run(x0, 3.0, t, dt=0.05), ref, atol=1e-6)
-
-
-def test_identity_matrices_through_the_general_path():
-    rng = np.random.default_rng(2)
-    x0 = sample_tokens(rng, 4, 5, 3)
-    eye = np.broadcast_to(np.eye(3), (4, 3, 3))
-    t = np.linspace(0, 2, 5)
-    # the general path subtracts the row maximum instead of 1: rounding differences only
-    np.testing.assert_allclose(run(x0, 4.0, t, bilinear=eye, value=eye), run(x0, 4.0, t),
-                               atol=1e-12)
-
-
-def test_reduction_to_n_dimensions_is_exact():
-    """Rotation invariance: tokens of R^40 and their coordinates in their own span (the
-    Bartlett/LQ factor) give the same Gram matrices at all times."""
-    rng = np.random.default_rng(3)
-    n, d = 6, 40
-    x0 = sample_tokens(rng, 2, n, d, reduce=False)
-    low = np.linalg.qr(x0.swapaxes(-1, -2))[1].swapaxes(-1, -2)  # x0 = low @ Qᵀ
-    t = np.linspace(0, 4, 9)
-    full, red = run(x0, 2.0, t), run(low, 2.0, t)
-    gram = lambda x: x @ x.swapaxes(-1, -2)  # noqa: E731
-    # same arithmetic up to the rotation: rounding only
-    np.testing.assert_allclose(gram(full), gram(red), atol=1e-12)
+# -- random starts ----------------------------------------------------------------------
 
 
 def test_bartlett_start_has_the_uniform_law():
@@ -125,18 +74,6 @@ def test_bartlett_start_has_the_uniform_law():
     a = np.einsum("rd,rd->r", x[:, 0], x[:, 1])
     b = np.einsum("rd,rd->r", x[:, 2], x[:, 3])
     assert abs(np.corrcoef(a, b)[0, 1]) < 5 / math.sqrt(4000)
-
-
-def test_freezing_keeps_the_indicators():
-    rng = np.random.default_rng(5)
-    x0 = sample_tokens(rng, 64, 8, 2)
-    t = np.linspace(0, 15, 31)
-    thr = 1 - 1e-3
-    a = run(x0, 1.0, t, freeze_above=thr)
-    b = run(x0, 1.0, t)
-    ga, gb = a @ a.swapaxes(-1, -2), b @ b.swapaxes(-1, -2)
-    assert (gb[-1].min(axis=(1, 2)) >= thr).mean() > 0.5  # most realisations froze
-    np.testing.assert_array_equal(ga >= thr, gb >= thr)
 
 
 def test_ensembles():
