@@ -30,7 +30,7 @@ from meanfield.attention import require
 from meanfield.checks import output_times
 from meanfield.integrate import ConstantStep, Replace, RungeKutta, Solution, integrate
 
-from .integrators import RK4, normalize_rows
+from .integrators import RK4, normalize_rows_inplace
 
 
 def ensemble_velocity(x: np.ndarray, beta: float, softmax: bool,
@@ -166,7 +166,7 @@ def simulate_ensemble(
             full[freeze.active] = y
             output(k, tk, full)
 
-    return integrate(RungeKutta(field, RK4, project=normalize_rows), full.copy(), t,
+    return integrate(RungeKutta(field, RK4, project=normalize_rows_inplace), full.copy(), t,
                      controller=ConstantStep(float(dt)), output=emit, monitors=monitors,
                      dense=True)
 

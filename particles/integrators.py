@@ -58,11 +58,18 @@ def normalize_rows(x: np.ndarray) -> np.ndarray:
     return x / np.linalg.norm(x, axis=-1, keepdims=True)
 
 
+def normalize_rows_inplace(x: np.ndarray) -> np.ndarray:
+    """:func:`normalize_rows` overwriting ``x`` (the steppers' projection: every state they
+    project is a fresh array of their own)."""
+    x /= np.sqrt(np.einsum("...i,...i->...", x, x))[..., None]
+    return x
+
+
 def make_stepper(method: str, f: Rhs, *, sphere: bool, rtol: float, atol: float,
                  dt: float | None, sigma: float = 0.0, rng: np.random.Generator | None = None
                  ) -> tuple[Any, PIController | ConstantStep]:
     """The stepper and controller of ``method`` for the right-hand side ``f``."""
-    project = normalize_rows if sphere else None
+    project = normalize_rows_inplace if sphere else None
     if method == "dopri5":
         return RungeKutta(f, DOPRI5, project=project), PIController(rtol=rtol, atol=atol)
     if dt is None:
@@ -109,4 +116,5 @@ def integrate_reference(f: Rhs, x0: np.ndarray, t: np.ndarray, rtol: float, atol
                     _time.perf_counter() - start)
 
 
-__all__ = ["DOPRI5", "METHODS", "RK4", "integrate_reference", "make_stepper", "normalize_rows"]
+__all__ = ["DOPRI5", "METHODS", "RK4", "integrate_reference", "make_stepper", "normalize_rows",
+           "normalize_rows_inplace"]

@@ -111,31 +111,43 @@ class RungeKutta:
 
     def _step_plain(self, y: np.ndarray, h: float, k1: np.ndarray
                     ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
-        """No linear part: stage sums accumulated in place (one temporary per stage)."""
+        """No linear part: each stage sum is one new array accumulated in place."""
         tab = self.tableau
         ks = [k1]
         s = tab.stages
+        scratch = np.empty_like(y)
+        u = y
         for i in range(1, s):
-            u = y + (h * tab.a[i, 0]) * k1 if tab.a[i, 0] else y.copy()
-            for j in range(1, i):
-                a = tab.a[i, j]
-                if a:
-                    u += (h * a) * ks[j]
+            u = _combine(y, ks, h * tab.a[i, :i], scratch)
             ks.append(self.rhs(u))
-        if tab.fsal:
+        if tab.fsal:  # the last stage's argument is the new state
             new = u
         else:
-            new = y + (h * tab.b[0]) * k1 if tab.b[0] else y.copy()
-            for j in range(1, s):
-                if tab.b[j]:
-                    new += (h * tab.b[j]) * ks[j]
+            new = _combine(y, ks, h * tab.b, scratch)
         err = None
         if tab.b_error is not None:
-            err = np.zeros_like(y)
-            for j in range(s):
-                if tab.b_error[j]:
-                    err += (h * tab.b_error[j]) * ks[j]
+            err = _combine(None, ks, h * tab.b_error, scratch)
         return new, err, (ks[-1] if tab.fsal and not self.projects else None)
+
+
+def _combine(y: np.ndarray | None, ks: list[np.ndarray], coefs: np.ndarray,
+             scratch: np.ndarray) -> np.ndarray:
+    """``y + sum_j coefs[j] ks[j]`` (``y`` may be ``None``) as one new array, the products
+    formed in ``scratch``: two passes per nonzero coefficient, no other temporaries."""
+    out: np.ndarray | None = None
+    for c, k in zip(coefs, ks):
+        if not c:
+            continue
+        if out is None:
+            out = k * c
+        else:
+            np.multiply(k, c, out=scratch)
+            out += scratch
+    if out is None:
+        return np.zeros_like(ks[0]) if y is None else y.copy()
+    if y is not None:
+        out += y
+    return out
 
 
 class EulerMaruyama:
