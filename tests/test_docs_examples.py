@@ -6,8 +6,8 @@ For each page, in a fresh temporary folder:
   an earlier block's names; run as a file, so that `if __name__ == "__main__":` guards work
   as they do for a user's script, and Dask worker processes can start);
 * then its command lines, in order: lines starting with `meanfield ` in fenced blocks whose info
-  string is `bash`, `sh`, `console` or empty (`\\` continuations joined, trailing `# comments`
-  removed), and 4-space-indented lines of the prose starting with `meanfield `.
+  string is `bash`, `sh`, `console` or empty (a `$ ` prompt dropped, `\\` continuations
+  joined, trailing `# comments` removed), and 4-space-indented lines of the prose starting with `meanfield `.
 
 Each must exit 0; a command's `--out`, `--plot` and `--plot-clusters` files must exist after it.
 The only exclusion is visible in the docs: a fence whose info string carries the word `cluster`
@@ -74,6 +74,7 @@ def _strip_comment(command: str) -> str:
 
 
 def _commands(lines: list[tuple[int, str]], page: str, skip: str) -> list[Example]:
+    lines = [(n, re.sub(r"^\s*\$ ", "", t)) for n, t in lines]  # a console prompt
     return [
         Example(page, n, "command", _strip_comment(text), skip)
         for n, text in _join_continuations(lines)
@@ -157,7 +158,7 @@ def test_pages_have_examples():
 def test_extraction_rules(tmp_path: Path):
     page = tmp_path / "page.md"
     page.write_text(
-        "text\n\n    meanfield plot a.nc\n\n```bash\nmeanfield solve circle --beta 4 \\\n"
+        "text\n\n    meanfield plot a.nc\n\n```console\n$ meanfield plot b.nc\n```\n```bash\nmeanfield solve circle --beta 4 \\\n"
         "    --out 'x y.nc'   # a comment\necho no\n```\n\n```python cluster\nx = 1\n```\n"
         "```sh cluster\ndask worker tcp://h:1\n```\n"
         "```toml\nmeanfield = 1\n```\n",
@@ -166,6 +167,7 @@ def test_extraction_rules(tmp_path: Path):
     ex = extract(page, tmp_path)
     assert [(e.kind, e.text, bool(e.skip)) for e in ex] == [
         ("command", "meanfield plot a.nc", False),
+        ("command", "meanfield plot b.nc", False),
         ("command", "meanfield solve circle --beta 4 --out 'x y.nc'", False),
         ("python", "x = 1", True),
         ("command", "dask worker tcp://h:1", True),
