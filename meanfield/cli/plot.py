@@ -13,6 +13,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
+from ..io import check_writable
 from . import options
 
 GROUP = "meanfield.plotters"
@@ -65,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
     """Read, pick the drawer for the kind of file, write the PNG."""
     ds = _read(args.file)
     out = args.out or args.file.with_suffix(".png")
+    check_writable(out, overwrite=args.overwrite, name="--out")  # the default name too
     if "density" in ds:
         from meanfield.plots import plot_result
 

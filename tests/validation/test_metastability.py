@@ -105,7 +105,7 @@ def test_cli(tmp_path, capsys):
     assert not (tmp_path / "pd.cells").exists()  # per-cell files removed after success
     assert main(["phase-diagram", "--n", "6", "--d", "3", "--betas", "2", "--t-max", "2",
                  "--times", "5", "--realizations", "8", "--out", str(out), "--keep-cells",
-                 "--no-progress"]) == 0
+                 "--overwrite", "--no-progress"]) == 0
     assert len(list((tmp_path / "pd.cells").glob("cell-*.nc"))) == 2
     assert main(["phase-diagram", "--delta", "2", "--out", str(out)]) == 2
     assert "delta" in capsys.readouterr().err
