@@ -490,3 +490,23 @@ def test_concentrated_start_agrees_with_particles(d, kappa, T):
     tol = 4 * s0.std() / math.sqrt(n) + q * abs(mean_pde[1] - mean_pde[0])
     assert abs(s1.mean() - mean_pde[1]) < tol
     assert abs(mean_pde[1] - mean_pde[0]) > 3 * tol  # the comparison can tell a frozen PDE
+
+
+_MONITOR_NAMES_DEGREE = "degree_needed" in inspect.getsource(resolution)
+
+
+@pytest.mark.xfail(not _MONITOR_NAMES_DEGREE, strict=True,
+                   reason="ResolutionMonitor's Stop message must add 'the decay of the "
+                          "coefficients suggests degree {domain.degree_needed(c, tail_tol)}' "
+                          "(the lead's one-line change, issue 15)")
+def test_resolution_error_names_the_degree_needed():
+    """A true resolution limit: the contracting cluster of d = 16, kappa = 8 outgrows degree 96
+    at t = 1.28 (measured); the message names a degree beyond 96 (the estimate from half the
+    final degree is measured 11-12% above the degree that resolves the state)."""
+    Z = ZonalSphere(16, 48)
+    with pytest.raises(ResolutionError, match=r"suggests degree \d+") as info:
+        solve(Model(4.0), Z, lambda s: np.exp(8 * (s - 1)), [0.0, 4.0], max_resolution=96, atol=1e-6)
+    import re
+
+    degree = int(re.search(r"suggests degree (\d+)", str(info.value)).group(1))
+    assert 96 < degree < 4 * 96
