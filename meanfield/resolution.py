@@ -28,7 +28,8 @@ def unresolved(domain: Domain, c: np.ndarray, tail_tol: float, negative_tol: flo
     if not tail <= tail_tol:
         return f"spectral tail {tail:.3g} exceeds tail_tol={tail_tol:g}"
     rho = domain.backward(c)
-    lo, hi = float(np.min(rho)), float(np.max(np.abs(rho)))
+    # round-off at nodes of negligible weight is not negativity (Domain.roundoff)
+    lo, hi = float(np.min(rho + domain.roundoff(c))), float(np.max(np.abs(rho)))
     if lo < -negative_tol * hi:
         return f"density is negative (min {lo:.3g}, below -negative_tol*max = {-negative_tol * hi:.3g})"
     return None
@@ -73,8 +74,9 @@ class ResolutionMonitor:
             if domain.resolution * 2 > self.max_resolution:
                 raise Stop(StopReason.UNRESOLVED,
                            f"at t = {t:.6g} the {problem} at resolution {domain.resolution} "
-                           f"(max_resolution={self.max_resolution}; the next refinement would "
-                           f"need {domain.resolution * 2})")
+                           f"(max_resolution={self.max_resolution}); the decay of the "
+                           f"coefficients suggests resolution "
+                           f"{domain.degree_needed(c, self.tail_tol)} (degree_needed)")
             fine = domain.with_resolution(domain.resolution * 2)
             c = fine.prolong(c, domain)
             domain = fine

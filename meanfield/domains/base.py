@@ -274,6 +274,19 @@ class Domain(ABC):
         top = self.degrees > (2 * lmax) / 3
         return float(np.max(np.abs(c[top])) / abs(c.flat[0]))
 
+    def roundoff(self, c: np.ndarray) -> np.ndarray | float:
+        """A bound on the round-off of ``backward(c)`` at each grid node (default 0: on
+        domains whose nodes all carry comparable weight, the negativity test's relative
+        ``negative_tol`` already covers it). The resolution monitor tests
+        ``backward(c) + roundoff(c)`` for negative values."""
+        return 0.0
+
+    def degree_needed(self, c: np.ndarray, tail_tol: float = 1e-10) -> int:
+        """An estimate of the resolution that would resolve ``c`` to ``tail_tol`` (default:
+        the next refinement, twice the current one); named by the resolution monitor when it
+        can refine no further."""
+        return 2 * self.resolution
+
     def exponential_filter(self, order: int = 36, strength: float = 36.0) -> np.ndarray:
         """``exp(-strength (l/lmax)^order)`` per coefficient (an l-only filter)."""
         l = self.degrees / max(self.degrees.max(), 1)

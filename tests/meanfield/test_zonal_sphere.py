@@ -397,9 +397,7 @@ def test_polar_angle_density_of_exponential_profile(d):
 
 # -- concentrated starts in high dimension (issue 15) ---------------------------------------
 
-import inspect  # noqa: E402
 
-from meanfield import resolution  # noqa: E402
 
 # (d, kappa, degree that resolves exp(kappa s) to tail 1e-10, measured by scanning degrees)
 CONCENTRATED = [(16, 8, 36), (64, 32, 64)]
@@ -451,12 +449,6 @@ def test_degree_needed_is_a_safe_estimate(d, kappa, needed):
         Z.degree_needed(c, 0.0)
 
 
-_MONITOR_USES_ROUNDOFF = "roundoff" in inspect.getsource(resolution.unresolved)
-
-
-@pytest.mark.xfail(not _MONITOR_USES_ROUNDOFF, strict=True,
-                   reason="meanfield.resolution.unresolved must test backward(c) + "
-                          "domain.roundoff(c) (the lead's one-line change, issue 15)")
 @pytest.mark.parametrize(("d", "kappa", "T"), [(16, 8, 1.6), (64, 32, 0.5)])
 def test_concentrated_start_agrees_with_particles(d, kappa, T):
     """von Mises–Fisher starts that stopped at t = 1.14 (d = 16) and t = 0.0027 (d = 64) run to
@@ -492,21 +484,14 @@ def test_concentrated_start_agrees_with_particles(d, kappa, T):
     assert abs(mean_pde[1] - mean_pde[0]) > 3 * tol  # the comparison can tell a frozen PDE
 
 
-_MONITOR_NAMES_DEGREE = "degree_needed" in inspect.getsource(resolution)
-
-
-@pytest.mark.xfail(not _MONITOR_NAMES_DEGREE, strict=True,
-                   reason="ResolutionMonitor's Stop message must add 'the decay of the "
-                          "coefficients suggests degree {domain.degree_needed(c, tail_tol)}' "
-                          "(the lead's one-line change, issue 15)")
 def test_resolution_error_names_the_degree_needed():
     """A true resolution limit: the contracting cluster of d = 16, kappa = 8 outgrows degree 96
     at t = 1.28 (measured); the message names a degree beyond 96 (the estimate from half the
     final degree is measured 11-12% above the degree that resolves the state)."""
     Z = ZonalSphere(16, 48)
-    with pytest.raises(ResolutionError, match=r"suggests degree \d+") as info:
+    with pytest.raises(ResolutionError, match=r"suggests resolution \d+") as info:
         solve(Model(4.0), Z, lambda s: np.exp(8 * (s - 1)), [0.0, 4.0], max_resolution=96, atol=1e-6)
     import re
 
-    degree = int(re.search(r"suggests degree (\d+)", str(info.value)).group(1))
+    degree = int(re.search(r"suggests resolution (\d+)", str(info.value)).group(1))
     assert 96 < degree < 4 * 96
