@@ -3,6 +3,7 @@ r"""Ensembles: many independent systems at once, for the phase diagram and metas
 .. autosummary::
    ensemble_velocity
    simulate_ensemble
+   ensemble_states
    FreezeClustered
 
 The SA and USA systems of docs/equations.md section 2, batched over realisations ``(R, n, m)``,
@@ -171,4 +172,15 @@ def simulate_ensemble(
                      dense=True)
 
 
-__all__ = ["FreezeClustered", "ensemble_velocity", "simulate_ensemble"]
+def ensemble_states(x0: np.ndarray, beta: float, times: ArrayLike, **kwargs: Any) -> np.ndarray:
+    """The states of :func:`simulate_ensemble` at every output time, ``(len(times), R, n, m)``
+    (``ValueError`` if the run does not reach the final time)."""
+    out: list[np.ndarray] = []
+    sol = simulate_ensemble(x0, beta, times, lambda k, tk, x: out.append(x.copy()), **kwargs)
+    if not sol.successful:
+        msg = f"the ensemble run stopped: {sol.message}"
+        raise ValueError(msg)
+    return np.array(out)
+
+
+__all__ = ["FreezeClustered", "ensemble_states", "ensemble_velocity", "simulate_ensemble"]

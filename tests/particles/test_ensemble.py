@@ -9,15 +9,10 @@ import pytest
 
 import particles
 from meanfield import Model
-from particles.ensemble import ensemble_velocity, simulate_ensemble
+from particles.ensemble import ensemble_states, ensemble_velocity
 from validation.phase_diagram import sample_tokens
 
-
-def run(x0, beta, t, **kw):
-    out = []
-    sol = simulate_ensemble(x0, beta, t, lambda k, tk, x: out.append(x.copy()), **kw)
-    assert sol.successful and len(out) == len(t)
-    return np.array(out)
+run = ensemble_states
 
 
 @pytest.mark.parametrize("attention", ["softmax", "unnormalized"])

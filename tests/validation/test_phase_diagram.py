@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 
 from meanfield.testing import assert_same_result
-from particles.ensemble import simulate_ensemble
+from particles.ensemble import ensemble_states
 from validation.phase_diagram import (
     first_crossing,
     gamma,
@@ -22,12 +22,7 @@ from validation.phase_diagram import (
     wilson_interval,
 )
 
-
-def run(x0, beta, t, **kw):
-    out = []
-    sol = simulate_ensemble(x0, beta, t, lambda k, tk, x: out.append(x.copy()), **kw)
-    assert sol.successful and len(out) == len(t)
-    return np.array(out)
+run = ensemble_states
 
 
 # -- the curve (6.12) -------------------------------------------------------------------
