@@ -34,7 +34,7 @@ from __future__ import annotations
 import enum
 import math
 import time as _time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Protocol
 
 import numpy as np
@@ -123,7 +123,6 @@ class Solution:
     num_rejected: int = 0
     num_evaluations: int = 0
     wall_time_s: float = 0.0
-    extra: dict[str, int] = field(default_factory=dict)
 
     @property
     def successful(self) -> bool:
@@ -136,8 +135,7 @@ class Solution:
     def stats(self) -> dict[str, int]:
         """Step counters, for a result's ``attrs``."""
         return {"num_steps": self.num_steps, "num_accepted": self.num_accepted,
-                "num_rejected": self.num_rejected, "num_evaluations": self.num_evaluations,
-                **self.extra}
+                "num_rejected": self.num_rejected, "num_evaluations": self.num_evaluations}
 
 
 Output = Callable[[int, float, np.ndarray, Any], None]
