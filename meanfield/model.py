@@ -56,7 +56,9 @@ class Model:
     """Self-attention dynamics (docs/equations.md sections 2-3).
 
     Args:
-        beta: inverse temperature, ``beta >= 0`` and finite; ``beta = 0`` is the limit.
+        beta: inverse temperature, a number ``>= 0`` and finite; ``beta = 0`` is the limit.
+            Text such as ``"4"`` is refused (a number read as text is usually a mistake);
+            the attention name is case-insensitive (``"SOFTMAX"`` is ``"softmax"``).
         attention: a kind of :mod:`meanfield.attention`: ``"softmax"`` (SA),
             ``"unnormalized"`` (USA), ``"l2"``, ``"sigmoid"`` or ``"sinkhorn"``; aliases
             (``"sa"``, ``"usa"``) and any case are accepted and stored as the canonical
@@ -96,11 +98,13 @@ class Model:
 
     def __post_init__(self) -> None:
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
-        try:
-            beta = float(self.beta)
-        except (TypeError, ValueError):
+        # a number, not text: beta="4" is refused (a string that happens to parse is more
+        # often a mistake, e.g. a column of a table read as text, than an intention)
+        if isinstance(self.beta, (str, bytes, bool)) or not isinstance(
+                self.beta, (int, float, np.integer, np.floating)):
             msg = f"beta must be a real number, got {self.beta!r}"
-            raise ValueError(msg) from None
+            raise ValueError(msg)
+        beta = float(self.beta)
         if not math.isfinite(beta) or beta < 0:
             msg = f"beta must be finite and >= 0, got {self.beta!r}"
             raise ValueError(msg)

@@ -174,6 +174,12 @@ def solve(
     if max_res < domain.resolution:
         msg = f"max_resolution={max_res} is below the domain's resolution {domain.resolution}"
         raise ValueError(msg)
+    if domain.resolution < max_res < 2 * domain.resolution:
+        msg = (f"max_resolution={max_res} is below the first refinement "
+               f"({2 * domain.resolution}): refinement doubles the resolution, so this value "
+               f"disables it; give max_resolution={domain.resolution} to say so, or >= "
+               f"{2 * domain.resolution}")
+        raise ValueError(msg)
     make_flow(model, domain, form)  # validates the model for the PDE before any work
 
     # -- the initial state, refined until resolved (callables only) ------------------

@@ -225,9 +225,10 @@ def sweep(
     wall0 = time.perf_counter()
     grid_ = _canonical_grid(grid)
     kwargs_ = dict(kwargs or {})
-    if int(workers) < 1:
-        msg = f"workers must be >= 1, got {workers!r}"
-        raise ValueError(msg)
+    from meanfield.checks import count
+
+    count(workers, "workers")
+    count(seed, "seed", minimum=0)
     if resume and store is None:
         msg = "resume=True needs a store directory"
         raise ValueError(msg)

@@ -69,3 +69,11 @@ def test_state_round_trip():
     again = Model.from_state(m.to_json())
     assert again == m and hash(again) == hash(m)
     assert m.replace(beta=1.0).beta == 1.0 and m.replace(beta=1.0) != m
+
+
+@pytest.mark.parametrize("beta", ["4", b"4", True, None, [4.0]])
+def test_beta_must_be_a_number_not_text(beta):
+    """Decided and documented: ``beta="4"`` is refused (text that happens to parse)."""
+    with pytest.raises(ValueError, match="beta must be a real number"):
+        Model(beta=beta)
+    assert Model(beta=np.float32(4.0)).beta == 4.0 and Model(beta=4).beta == 4.0

@@ -223,3 +223,14 @@ def test_worker_processes_from_a_script_without_main_guard_give_one_clear_error(
     assert proc.returncode != 0
     assert 'if __name__ == "__main__":' in proc.stderr and "MainGuardError" in proc.stderr
     assert "Nanny" not in proc.stderr
+
+
+@pytest.mark.parametrize(("kw", "match"), [
+    ({"workers": 1.5}, "workers must be an integer"),
+    ({"workers": 0}, "workers must be >= 1"),
+    ({"seed": -1}, "seed must be >= 0"),
+    ({"seed": 1.0}, "seed must be an integer"),
+])
+def test_workers_and_seed_are_checked_by_name(kw, match):
+    with pytest.raises(ValueError, match=match):
+        sweep(noisy_cell, GRID, progress=False, **kw)

@@ -116,3 +116,12 @@ def test_a_step_far_too_large_stops_with_the_measured_energy_violation():
     assert np.all(np.diff(e) >= -1e-9 * np.abs(e[1:]))  # what was kept is monotone
     ok = particles.simulate(model, x0, t, method="rk4", dt=0.05)
     assert ok.attrs["successful"] == 1 and np.all(np.diff(ok.energy.values) >= 0)
+
+
+def test_max_resolution_below_the_first_refinement_is_refused():
+    """It would disable refinement without a word: say so, and how to ask for that."""
+    circle = mf.Circle(32)
+    with pytest.raises(ValueError, match="below the first refinement"):
+        mf.solve(mf.Model(beta=1.0), circle, np.ones(32), [0, 0.1], max_resolution=48)
+    ds = mf.solve(mf.Model(beta=1.0), circle, np.ones(32), [0, 0.1], max_resolution=32)
+    assert ds.attrs["successful"] == 1
