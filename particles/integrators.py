@@ -75,8 +75,6 @@ def make_stepper(method: str, f: Rhs, *, sphere: bool, rtol: float, atol: float,
     if dt is None:
         msg = f"method {method!r} needs a step dt"
         raise ValueError(msg)
-    if method == "dopri5":
-        return RungeKutta(f, DOPRI5, project=project), PIController(rtol=rtol, atol=atol)
     if method == "euler_maruyama":
         assert rng is not None
         return EulerMaruyama(f, sigma, rng, sphere=sphere), ConstantStep(dt)

@@ -124,11 +124,6 @@ def check_growth_rates(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
     )
 
 
-def _gamma_ode(attention: str, beta: float, n: int, times: np.ndarray) -> np.ndarray:
-    """``gamma(t)`` of Theorem 6.8 (:func:`meanfield.theory.gamma`)."""
-    return theory.gamma(beta, n, times, attention)
-
-
 @check("theory.orthogonal_start")
 def check_orthogonal_start(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
     """Theorem 6.8: from pairwise orthogonal tokens all inner products equal ``gamma(t)``.
@@ -159,7 +154,7 @@ def check_orthogonal_start(*, seed: int, out_dir: Path, suite: str) -> CheckResu
         if beta == 0.0:
             g = (np.exp(2 * times) - 1) / (np.exp(2 * times) + n - 1)
         else:
-            g = _gamma_ode(att, beta, n, times)
+            g = theory.gamma(beta, n, times, att)
         err = float(np.max(np.abs(ip - g[:, None])))
         label = f"{att} beta={beta}"
         rows[label] = {"max deviation": err}
