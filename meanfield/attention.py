@@ -23,7 +23,7 @@ Surrounding whitespace is not stripped.
 
 Adding a variant (docs/extending.md): one :class:`AttentionKind` entry in :data:`_BUILTIN`
 (or a :func:`register` call), plus the implementation in each solver it declares, e.g. one
-``particles.kernels.Kernel`` subclass with the same ``name`` for ``"particles"``.
+``meanfield.kernels.Kernel`` subclass with the same ``name`` for ``"particles"``.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from meanfield.integrate import DOPRI5, RK4, ButcherTableau
 
 from .angles import angle_velocity, from_angles, to_angles
 from .integrators import normalize_rows
-from .kernels import (
+from meanfield.kernels import (
     DEFAULT_MEMORY_LIMIT,
     Kernel,
     Tiling,

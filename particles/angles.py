@@ -23,7 +23,7 @@ import numpy as np
 from meanfield import attention as attention_registry
 
 from .inputs import as_angles
-from .kernels import DEFAULT_MEMORY_LIMIT, Tiling
+from meanfield.kernels import DEFAULT_MEMORY_LIMIT, Tiling
 
 
 def check_angle_model(model: Any) -> None:

@@ -6,7 +6,7 @@
    project_tangent
 
 ``attention(model, x)`` is the un-projected sum over heads ``sum_h sum_j A^h_ij V_h x_j``
-(with the weights of the model's attention kind, see :mod:`particles.kernels`);
+(with the weights of the model's attention kind, see :mod:`meanfield.kernels`);
 ``velocity`` applies ``P_x^perp`` on the sphere (SA (2.3), USA, multi-head (2.7)) and nothing
 in ``R^d`` (pure self-attention (9.1)). The sign ``value = -1`` (repulsion) is folded into
 ``V`` by :meth:`meanfield.Model.matrices`; ``beta = 0`` needs no special case (all weights
@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from .inputs import as_tokens, check_geometry
-from .kernels import DEFAULT_MEMORY_LIMIT, Kernel, Tiling
+from meanfield.kernels import DEFAULT_MEMORY_LIMIT, Kernel, Tiling
 
 
 def _is_eye(m: np.ndarray) -> bool:

@@ -12,7 +12,7 @@ import pytest
 import meanfield
 import particles
 from meanfield import Circle, Model, attention, make_flow, solve, solve_gaussian
-from particles.kernels import Kernel, Softmax
+from meanfield.kernels import Kernel, Softmax
 from validation.phase_diagram import ATTENTIONS, gamma, usa_step
 
 BUILTIN = {

@@ -19,7 +19,7 @@ def random_matrices(d: int, seed: int, scale: float = 0.5) -> tuple[np.ndarray, 
 
 def naive_attention(model: Model, x: np.ndarray) -> np.ndarray:
     """``sum_h sum_j A_ij V x_j`` from the dense weights of docs/equations.md section 2, one system
-    ``(n, d)``, written independently of ``particles.kernels`` (no shift, no tiles)."""
+    ``(n, d)``, written independently of ``meanfield.kernels`` (no shift, no tiles)."""
     n, d = x.shape
     out = np.zeros_like(x)
     for Q, K, V in model.matrices(d):

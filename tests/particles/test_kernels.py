@@ -9,7 +9,7 @@ from particles_helpers import naive_attention, random_matrices, unit
 
 import particles
 from meanfield import ATTENTION_KINDS, Model, attention
-from particles.kernels import Kernel, Softmax, Tiling
+from meanfield.kernels import Kernel, Softmax, Tiling
 
 
 def test_registry_covers_every_attention_kind() -> None:
@@ -156,7 +156,7 @@ def test_shift_fallback_to_row_maximum(kind: str) -> None:
     # softmax of the dense logits (round-off of logits ~ beta * 1e-16 * |S| ~ 1e-12)
     from scipy.special import softmax
 
-    from particles.kernels import Kernel
+    from meanfield.kernels import Kernel
 
     Q, K, V = random_matrices(3, seed=12, scale=2.0)
     beta = 300.0

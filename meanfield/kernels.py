@@ -48,7 +48,7 @@ from typing import Any, ClassVar, Iterator
 import numpy as np
 from scipy.special import expit, logsumexp
 
-from meanfield import attention as attention_registry
+from . import attention as attention_registry
 
 DEFAULT_MEMORY_LIMIT = 256 * 2**20
 """Default bound (bytes) on the temporary ``n x n`` attention tiles: 256 MiB."""
@@ -534,7 +534,7 @@ def get_kernel(name: str) -> type[Kernel]:
     except KeyError:
         msg = (f"attention={kind.name!r} declares the 'particles' solver but no kernel is "
                f"registered for it (registered: {registered_kernels()}); define a "
-               f"particles.kernels.Kernel subclass with name = {kind.name!r}")
+               f"meanfield.kernels.Kernel subclass with name = {kind.name!r}")
         raise ValueError(msg) from None
 
 
