@@ -21,9 +21,6 @@ See ``docs/particles.md``.
 from __future__ import annotations
 
 from meanfield.integrate import DOPRI5, RK4, ButcherTableau
-
-from .angles import angle_velocity, from_angles, to_angles
-from .integrators import normalize_rows
 from meanfield.kernels import (
     DEFAULT_MEMORY_LIMIT,
     Kernel,
@@ -31,6 +28,9 @@ from meanfield.kernels import (
     get_kernel,
     registered_kernels,
 )
+
+from .angles import angle_velocity, from_angles, to_angles
+from .integrators import normalize_rows
 from .observables import (
     count_clusters,
     count_clusters_angles,

@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 
 from meanfield import attention as attention_registry
+from meanfield.kernels import DEFAULT_MEMORY_LIMIT, Tiling
 
 from .inputs import as_angles
-from meanfield.kernels import DEFAULT_MEMORY_LIMIT, Tiling
 
 
 def check_angle_model(model: Any) -> None:

@@ -33,8 +33,9 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
-from .inputs import as_tokens, check_geometry
 from meanfield.kernels import _SMALL_D, DEFAULT_MEMORY_LIMIT, Tiling, _logits, _weighted_sum, block_for
+
+from .inputs import as_tokens, check_geometry
 from .velocity import _apply, _as_batch, velocity
 
 

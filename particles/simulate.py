@@ -36,11 +36,11 @@ from meanfield.integrate import (
     integrate,
     result_attrs,
 )
+from meanfield.kernels import DEFAULT_MEMORY_LIMIT
 
 from .angles import angle_velocity, check_angle_model, from_angles, to_angles
 from .inputs import as_angles, as_count, as_rng, as_tokens, check_geometry
 from .integrators import METHODS, integrate_reference, make_stepper, normalize_rows
-from meanfield.kernels import DEFAULT_MEMORY_LIMIT
 from .monitors import EnergyMonitor, has_energy
 from .observables import dissipation, energy
 from .velocity import attention, velocity

@@ -20,8 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from .inputs import as_tokens, check_geometry
 from meanfield.kernels import DEFAULT_MEMORY_LIMIT, Kernel, Tiling
+
+from .inputs import as_tokens, check_geometry
 
 
 def _is_eye(m: np.ndarray) -> bool:
