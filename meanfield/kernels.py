@@ -257,50 +257,157 @@ class _RowKernel(Kernel):
         return bound
 
     def apply(
-        self, q: np.ndarray, k: np.ndarray, v: np.ndarray, tiling: Tiling
-    ) -> np.ndarray:
+        self,
+        q: np.ndarray,
+        k: np.ndarray,
+        v: np.ndarray,
+        tiling: Tiling,
+        *,
+        weights: np.ndarray | None = None,
+        bias: np.ndarray | None = None,
+        labels: tuple[np.ndarray, np.ndarray] | None = None,
+        mass: np.ndarray | None = None,
+        extra: np.ndarray | None = None,
+        second: float | tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> Any:
+        """``out_i = sum_j A_ij v_j``; with the keywords, the weighted measure and the
+        derivative sums of the Lagrangian solver (docs/lagrangian.md), in the same pass.
+
+        Args:
+            weights: ``(B, m)`` column weights ``w_j >= 0`` of a weighted measure: a column
+                bias ``log w_j`` for the exponential kinds, folded into the values otherwise.
+            bias: ``(B, m)`` a further column bias of the logits (Sinkhorn potentials).
+            labels: ``(query labels (B, n), key labels (B, m))``: query ``i`` attends to the
+                keys with label ``<=`` its own (replaces the index mask of ``causal``).
+            mass: ``(B, n)`` divisor of the kinds that are not normalised (replaces ``n`` or
+                ``i + 1``): the mass the query attends to.
+            extra: ``(B, m, e)`` further value columns, summed with the derivative weights
+                ``phi'(S_ij)`` (``phi`` the weight as a function of the logit; ``phi' = phi``
+                for the exponential kinds) and divided like ``out``.
+            second: the sums ``beta sum_j phi'(S_ij) t_ij u_ij`` with ``u_ij = <q_i, k_j>``
+                and ``t_ij = <qt_i, kt_j>`` for ``second = (qt, kt)``, or ``t = second * u``
+                for a number; divided like ``out``.
+
+        Returns:
+            ``out`` ``(B, n, dv)``; with ``extra`` or ``second``, the triple ``(out,
+            extra_out (B, n, e) or None, second_out (B, n) or None)``.
+        """
         B, n, _ = q.shape
         m = k.shape[1]
         dv = v.shape[-1]
-        out = np.empty((B, n, dv))
-        qb = q * self.beta if self.beta != 1.0 else q
-        kt = np.ascontiguousarray(np.swapaxes(k, 1, 2))
+        derivs = extra is not None or second is not None
+        ne = 0 if extra is None else extra.shape[-1]
         cb = self.column_bias(k)
-        shift = self._shift(qb, k, cb)
+        for c in (bias, None if weights is None or not self.exponential else _log(weights)):
+            if c is not None:
+                cb = c if cb is None else cb + c
+        if weights is not None and not self.exponential:
+            v = v * weights[..., None]
+        if extra is not None and self.exponential:
+            v = np.concatenate([v, extra], axis=-1)  # phi' = phi: the same product
         if self.normalized:  # row sums from the same product: A [v, 1]
             v = np.concatenate([v, np.ones(v.shape[:2] + (1,))], axis=-1)
+        dvt = v.shape[-1]
+        out = np.empty((B, n, dvt - self.normalized))
+        eout = np.empty((B, n, ne)) if (extra is not None and not self.exponential) else None
+        sout = np.empty((B, n)) if second is not None else None
+        qb = q * self.beta if self.beta != 1.0 else q
+        # with ``second``, the unscaled logits ``u`` are kept next to the weights
+        ql = qb if second is None else q
+        kt = np.ascontiguousarray(np.swapaxes(k, 1, 2))
+        shift = self._shift(qb, k, cb)
+        pair = isinstance(second, tuple)
+        if pair:
+            qt = second[0]  # type: ignore[index]
+            ktt = np.ascontiguousarray(np.swapaxes(second[1], 1, 2))  # type: ignore[index]
         small = dv <= _SMALL_D and m >= _LONG_ROW
         vcols = np.ascontiguousarray(np.moveaxis(v, -1, 0)) if small else None
-        # the tile plus one temporary of its size (broadcast logits, causal mask)
-        tiling = Tiling(tiling.memory_limit, buffers=2, block=block_for(q.shape[-1]))
-        buf = np.empty(min(tiling.entries(), B * n * m))
+        # the tile plus one temporary of its size (broadcast logits, causal mask), plus the
+        # unscaled logits, the t tile and the derivative weights when asked for
+        nbuf = 2 + (second is not None) + pair + (derivs and not self.exponential)
+        tiling = Tiling(tiling.memory_limit, buffers=nbuf, block=block_for(q.shape[-1]))
+        size = min(tiling.entries(), B * n * m)
+        buf = np.empty(size)
+        ubuf = np.empty(size) if second is not None else None
+        tbuf = np.empty(size) if pair else None
+        pbuf = np.empty(size) if derivs and not self.exponential else None
+        index_causal = self.causal and labels is None
         for bs, rs in tiling.tiles(B, n, m):
             b = bs.stop - bs.start
             r0, r1 = rs.start, rs.stop
-            mm = min(m, r1) if self.causal else m  # causal: columns j <= i < r1 only
-            S = buf[: b * (r1 - r0) * mm].reshape(b, r1 - r0, mm)
-            _logits(qb[bs, rs], kt[bs, :, :mm], S)
+            mm = min(m, r1) if index_causal else m  # causal: columns j <= i < r1 only
+            shape = (b, r1 - r0, mm)
+            S = buf[: b * (r1 - r0) * mm].reshape(shape)
+            if ubuf is None:
+                _logits(ql[bs, rs], kt[bs, :, :mm], S)
+            else:
+                U = ubuf[: S.size].reshape(shape)
+                _logits(ql[bs, rs], kt[bs, :, :mm], U)
+                np.multiply(U, self.beta, out=S)
             if cb is not None:
                 S += cb[bs, None, :mm]
-            if self.causal:
+            if index_causal:
                 count = np.arange(r0 + 1, r1 + 1, dtype=float)[None, :, None]
                 S[:, _causal_mask(r0, r1, mm)] = -np.inf
             else:
                 count = np.full((1, 1, 1), float(m))
+            if labels is not None:
+                S[labels[1][bs, None, :mm] > labels[0][bs, rs, None]] = -np.inf
+            if mass is not None:
+                count = mass[bs, rs, None]
+            P = S
             if self.exponential:
                 M = S.max(axis=-1, keepdims=True) if shift is None else shift[bs, rs, None]
                 S -= M
                 np.exp(S, out=S)
             else:
                 self.transform(S)
+                if derivs:
+                    P = pbuf[: S.size].reshape(shape)  # type: ignore[index]
+                    np.subtract(1.0, S, out=P)
+                    P *= S  # sigmoid' = sigmoid (1 - sigmoid)
+                    if weights is not None:
+                        P *= weights[bs, None, :mm]
             res = _weighted_sum(S, v[bs, :mm], None if vcols is None else vcols[:, bs, :mm])
+            if eout is not None:
+                eout[bs, rs] = np.matmul(P, extra[bs, :mm])  # type: ignore[index]
+            if sout is not None:
+                if pair:
+                    T = tbuf[: S.size].reshape(shape)  # type: ignore[index]
+                    _logits(qt[bs, rs], ktt[bs, :, :mm], T)
+                    s2 = np.einsum("brm,brm,brm->br", P, T, U)
+                else:
+                    s2 = float(second) * np.einsum(  # type: ignore[arg-type]
+                        "brm,brm,brm->br", P, U, U)
+                sout[bs, rs] = self.beta * s2
             if self.normalized:
-                out[bs, rs] = res[..., :dv] / res[..., dv:]
+                den = res[..., dvt - 1:]
+                out[bs, rs] = res[..., : dvt - 1] / den
+                if sout is not None:
+                    sout[bs, rs] /= den[..., 0]
             elif self.exponential:
-                out[bs, rs] = res * (np.exp(M) / count)
+                scale = np.exp(M) / count
+                out[bs, rs] = res * scale
+                if sout is not None:
+                    sout[bs, rs] *= scale[..., 0]
             else:
                 out[bs, rs] = res / count
-        return out
+                if eout is not None:
+                    eout[bs, rs] /= count
+                if sout is not None:
+                    sout[bs, rs] /= count[..., 0]
+        if not derivs:
+            return out
+        main = out[..., :dv]
+        if extra is not None and self.exponential:
+            eout = out[..., dv:]
+        return main, eout, sout
+
+
+def _log(w: np.ndarray) -> np.ndarray:
+    """``log w`` with ``log 0 = -inf`` (a zero weight drops the column), silently."""
+    with np.errstate(divide="ignore"):
+        return np.log(w)
 
 
 class Softmax(_RowKernel):
