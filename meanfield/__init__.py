@@ -9,7 +9,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from . import attention, convergence, initial, metrics
+from . import attention, convergence, initial, metrics, nodes
 from .attention import AttentionKind
 from .convergence import convergence_table, self_convergence
 from .domains import Circle, Domain, Sphere, ZonalSphere
@@ -47,6 +47,7 @@ __all__ = [
     "kernel_distance_particles",
     "make_flow",
     "metrics",
+    "nodes",
     "self_convergence",
     "solve",
     "solve_gaussian",

@@ -113,6 +113,7 @@ def solve(
     throw: bool = True,
     out: str | Path | None = None,
     overwrite: bool = False,
+    continue_lagrangian: bool = False,
 ) -> xr.Dataset:
     """Evolve ``rho0`` under ``model`` on ``domain``; densities saved at the times ``t``.
 
@@ -142,6 +143,11 @@ def solve(
         out: if given, the result (partial on failure or interruption) is written there;
             checked before any work (:func:`meanfield.io.check_writable`).
         overwrite: replace an existing ``out`` (else it is refused before any work).
+        continue_lagrangian: when the grid can no longer resolve the solution, carry its last
+            resolved state on to ``t[-1]`` by characteristics (docs/lagrangian.md): the result
+            is then the Dataset of :func:`meanfield.lagrangian.continue_lagrangian` (nodes
+            from the hand-over on, the spectral densities before it as ``spectral_density``,
+            the scalar ``handover_time``), also what ``out`` holds.
 
     Returns:
         ``xarray.Dataset`` with ``density`` (time, *domain.dims), ``energy``,
@@ -236,10 +242,15 @@ def solve(
         "num_refinements": monitor.refinements,
     }
     ds = _assemble(saved, model, settings, tab, controller, sol)
-    if out is not None:
-        from .io import write_netcdf
+    if not sol.successful and continue_lagrangian and sol.reason is StopReason.UNRESOLVED:
+        from .lagrangian.continuation import continue_lagrangian as carry_on
 
-        write_netcdf(ds, out)
+        try:
+            return carry_on(model, ds, times, throw=throw, out=out, overwrite=True)
+        except IntegrationError:
+            _write(ds, out)  # the spectral part is not lost
+            raise
+    _write(ds, out)
     if sol.reason is StopReason.INTERRUPTED:
         where = f"; partial results written to {out}" if out is not None else ""
         msg = f"solve interrupted at t = {sol.t_reached:.6g}{where}"
@@ -249,6 +260,12 @@ def solve(
         raise ResolutionError(msg, ds, sol.t_reached, sol.reason)
     return ds
 
+
+def _write(ds: xr.Dataset, out: str | Path | None) -> None:
+    if out is not None:
+        from .io import write_netcdf
+
+        write_netcdf(ds, out)
 
 def _assemble(saved: list, model: Model, settings: dict[str, Any], tab: ButcherTableau,
               controller: PIController | ConstantStep, sol: Any) -> xr.Dataset:

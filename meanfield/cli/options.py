@@ -108,9 +108,10 @@ def _attention(text: str) -> str:
         return text
 
 
-def _kinds(solver: str) -> Callable[[], tuple[str, ...]]:
-    """The attention kinds ``solver`` supports, read from the registry when a parser is built."""
-    return lambda: attention_registry.names(solver)
+def _kinds(*solvers: str) -> Callable[[], tuple[str, ...]]:
+    """The attention kinds some of ``solvers`` support, read from the registry when a parser
+    is built."""
+    return lambda: tuple(dict.fromkeys(k for s in solvers for k in attention_registry.names(s)))
 
 
 def _init(text: str) -> str:
@@ -284,8 +285,11 @@ _NONE = Use()
 
 COMMANDS: dict[str, dict[str, Any]] = {
     "solve": {
-        "beta": 4.0, "attention": Use(choices=_kinds("spectral")), "value": 1,
-        "noise": 0.0, "resolution": 128, "d": 8, "max_resolution": None, "t_max": 4.0,
+        "beta": 4.0, "attention": Use(choices=_kinds("spectral", "lagrangian"),
+                                      help="attention kind (lagrangian: every kind)"),
+        "value": 1, "noise": 0.0, "resolution": 128, "d": 8,
+        "geometry": Use(help="lagrangian only: sphere (layer norm) or euclidean (R^d)"),
+        "max_resolution": None, "t_max": 4.0,
         "times": 51, "rtol": 1e-8, "atol": 1e-12, "form": "continuity",
         "init": Use(default="modes", choices=("modes", "von-mises", "uniform"),
                     help="modes: uniform + 0.01 cos(k x), k = 1..4 (or l = 1..4); "

@@ -67,7 +67,11 @@ def run(args: argparse.Namespace) -> int:
     ds = _read(args.file)
     out = args.out or args.file.with_suffix(".png")
     check_writable(out, overwrite=args.overwrite, name="--out")  # the default name too
-    if "density" in ds:
+    if "log_jacobian" in ds:
+        from meanfield.lagrangian.plots import plot_lagrangian
+
+        plot_lagrangian(ds, out, times=args.at)
+    elif "density" in ds:
         from meanfield.plots import plot_result
 
         plot_result(ds, out, times=args.at)

@@ -15,7 +15,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p = options.add_parser(
         sub, "solve", help="evolve a density under the mean-field PDE", func=run,
         description="Evolve a density under the mean-field PDE (docs/equations.md section 3).")
-    p.add_argument("domain", choices=["circle", "sphere", "zonal"], help="spectral domain")
+    p.add_argument("domain", choices=["circle", "sphere", "zonal", "lagrangian"],
+                   help="spectral domain, or lagrangian: the characteristics solver on nodes "
+                        "(circle for --d 2, S^2 for --d 3; Gauss-Hermite nodes of N(0, I/4) in "
+                        "R^d, d = 2, 3, for --geometry euclidean; --resolution is N, lmax or "
+                        "nodes per dimension)")
     return p
 
 
@@ -46,12 +50,57 @@ def _initial(domain: Any, kind: str) -> np.ndarray:
     return initial.uniform_plus_modes(domain, modes)
 
 
+def _nodes(args: argparse.Namespace) -> Any:
+    """The starting nodes of ``meanfield solve lagrangian`` (docs/lagrangian.md)."""
+    import meanfield
+    from meanfield import nodes
+
+    if args.geometry == "euclidean":
+        if args.d not in (2, 3):
+            msg = f"--d must be 2 or 3 for lagrangian nodes in R^d, got {args.d}"
+            raise ValueError(msg)
+        return nodes.gaussian(np.zeros(args.d), 0.25 * np.eye(args.d), args.resolution)
+    if args.d == 2:
+        domain = meanfield.Circle(args.resolution)
+        return nodes.circle(_initial(domain, args.init), args.resolution)
+    if args.d == 3:
+        domain = meanfield.Sphere(args.resolution)
+        return nodes.sphere(_initial(domain, args.init), args.resolution)
+    msg = f"--d must be 2 (circle) or 3 (S^2) for lagrangian nodes on the sphere, got {args.d}"
+    raise ValueError(msg)
+
+
+def run_lagrangian(args: argparse.Namespace, model: Any, t: np.ndarray) -> int:
+    """``meanfield solve lagrangian``: the characteristics solver; exit 1 if it stopped early."""
+    from meanfield.lagrangian import LagrangianError, solve_lagrangian
+
+    start = _nodes(args)
+    try:
+        ds = solve_lagrangian(model, start, t, rtol=args.rtol, atol=args.atol,
+                              progress=args.progress, out=args.out, overwrite=args.overwrite)
+        code = 0
+    except LagrangianError as exc:
+        print(f"meanfield: {exc}")
+        print(f"partial results (up to t = {exc.t:.6g}) written to {args.out}")
+        ds, code = exc.dataset, 1
+    print(f"wrote {args.out}: {ds.sizes['time']} times, {ds.sizes['node']} nodes, "
+          f"{ds.attrs['num_accepted']} steps; {ds.attrs['stop_reason']}")
+    if args.plot is not None:
+        from meanfield.lagrangian.plots import plot_lagrangian
+
+        plot_lagrangian(ds, args.plot)
+        print(f"wrote {args.plot}")
+    return code
+
+
 def run(args: argparse.Namespace) -> int:
     """Solve, write, report; exit 1 when the run stopped before ``--t-max``."""
     import meanfield
     from meanfield.solve import ResolutionError
 
     model = meanfield.Model(args.beta, attention=args.attention, value=args.value, noise=args.noise)
+    if args.domain == "lagrangian":
+        return run_lagrangian(args, model, np.linspace(0.0, args.t_max, args.times))
     domain = _domain(args)
     rho0 = _initial(domain, args.init)
     t = np.linspace(0.0, args.t_max, args.times)

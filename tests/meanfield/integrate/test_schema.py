@@ -30,6 +30,8 @@ def results() -> dict:
         "phase_diagram": phase_diagram(n=4, d=2, betas=[1.0], times=3, t_max=1.0,
                                        realizations=4, progress=False),
         "sweep": sweep(_cell, {"a": [0.0, 1.0]}, progress=False),
+        "solve_lagrangian": mf.solve_lagrangian(
+            mf.Model(beta=1.0), mf.nodes.circle(lambda th: 1 + 0.1 * np.cos(th), 16), [0, 0.1]),
     }
 
 

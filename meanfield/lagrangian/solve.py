@@ -1,0 +1,242 @@
+"""``solve_lagrangian``: the Transformer PDE by the method of characteristics.
+
+.. autosummary::
+   solve_lagrangian
+   LagrangianError
+
+docs/lagrangian.md derives the method. A quadrature ``sum_j w_j f(y_j)`` of ``int f dmu_0``
+(:mod:`meanfield.nodes`) is pushed forward by the flow: since ``mu_t = Phi_t # mu_0``,
+``int f dmu_t = sum_j w_j f(x_j(t))`` with ``x_j(t) = Phi_t(y_j)``. The nodes move with the
+velocity of the weighted measure (:func:`meanfield.lagrangian.field.weighted_field`, every
+attention kind), and the density is carried along each characteristic::
+
+    d/dt x_j      = X[mu_t](x_j)
+    d/dt log J_j  = (div X[mu_t])(x_j)          (surface divergence on S^{d-1})
+    rho_t(x_j(t)) = rho_0(y_j) / J_j(t)
+
+The state ``[x | log J]`` (shape ``(n, d + 1)``) runs on the project's one integration
+engine (:func:`meanfield.integrate.integrate`), adaptive Dormand–Prince 5(4) by default, the
+positions projected back onto the sphere after every accepted step. The weights never change,
+so the mass ``sum_j w_j`` is conserved exactly; a non-finite state stops the run with
+:class:`LagrangianError`, which carries the results up to the last accepted time.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import xarray as xr
+
+from .. import attention as attention_registry
+from ..checks import output_times
+from ..integrate import (
+    ConstantStep,
+    IntegrationError,
+    Interrupted,
+    PIController,
+    ProgressTracker,
+    RungeKutta,
+    StopReason,
+    Tracker,
+    get_scheme,
+    integrate,
+    result_attrs,
+)
+from ..kernels import DEFAULT_MEMORY_LIMIT
+from ..model import Model
+from .energy import has_energy, weighted_energy
+from .field import weighted_field
+
+
+class LagrangianError(IntegrationError):
+    """A Lagrangian run that ended early; ``.dataset`` holds the results up to ``.t``."""
+
+
+def _check_model(model: Model, nodes: Any) -> None:
+    if not isinstance(model, Model):
+        msg = f"model must be a meanfield.Model, got {type(model).__name__}"
+        raise ValueError(msg)
+    if model.noise > 0:
+        msg = (f"model.noise={model.noise} > 0: noise has no Lagrangian (characteristics) form; "
+               "meanfield.solve (the spectral solver) integrates it, and particles.simulate "
+               "with method='euler_maruyama'")
+        raise ValueError(msg)
+    attention_registry.require(model.attention, "lagrangian")
+    if model.causal and nodes.labels is None:
+        msg = ("nodes.labels is None, but causal attention needs a position label per node: "
+               "make the nodes with meanfield.nodes.with_labels")
+        raise ValueError(msg)
+
+
+def _project(sphere: bool, d: int) -> Any:
+    if not sphere:
+        return None
+
+    def project(y: np.ndarray) -> np.ndarray:
+        x = y[:, :d]
+        x /= np.sqrt(np.einsum("ij,ij->i", x, x))[:, None]
+        return y
+
+    return project
+
+
+def solve_lagrangian(
+    model: Model,
+    nodes: Any,
+    t: Sequence[float] | np.ndarray,
+    *,
+    scheme: str = "dopri5",
+    rtol: float = 1e-9,
+    atol: float = 1e-11,
+    dt: float | None = None,
+    max_steps: int = 1_000_000,
+    memory_limit: int = DEFAULT_MEMORY_LIMIT,
+    trackers: Iterable[Tracker] = (),
+    progress: bool = False,
+    throw: bool = True,
+    out: str | Path | None = None,
+    overwrite: bool = False,
+    handover: dict[str, Any] | None = None,
+) -> xr.Dataset:
+    """Evolve the measure of ``nodes`` under ``model`` by characteristics (docs/lagrangian.md).
+
+    Args:
+        model: a :class:`meanfield.Model` of any attention kind (general ``Q, K, V``, heads,
+            causal mask with node labels, feed-forward); no noise.
+        nodes: a :class:`meanfield.nodes.Nodes` (positions, weights, initial density).
+        t: output times, strictly increasing; ``t[0]`` is the time of ``nodes``.
+        scheme: a Runge–Kutta scheme of :mod:`meanfield.integrate` (``dopri5`` adaptive by
+            default; a fixed-step scheme needs ``dt``).
+        rtol, atol: tolerances of the adaptive controller on ``[x | log J]``.
+        dt: the step of a fixed-step scheme (first step of an adaptive one).
+        max_steps: bound on attempted steps.
+        memory_limit: bytes for the ``n x n`` attention tiles.
+        trackers, progress: hooks and a ``tqdm`` bar.
+        throw: raise :class:`LagrangianError` when the run ends early; else return the
+            partial Dataset with ``attrs["successful"] = 0``.
+        out, overwrite: write the Dataset to this NetCDF file (checked before computing).
+        handover: where the run continues another (recorded in ``settings``).
+
+    Returns:
+        ``xarray.Dataset`` with ``x`` (time, node, dim), ``weight`` (node), ``density`` and
+        ``log_jacobian`` (time, node), ``mass`` (time), and where the model has an energy
+        ``energy`` and ``dissipation`` (time); ``label`` (node) for labelled nodes.
+    """
+    _check_model(model, nodes)
+    times = output_times(t)
+    if out is not None:
+        from ..io import check_writable
+
+        check_writable(out, overwrite=overwrite, name="out")
+    tab = get_scheme(scheme)
+    if tab.adaptive:
+        controller: PIController | ConstantStep = PIController(rtol=rtol, atol=atol)
+    else:
+        if dt is None:
+            msg = f"scheme {tab.name!r} has no error estimate: give a step dt"
+            raise ValueError(msg)
+        controller = ConstantStep(dt)
+    x0 = np.asarray(nodes.x, dtype=float)
+    n, d = x0.shape
+    sphere = nodes.geometry == "sphere"
+    weights = np.asarray(nodes.weights, dtype=float)
+    labels = None if nodes.labels is None else np.asarray(nodes.labels, dtype=float)
+    cache: dict[str, Any] = {"state": None}
+
+    def rhs(y: np.ndarray) -> np.ndarray:
+        res = weighted_field(model, y[:, :d], weights, geometry=nodes.geometry, labels=labels,
+                             divergence=True, state=cache["state"], memory_limit=memory_limit)
+        cache["state"] = res.state
+        out_ = np.empty_like(y)
+        out_[:, :d] = res.velocity
+        out_[:, d] = res.divergence
+        return out_
+
+    y0 = np.concatenate([x0, np.zeros((n, 1))], axis=1)
+    saved: list[tuple[float, np.ndarray]] = []
+
+    def output(k: int, tk: float, y: np.ndarray, _ctx: Any) -> None:
+        saved.append((tk, y.copy()))
+
+    trackers = list(trackers)
+    if progress:
+        trackers.append(ProgressTracker(desc="solve_lagrangian", leave=False))
+    sol = integrate(RungeKutta(rhs, tab, project=_project(sphere, d)), y0, times,
+                    controller=controller, output=output,
+                    dt0=dt if tab.adaptive else None, max_steps=max_steps, trackers=trackers)
+    if sol.t_reached > saved[-1][0] and np.all(np.isfinite(sol.y)):
+        saved.append((sol.t_reached, sol.y.copy()))
+    settings = {"geometry": nodes.geometry, "nodes": str(getattr(nodes, "describe", "")),
+                "num_nodes": int(n), "memory_limit": int(memory_limit),
+                "handover": handover}
+    ds = _assemble(saved, model, nodes, weights, labels, d, memory_limit)
+    ds.attrs.update(result_attrs(
+        title="meanfield solve_lagrangian (characteristics)",
+        solver="meanfield.solve_lagrangian", model=model.to_json(), settings=settings,
+        scheme=tab.name, controller=type(controller).__name__,
+        rtol=rtol if tab.adaptive else None, atol=atol if tab.adaptive else None,
+        dt=None if dt is None else float(dt), stats=sol.stats(), stop_reason=sol.message,
+        successful=sol.successful, t_reached=sol.t_reached, wall_time_s=sol.wall_time_s,
+    ))
+    if handover is not None:
+        ds["handover_time"] = ((), float(handover["t"]), {
+            "long_name": f"time at which this run took over from {handover.get('from', 'another run')}"})
+    if out is not None:
+        from ..io import write_netcdf
+
+        write_netcdf(ds, out)
+    if sol.reason is StopReason.INTERRUPTED:
+        where = f"; partial results written to {out}" if out is not None else ""
+        msg = f"solve_lagrangian interrupted at t = {sol.t_reached:.6g}{where}"
+        raise Interrupted(msg, ds)
+    if not sol.successful and throw:
+        msg = f"{sol.message}; results are kept up to t = {sol.t_reached:.6g}"
+        raise LagrangianError(msg, ds, sol.t_reached, sol.reason)
+    return ds
+
+
+def _assemble(saved: list[tuple[float, np.ndarray]], model: Model, nodes: Any,
+              weights: np.ndarray, labels: np.ndarray | None, d: int,
+              memory_limit: int) -> xr.Dataset:
+    tvals = np.array([s[0] for s in saved])
+    ys = np.stack([s[1] for s in saved])
+    x = ys[:, :, :d]
+    log_j = ys[:, :, d]
+    rho0 = np.asarray(nodes.density, dtype=float)
+    data: dict[str, Any] = {
+        "x": (("time", "node", "dim"), x, {"long_name": "node position x_j(t)"}),
+        "weight": ("node", weights, {"long_name": "quadrature weight w_j of mu_0 (constant)"}),
+        "density": (("time", "node"), rho0[None, :] * np.exp(-log_j), {
+            "long_name": ("density at the moving node, rho_0(y_j) / J_j(t), w.r.t. "
+                          + ("surface measure" if nodes.geometry == "sphere" else "Lebesgue measure"))}),
+        "log_jacobian": (("time", "node"), log_j, {
+            "long_name": "log J_j(t), d/dt log J = div X (docs/lagrangian.md)"}),
+        "mass": ("time", np.full(tvals.size, float(np.sum(weights))), {
+            "long_name": "total mass sum_j w_j (exact along characteristics)"}),
+    }
+    if labels is not None:
+        data["label"] = ("node", labels, {"long_name": "position label in [0, 1]"})
+    if has_energy(model):
+        w = np.broadcast_to(weights, (tvals.size, weights.size))
+        energy, z = weighted_energy(model, x, np.ascontiguousarray(w),
+                                    memory_limit=memory_limit, partition=True)
+        assert z is not None
+        speed2 = np.empty(tvals.size)
+        for k in range(tvals.size):
+            v = weighted_field(model, x[k], weights, geometry=nodes.geometry, labels=labels,
+                               divergence=False, memory_limit=memory_limit).velocity
+            factor = 1.0 + z[k] if model.attention == "softmax" else 1.0
+            speed2[k] = np.sum(weights * factor * np.einsum("nd,nd->n", v, v))
+        data["energy"] = ("time", energy, {
+            "long_name": "interaction energy E_beta (docs/equations.md (3.5), -1 convention)"})
+        data["dissipation"] = ("time", model.sign * speed2, {
+            "long_name": "dE/dt predicted by the dissipation identity (docs/equations.md section 3)"})
+    coords = {"time": ("time", tvals, {"long_name": "time", "units": "1"}),
+              "node": ("node", np.arange(weights.size)),
+              "dim": ("dim", np.arange(d))}
+    return xr.Dataset(data, coords=coords)
+
+
+__all__ = ["LagrangianError", "solve_lagrangian"]
