@@ -44,6 +44,7 @@ CHECK_MODULES: tuple[str, ...] = (
     "validation.checks.energy",
     "validation.checks.convergence",
     "validation.checks.phase",
+    "validation.checks.lagrangian",
 )
 """The modules whose ``@check`` functions make the suites, imported in this order."""
 
