@@ -222,7 +222,7 @@ _BUILTIN = (
         name="sinkhorn",
         formula="A = diag(a) E diag(b), E_ij = e^{beta <Q x_i, K x_j>}, doubly stochastic",
         reference="docs/equations.md section 2 and docs/gaussian.md",
-        solvers=frozenset({"particles", "gaussian"}),
+        solvers=frozenset({"particles", "gaussian", "lagrangian"}),
         parameters=("sinkhorn_iterations", "sinkhorn_tol"),
     ),
 )

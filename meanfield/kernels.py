@@ -494,9 +494,22 @@ class Sinkhorn(Kernel):
         self.last_error = math.nan
 
     def potentials(
-        self, q: np.ndarray, k: np.ndarray, tiling: Tiling
+        self,
+        q: np.ndarray,
+        k: np.ndarray,
+        tiling: Tiling,
+        *,
+        weights: np.ndarray | None = None,
+        g0: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray, Any]:
-        """Potentials ``f, g`` (B, n) and a function giving the logits of a tile."""
+        """Potentials ``f, g`` (B, n) and a function giving the logits of a tile.
+
+        With ``weights`` ``w`` (B, n) (queries and keys the same nodes): the coupling
+        ``pi_ij = w_i w_j e^{S_ij + f_i + g_j}`` with both marginals ``w`` (the weighted
+        measure's Sinkhorn, docs/lagrangian.md), by the same iterations with ``log w`` added
+        to the potential summed over; ``g0`` a warm start of ``g``.
+        """
+        lw = None if weights is None else _log(weights)
         B, n, _ = q.shape
         m = k.shape[1]
         qb = q * self.beta
@@ -535,18 +548,21 @@ class Sinkhorn(Kernel):
                 mx[bs] = new
             return mx + np.log(acc)
 
-        f = -row_lse(np.zeros((B, m)))
-        g = np.zeros((B, m))
+        def plus(a: np.ndarray) -> np.ndarray:
+            return a if lw is None else a + lw
+
+        g = np.zeros((B, m)) if g0 is None else g0
+        f = -row_lse(plus(g) if (g0 is not None or lw is not None) else g)
         err = math.inf
         it = 0
         for it in range(1, self.iterations + 1):  # noqa: B007
-            g = -col_lse(f)
-            f_new = -row_lse(g)
+            g = -col_lse(plus(f))
+            f_new = -row_lse(plus(g))
             err = float(np.max(np.abs(np.expm1(f - f_new))))
             if err < self.tol:
                 break
             f = f_new
-        if err >= self.tol and len(tiles) == 1 and n <= _NEWTON_MAX_N:
+        if err >= self.tol and len(tiles) == 1 and n <= _NEWTON_MAX_N and lw is None:
             f, g, err = self._newton(logits(tiles[0][0], tiles[0][1]), f, g)
         self.last_iterations = it
         self.last_error = err
@@ -612,15 +628,28 @@ class Sinkhorn(Kernel):
         return out
 
     def apply(
-        self, q: np.ndarray, k: np.ndarray, v: np.ndarray, tiling: Tiling
-    ) -> np.ndarray:
-        f, g, (logits, tiles) = self.potentials(q, k, tiling)
-        out = np.empty(q.shape[:2] + v.shape[-1:])
-        for bs, rs in tiles:
-            W = logits(bs, rs) + f[bs, rs, None] + g[bs, None, :]
-            np.exp(W, out=W)
-            out[bs, rs] = np.matmul(W, v[bs])
-        return out
+        self, q: np.ndarray, k: np.ndarray, v: np.ndarray, tiling: Tiling, **kwargs: Any
+    ) -> Any:
+        """Softmax with the column bias ``g`` (:meth:`as_softmax`): rows exact, columns
+        within ``tol``; the keywords of :meth:`_RowKernel.apply`."""
+        softmax, g = self.as_softmax(q, k, tiling)
+        return softmax.apply(q, k, v, tiling, bias=g, **kwargs)
+
+    def as_softmax(
+        self,
+        q: np.ndarray,
+        k: np.ndarray,
+        tiling: Tiling,
+        *,
+        weights: np.ndarray | None = None,
+        g0: np.ndarray | None = None,
+    ) -> tuple[Softmax, np.ndarray]:
+        """The Sinkhorn weights as softmax with a column bias: ``A_ij = w_j e^{S_ij + g_j} /
+        sum_k w_k e^{S_ik + g_k}`` (the row potential ``f_i`` is the row normaliser), for the
+        queries ``q`` of the nodes themselves (``k``'s tokens). Returns the softmax kernel
+        and ``g`` (B, m), which stays fixed when the field is evaluated elsewhere."""
+        _, g, _ = self.potentials(q, k, tiling, weights=weights, g0=g0)
+        return Softmax(self.beta), g
 
 
 def registered_kernels() -> tuple[str, ...]:

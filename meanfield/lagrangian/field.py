@@ -31,7 +31,7 @@ import numpy as np
 from scipy.special import erf
 
 from meanfield import attention as attention_registry
-from meanfield.kernels import DEFAULT_MEMORY_LIMIT, Kernel, Softmax, Tiling
+from meanfield.kernels import DEFAULT_MEMORY_LIMIT, Kernel, Sinkhorn, Softmax, Tiling
 
 GEOMETRIES = ("sphere", "euclidean")
 """``sphere``: ``S^{d-1}`` (layer normalisation, the field projected with ``P_x``);
@@ -46,11 +46,11 @@ class FieldState:
     """What one evaluation hands to the next (a warm start).
 
     Args:
-        potentials: Sinkhorn column potentials ``g`` ``(B, n)`` of the weighted scaling, or
-            ``None`` (other kinds, or a cold start).
+        potentials: Sinkhorn column potentials ``g`` ``(B, n)`` of the weighted scaling, one
+            per head, or ``None`` (other kinds, or a cold start).
     """
 
-    potentials: np.ndarray | None = None
+    potentials: tuple[np.ndarray, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -119,13 +119,15 @@ def _prefix_mass(weights: np.ndarray, qlab: np.ndarray, klab: np.ndarray) -> np.
     return out
 
 
-def _kernel(model: Any, solver: str, causal: bool) -> Any:
-    """The kernel of the model's kind (Sinkhorn on weighted nodes: softmax with the
-    potentials as a column bias)."""
+def _kernel(model: Any, solver: str, causal: bool) -> tuple[Any, Sinkhorn | None]:
+    """The row kernel of the model's kind, and for Sinkhorn the kernel that finds its
+    potentials (the field is then softmax with the potentials as a column bias)."""
     kind = attention_registry.require(model.attention, solver)
-    cls = Softmax if kind.name == "sinkhorn" and solver == "lagrangian" else Kernel.registry[kind.name]
-    return cls(beta=model.beta, causal=causal, bias=model.sigmoid_bias,
-               iterations=model.sinkhorn_iterations, tol=model.sinkhorn_tol)
+    settings = {"beta": model.beta, "causal": causal, "bias": model.sigmoid_bias,
+                "iterations": model.sinkhorn_iterations, "tol": model.sinkhorn_tol}
+    if kind.name == "sinkhorn":
+        return Softmax(model.beta), Sinkhorn(**settings)
+    return Kernel.registry[kind.name](**settings), None
 
 
 # -- the field ----------------------------------------------------------------------------
@@ -168,12 +170,16 @@ def ambient_field(
     if particles and derivatives != "none":
         msg = "ambient_field: derivatives need weights (the Lagrangian solver's measure)"
         raise ValueError(msg)
-    kernel = _kernel(model, "particles" if particles else "lagrangian",
-                     model.causal and particles)
+    kernel, sinkhorn = _kernel(model, "particles" if particles else "lagrangian",
+                               model.causal and particles)
+    heads = model.matrices(d)
+    warm = None if state is None else state.potentials
+    if warm is not None and (len(warm) != len(heads) or warm[0].shape != nodes.shape[:2]):
+        warm = None  # another node set: a cold start
+    potentials = []
     trace = derivatives != "none"
     both = derivatives == "both"
     kw: dict[str, Any] = {}
-    new_state = FieldState()
     if not particles:
         kw["weights"] = weights
         if labels is not None:
@@ -184,10 +190,13 @@ def ambient_field(
     F = np.zeros((B, n, d))
     tr = np.zeros((B, n)) if trace else None
     xdx = np.zeros((B, n)) if both else None
-    for Q, K, V in model.matrices(d):
+    for h, (Q, K, V) in enumerate(heads):
         q, k, v = _apply(Q, points), _apply(K, nodes), np.ascontiguousarray(_apply(V, nodes))
-        if not particles and model.attention == "sinkhorn":
-            g, new_state = _sinkhorn_potentials(model, q, k, weights, state, tiling)  # type: ignore[arg-type]
+        if sinkhorn is not None:  # potentials of the nodes, fixed in the point
+            qn = q if points is nodes else _apply(Q, nodes)
+            g = sinkhorn.as_softmax(qn, k, tiling, weights=weights,
+                                    g0=None if warm is None else warm[h])[1]
+            potentials.append(g)
             kw["bias"] = g
         if not trace:
             F += kernel.apply(q, k, v, tiling, **kw)
@@ -218,20 +227,17 @@ def ambient_field(
             tr += ds @ np.einsum("lp,pl->l", a, w)  # type: ignore[operator]
             if both:
                 xdx += np.einsum("bnl,bnl,bnl->bn", points @ w, ds, z - b)  # type: ignore[operator]
-    return F, tr, xdx, new_state
-
-
-def _sinkhorn_potentials(
-    model: Any, q: np.ndarray, k: np.ndarray, weights: np.ndarray,
-    state: FieldState | None, tiling: Tiling,
-) -> tuple[np.ndarray, FieldState]:
-    raise NotImplementedError
+    return F, tr, xdx, FieldState(tuple(potentials) if potentials else None)
 
 
 # -- validation ---------------------------------------------------------------------------
 
 def _check_model(model: Any) -> None:
     attention_registry.require(model.attention, "lagrangian")
+    if model.attention == "sinkhorn" and model.causal:
+        msg = ("model: attention='sinkhorn' with causal=True is degenerate (a lower-triangular "
+               "doubly stochastic coupling is diagonal); use causal=False")
+        raise ValueError(msg)
     if model.noise > 0:
         msg = (f"model.noise={model.noise!r}: the Lagrangian (characteristics) solver has no "
                "noise term; meanfield.solve (the spectral solver) is the solver that has noise")

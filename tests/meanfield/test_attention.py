@@ -23,7 +23,8 @@ BUILTIN = {
                                     "ensemble", "lagrangian"}),
     "l2": ((), (), {"particles", "gaussian", "lagrangian"}),
     "sigmoid": ((), ("sigmoid_bias",), {"particles", "lagrangian"}),
-    "sinkhorn": ((), ("sinkhorn_iterations", "sinkhorn_tol"), {"particles", "gaussian"}),
+    "sinkhorn": ((), ("sinkhorn_iterations", "sinkhorn_tol"), {"particles", "gaussian",
+                                                                "lagrangian"}),
 }
 
 
@@ -62,7 +63,8 @@ def test_names_by_solver() -> None:
     assert attention.names("gaussian") == ("softmax", "l2", "sinkhorn")
     assert attention.names("particles") == tuple(BUILTIN)
     assert attention.names(solver="phase_diagram") == ("softmax", "unnormalized")
-    assert attention.names("lagrangian") == ("softmax", "unnormalized", "l2", "sigmoid")
+    assert attention.names("lagrangian") == ("softmax", "unnormalized", "l2", "sigmoid",
+                                           "sinkhorn")
     with pytest.raises(ValueError, match="unknown solver.*'characteristics'"):
         attention.names("characteristics")
 

@@ -19,6 +19,7 @@ along tangent directions only).
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -45,7 +46,9 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "feedforward_gelu": {"feedforward": FF, "activation": "gelu"},
     "feedforward_sigmoid": {"feedforward": FF, "activation": "sigmoid"},
 }
-KINDS = ("softmax", "unnormalized", "l2", "sigmoid")
+KINDS = ("softmax", "unnormalized", "l2", "sigmoid", "sinkhorn")
+CASES = [(kind, config) for kind in KINDS for config in CONFIGS
+         if not (kind == "sinkhorn" and config == "causal")]  # refused: test_bad_model...
 
 
 def nodes(n: int = N, d: int = D, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -77,8 +80,7 @@ def fd_divergence(model: Model, x: np.ndarray, w: np.ndarray, labels: Any, p: np
 
 
 @pytest.mark.parametrize("geometry", ["sphere", "euclidean"])
-@pytest.mark.parametrize("config", list(CONFIGS))
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize(("kind", "config"), CASES)
 def test_divergence_matches_finite_differences(kind: str, config: str, geometry: str) -> None:
     model = Model(beta=1.7, attention=kind, sigmoid_bias=0.4, **CONFIGS[config])
     x, w, lab = nodes()
@@ -96,8 +98,7 @@ def test_divergence_matches_finite_differences(kind: str, config: str, geometry:
 
 
 @pytest.mark.parametrize("geometry", ["sphere", "euclidean"])
-@pytest.mark.parametrize("config", list(CONFIGS))
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize(("kind", "config"), CASES)
 def test_equal_weights_are_the_particle_velocity(kind: str, config: str, geometry: str) -> None:
     """Weights ``1/n`` (and labels ``i/(n-1)``, the index order) give ``particles.velocity``
     up to round-off: the same kernels, a column bias ``log(1/n)`` that cancels (softmax, l2)
@@ -113,8 +114,8 @@ def test_equal_weights_are_the_particle_velocity(kind: str, config: str, geometr
         assert np.max(np.abs(v - ref)) <= 1e-13 * np.max(np.abs(ref))
 
 
-@pytest.mark.parametrize("config", ["identity", "qkv", "causal"])
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize(("kind", "config"), [c for c in CASES if c[1] in ("identity", "qkv",
+                                                                            "causal")])
 def test_split_node_is_the_same_measure(kind: str, config: str) -> None:
     """A node split into two copies carrying half its weight each, and a node of weight 0,
     leave the measure, hence the field and its divergence, unchanged (round-off)."""
@@ -200,6 +201,8 @@ def test_bad_model_and_arguments_refused() -> None:
     x, w, _ = nodes()
     with pytest.raises(ValueError, match="meanfield.solve"):
         weighted_field(Model(1.0, noise=0.1), x, w)
+    with pytest.raises(ValueError, match="'sinkhorn' with causal=True"):
+        weighted_field(Model(1.0, attention="sinkhorn", causal=True), x, w, labels=w)
     with pytest.raises(ValueError, match="geometry must be one of"):
         weighted_field(Model(1.0), x, w, geometry="torus")
     with pytest.raises(ValueError, match="x must have shape"):
@@ -210,3 +213,44 @@ def test_bad_model_and_arguments_refused() -> None:
         weighted_field(Model(1.0, Q=np.eye(3)), np.eye(2), np.full(2, 0.5))
     with pytest.raises(ValueError, match="state must be a FieldState"):
         weighted_field(Model(1.0), x, w, state={"potentials": None})
+
+
+# -- Sinkhorn -----------------------------------------------------------------------------
+
+def test_weighted_sinkhorn_has_both_marginals() -> None:
+    """Nodes the basis vectors e_j of R^6 (on the sphere), V = I: the field at node i is row
+    i of A. The coupling ``pi_ij = w_i A_ij`` has row sums ``w_i`` (exact: softmax rows) and
+    column sums ``w_j`` to the Sinkhorn tolerance (the stopping rule bounds the row-sum error
+    of the scaling, here mapped to the columns: ``<= tol`` relative, times 10 for round-off)."""
+    d = 6
+    rng = np.random.default_rng(3)
+    Q, K = rng.normal(size=(2, d, d))
+    tol = 1e-12
+    model = Model(beta=2.0, attention="sinkhorn", Q=Q, K=K, sinkhorn_tol=tol,
+                  sinkhorn_iterations=5000)
+    w = rng.random(d) + 0.2
+    w /= w.sum()
+    A = weighted_field(model, np.eye(d), w, geometry="euclidean", divergence=False).velocity
+    np.testing.assert_allclose(A.sum(axis=1), 1.0, rtol=0, atol=1e-14)
+    np.testing.assert_allclose(w @ A, w, rtol=10 * tol, atol=0)
+    assert not np.allclose(A, A[0])  # not the trivial coupling
+
+
+def test_sinkhorn_warm_start() -> None:
+    """The state of a converged call is a warm start: with one iteration allowed, a cold
+    start warns (not converged), a warm start from the same nodes does not, and gives the
+    converged field."""
+    x, w, _ = nodes()
+    model = Model(beta=3.0, attention="sinkhorn", sinkhorn_tol=1e-11, sinkhorn_iterations=5000)
+    ref = weighted_field(model, x, w)
+    assert ref.state.potentials is not None and ref.state.potentials[0].shape == (1, N)
+    one = model.replace(sinkhorn_iterations=1)
+    with pytest.warns(RuntimeWarning, match="sinkhorn_iterations"):
+        weighted_field(one, x, w)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warm = weighted_field(one, x, w, state=ref.state)
+    assert np.max(np.abs(warm.velocity - ref.velocity)) <= 1e-10
+    # a state of another node set (other n) is ignored: a cold start
+    res = weighted_field(model, x[:-1], np.full(N - 1, 1 / (N - 1)), state=ref.state)
+    assert res.state.potentials is not None and res.state.potentials[0].shape == (1, N - 1)
