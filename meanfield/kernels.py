@@ -341,10 +341,10 @@ class _RowKernel(Kernel):
             r0, r1 = rs.start, rs.stop
             mm = min(m, r1) if index_causal else m  # causal: columns j <= i < r1 only
             if sorted_keys:
-                top = np.max(labels[0][bs, rs])  # type: ignore[index]
-                mm = max(int(np.searchsorted(labels[1][b0], top, side="right"))  # type: ignore[index]
-                         for b0 in range(bs.start, bs.stop))
-                mm = max(mm, 1)
+                qlab, klab = labels  # type: ignore[misc]
+                top = float(np.max(qlab[bs, rs]))
+                mm = max(1, max(int(np.searchsorted(klab[i], top, side="right"))
+                                for i in range(bs.start, bs.stop)))
             shape = (b, r1 - r0, mm)
             S = buf[: b * (r1 - r0) * mm].reshape(shape)
             if ubuf is None:
