@@ -39,12 +39,14 @@ SOLVERS: Mapping[str, str] = MappingProxyType({
     "gaussian": "meanfield.solve_gaussian",
     "phase_diagram": "validation.phase_diagram, with the gamma-ODE (6.9)/(6.10)",
     "ensemble": "particles.ensemble, many small systems with per-realisation matrices",
+    "lagrangian": "meanfield.solve_lagrangian, the characteristics of the weighted measure",
 })
 """The solvers an attention kind may declare, by name, with their entry points:
 ``particles`` the finite-n system (docs/equations.md section 2), ``angles`` its circle form
 (7.1) (section 2), ``spectral`` the mean-field PDE (section 3), ``gaussian`` the Gaussian
 reduction in ``R^d`` (section 4), ``phase_diagram`` the phase diagram study (sections 4-5),
-``ensemble`` the batched ensembles of SA/USA systems behind it (section 2)."""
+``ensemble`` the batched ensembles of SA/USA systems behind it (section 2), ``lagrangian``
+the method of characteristics for the mean-field PDE on weighted nodes (docs/lagrangian.md)."""
 
 
 @dataclass(frozen=True)
@@ -197,7 +199,8 @@ _BUILTIN = (
         aliases=("usa",),
         formula="A_ij = e^{beta <Q x_i, K x_j>} / n (USA)",
         reference="docs/equations.md sections 2-4",
-        solvers=frozenset({"particles", "angles", "spectral", "phase_diagram", "ensemble"}),
+        solvers=frozenset({"particles", "angles", "spectral", "phase_diagram", "ensemble",
+                           "lagrangian"}),
         reasons=(("gaussian", "no Gaussian reduction: its field carries the factor "
                               "exp(beta <Qx, K m> + ...) and is not affine in x"),),
     ),
@@ -205,13 +208,13 @@ _BUILTIN = (
         name="l2",
         formula="A_ij proportional to e^{-beta |Q x_i - K x_j|^2 / 2}, rows summing to 1",
         reference="docs/equations.md sections 2 and 4",
-        solvers=frozenset({"particles", "gaussian"}),
+        solvers=frozenset({"particles", "gaussian", "lagrangian"}),
     ),
     AttentionKind(
         name="sigmoid",
         formula="A_ij = sigmoid(beta <Q x_i, K x_j> + b) / n, b = sigmoid_bias",
         reference="docs/equations.md section 2",
-        solvers=frozenset({"particles"}),
+        solvers=frozenset({"particles", "lagrangian"}),
         parameters=("sigmoid_bias",),
         reasons=(("gaussian", "no Gaussian reduction: its field is not affine in x"),),
     ),
@@ -219,7 +222,7 @@ _BUILTIN = (
         name="sinkhorn",
         formula="A = diag(a) E diag(b), E_ij = e^{beta <Q x_i, K x_j>}, doubly stochastic",
         reference="docs/equations.md section 2 and docs/gaussian.md",
-        solvers=frozenset({"particles", "gaussian"}),
+        solvers=frozenset({"particles", "gaussian", "lagrangian"}),
         parameters=("sinkhorn_iterations", "sinkhorn_tol"),
     ),
 )

@@ -257,50 +257,157 @@ class _RowKernel(Kernel):
         return bound
 
     def apply(
-        self, q: np.ndarray, k: np.ndarray, v: np.ndarray, tiling: Tiling
-    ) -> np.ndarray:
+        self,
+        q: np.ndarray,
+        k: np.ndarray,
+        v: np.ndarray,
+        tiling: Tiling,
+        *,
+        weights: np.ndarray | None = None,
+        bias: np.ndarray | None = None,
+        labels: tuple[np.ndarray, np.ndarray] | None = None,
+        mass: np.ndarray | None = None,
+        extra: np.ndarray | None = None,
+        second: float | tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> Any:
+        """``out_i = sum_j A_ij v_j``; with the keywords, the weighted measure and the
+        derivative sums of the Lagrangian solver (docs/lagrangian.md), in the same pass.
+
+        Args:
+            weights: ``(B, m)`` column weights ``w_j >= 0`` of a weighted measure: a column
+                bias ``log w_j`` for the exponential kinds, folded into the values otherwise.
+            bias: ``(B, m)`` a further column bias of the logits (Sinkhorn potentials).
+            labels: ``(query labels (B, n), key labels (B, m))``: query ``i`` attends to the
+                keys with label ``<=`` its own (replaces the index mask of ``causal``).
+            mass: ``(B, n)`` divisor of the kinds that are not normalised (replaces ``n`` or
+                ``i + 1``): the mass the query attends to.
+            extra: ``(B, m, e)`` further value columns, summed with the derivative weights
+                ``phi'(S_ij)`` (``phi`` the weight as a function of the logit; ``phi' = phi``
+                for the exponential kinds) and divided like ``out``.
+            second: the sums ``beta sum_j phi'(S_ij) t_ij u_ij`` with ``u_ij = <q_i, k_j>``
+                and ``t_ij = <qt_i, kt_j>`` for ``second = (qt, kt)``, or ``t = second * u``
+                for a number; divided like ``out``.
+
+        Returns:
+            ``out`` ``(B, n, dv)``; with ``extra`` or ``second``, the triple ``(out,
+            extra_out (B, n, e) or None, second_out (B, n) or None)``.
+        """
         B, n, _ = q.shape
         m = k.shape[1]
         dv = v.shape[-1]
-        out = np.empty((B, n, dv))
-        qb = q * self.beta if self.beta != 1.0 else q
-        kt = np.ascontiguousarray(np.swapaxes(k, 1, 2))
+        derivs = extra is not None or second is not None
+        ne = 0 if extra is None else extra.shape[-1]
         cb = self.column_bias(k)
-        shift = self._shift(qb, k, cb)
+        for c in (bias, None if weights is None or not self.exponential else _log(weights)):
+            if c is not None:
+                cb = c if cb is None else cb + c
+        if weights is not None and not self.exponential:
+            v = v * weights[..., None]
+        if extra is not None and self.exponential:
+            v = np.concatenate([v, extra], axis=-1)  # phi' = phi: the same product
         if self.normalized:  # row sums from the same product: A [v, 1]
             v = np.concatenate([v, np.ones(v.shape[:2] + (1,))], axis=-1)
+        dvt = v.shape[-1]
+        out = np.empty((B, n, dvt - self.normalized))
+        eout = np.empty((B, n, ne)) if (extra is not None and not self.exponential) else None
+        sout = np.empty((B, n)) if second is not None else None
+        qb = q * self.beta if self.beta != 1.0 else q
+        # with ``second``, the unscaled logits ``u`` are kept next to the weights
+        ql = qb if second is None else q
+        kt = np.ascontiguousarray(np.swapaxes(k, 1, 2))
+        shift = self._shift(qb, k, cb)
+        pair = isinstance(second, tuple)
+        if pair:
+            qt = second[0]  # type: ignore[index]
+            ktt = np.ascontiguousarray(np.swapaxes(second[1], 1, 2))  # type: ignore[index]
         small = dv <= _SMALL_D and m >= _LONG_ROW
         vcols = np.ascontiguousarray(np.moveaxis(v, -1, 0)) if small else None
-        # the tile plus one temporary of its size (broadcast logits, causal mask)
-        tiling = Tiling(tiling.memory_limit, buffers=2, block=block_for(q.shape[-1]))
-        buf = np.empty(min(tiling.entries(), B * n * m))
+        # the tile plus one temporary of its size (broadcast logits, causal mask), plus the
+        # unscaled logits, the t tile and the derivative weights when asked for
+        nbuf = 2 + (second is not None) + pair + (derivs and not self.exponential)
+        tiling = Tiling(tiling.memory_limit, buffers=nbuf, block=block_for(q.shape[-1]))
+        size = min(tiling.entries(), B * n * m)
+        buf = np.empty(size)
+        ubuf = np.empty(size) if second is not None else None
+        tbuf = np.empty(size) if pair else None
+        pbuf = np.empty(size) if derivs and not self.exponential else None
+        index_causal = self.causal and labels is None
         for bs, rs in tiling.tiles(B, n, m):
             b = bs.stop - bs.start
             r0, r1 = rs.start, rs.stop
-            mm = min(m, r1) if self.causal else m  # causal: columns j <= i < r1 only
-            S = buf[: b * (r1 - r0) * mm].reshape(b, r1 - r0, mm)
-            _logits(qb[bs, rs], kt[bs, :, :mm], S)
+            mm = min(m, r1) if index_causal else m  # causal: columns j <= i < r1 only
+            shape = (b, r1 - r0, mm)
+            S = buf[: b * (r1 - r0) * mm].reshape(shape)
+            if ubuf is None:
+                _logits(ql[bs, rs], kt[bs, :, :mm], S)
+            else:
+                U = ubuf[: S.size].reshape(shape)
+                _logits(ql[bs, rs], kt[bs, :, :mm], U)
+                np.multiply(U, self.beta, out=S)
             if cb is not None:
                 S += cb[bs, None, :mm]
-            if self.causal:
+            if index_causal:
                 count = np.arange(r0 + 1, r1 + 1, dtype=float)[None, :, None]
                 S[:, _causal_mask(r0, r1, mm)] = -np.inf
             else:
                 count = np.full((1, 1, 1), float(m))
+            if labels is not None:
+                S[labels[1][bs, None, :mm] > labels[0][bs, rs, None]] = -np.inf
+            if mass is not None:
+                count = mass[bs, rs, None]
+            P = S
             if self.exponential:
                 M = S.max(axis=-1, keepdims=True) if shift is None else shift[bs, rs, None]
                 S -= M
                 np.exp(S, out=S)
             else:
                 self.transform(S)
+                if derivs:
+                    P = pbuf[: S.size].reshape(shape)  # type: ignore[index]
+                    np.subtract(1.0, S, out=P)
+                    P *= S  # sigmoid' = sigmoid (1 - sigmoid)
+                    if weights is not None:
+                        P *= weights[bs, None, :mm]
             res = _weighted_sum(S, v[bs, :mm], None if vcols is None else vcols[:, bs, :mm])
+            if eout is not None:
+                eout[bs, rs] = np.matmul(P, extra[bs, :mm])  # type: ignore[index]
+            if sout is not None:
+                if pair:
+                    T = tbuf[: S.size].reshape(shape)  # type: ignore[index]
+                    _logits(qt[bs, rs], ktt[bs, :, :mm], T)
+                    s2 = np.einsum("brm,brm,brm->br", P, T, U)
+                else:
+                    s2 = float(second) * np.einsum(  # type: ignore[arg-type]
+                        "brm,brm,brm->br", P, U, U)
+                sout[bs, rs] = self.beta * s2
             if self.normalized:
-                out[bs, rs] = res[..., :dv] / res[..., dv:]
+                den = res[..., dvt - 1:]
+                out[bs, rs] = res[..., : dvt - 1] / den
+                if sout is not None:
+                    sout[bs, rs] /= den[..., 0]
             elif self.exponential:
-                out[bs, rs] = res * (np.exp(M) / count)
+                scale = np.exp(M) / count
+                out[bs, rs] = res * scale
+                if sout is not None:
+                    sout[bs, rs] *= scale[..., 0]
             else:
                 out[bs, rs] = res / count
-        return out
+                if eout is not None:
+                    eout[bs, rs] /= count
+                if sout is not None:
+                    sout[bs, rs] /= count[..., 0]
+        if not derivs:
+            return out
+        main = out[..., :dv]
+        if extra is not None and self.exponential:
+            eout = out[..., dv:]
+        return main, eout, sout
+
+
+def _log(w: np.ndarray) -> np.ndarray:
+    """``log w`` with ``log 0 = -inf`` (a zero weight drops the column), silently."""
+    with np.errstate(divide="ignore"):
+        return np.log(w)
 
 
 class Softmax(_RowKernel):
@@ -387,9 +494,22 @@ class Sinkhorn(Kernel):
         self.last_error = math.nan
 
     def potentials(
-        self, q: np.ndarray, k: np.ndarray, tiling: Tiling
+        self,
+        q: np.ndarray,
+        k: np.ndarray,
+        tiling: Tiling,
+        *,
+        weights: np.ndarray | None = None,
+        g0: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray, Any]:
-        """Potentials ``f, g`` (B, n) and a function giving the logits of a tile."""
+        """Potentials ``f, g`` (B, n) and a function giving the logits of a tile.
+
+        With ``weights`` ``w`` (B, n) (queries and keys the same nodes): the coupling
+        ``pi_ij = w_i w_j e^{S_ij + f_i + g_j}`` with both marginals ``w`` (the weighted
+        measure's Sinkhorn, docs/lagrangian.md), by the same iterations with ``log w`` added
+        to the potential summed over; ``g0`` a warm start of ``g``.
+        """
+        lw = None if weights is None else _log(weights)
         B, n, _ = q.shape
         m = k.shape[1]
         qb = q * self.beta
@@ -428,18 +548,21 @@ class Sinkhorn(Kernel):
                 mx[bs] = new
             return mx + np.log(acc)
 
-        f = -row_lse(np.zeros((B, m)))
-        g = np.zeros((B, m))
+        def plus(a: np.ndarray) -> np.ndarray:
+            return a if lw is None else a + lw
+
+        g = np.zeros((B, m)) if g0 is None else g0
+        f = -row_lse(plus(g) if (g0 is not None or lw is not None) else g)
         err = math.inf
         it = 0
         for it in range(1, self.iterations + 1):  # noqa: B007
-            g = -col_lse(f)
-            f_new = -row_lse(g)
+            g = -col_lse(plus(f))
+            f_new = -row_lse(plus(g))
             err = float(np.max(np.abs(np.expm1(f - f_new))))
             if err < self.tol:
                 break
             f = f_new
-        if err >= self.tol and len(tiles) == 1 and n <= _NEWTON_MAX_N:
+        if err >= self.tol and len(tiles) == 1 and n <= _NEWTON_MAX_N and lw is None:
             f, g, err = self._newton(logits(tiles[0][0], tiles[0][1]), f, g)
         self.last_iterations = it
         self.last_error = err
@@ -505,15 +628,28 @@ class Sinkhorn(Kernel):
         return out
 
     def apply(
-        self, q: np.ndarray, k: np.ndarray, v: np.ndarray, tiling: Tiling
-    ) -> np.ndarray:
-        f, g, (logits, tiles) = self.potentials(q, k, tiling)
-        out = np.empty(q.shape[:2] + v.shape[-1:])
-        for bs, rs in tiles:
-            W = logits(bs, rs) + f[bs, rs, None] + g[bs, None, :]
-            np.exp(W, out=W)
-            out[bs, rs] = np.matmul(W, v[bs])
-        return out
+        self, q: np.ndarray, k: np.ndarray, v: np.ndarray, tiling: Tiling, **kwargs: Any
+    ) -> Any:
+        """Softmax with the column bias ``g`` (:meth:`as_softmax`): rows exact, columns
+        within ``tol``; the keywords of :meth:`_RowKernel.apply`."""
+        softmax, g = self.as_softmax(q, k, tiling)
+        return softmax.apply(q, k, v, tiling, bias=g, **kwargs)
+
+    def as_softmax(
+        self,
+        q: np.ndarray,
+        k: np.ndarray,
+        tiling: Tiling,
+        *,
+        weights: np.ndarray | None = None,
+        g0: np.ndarray | None = None,
+    ) -> tuple[Softmax, np.ndarray]:
+        """The Sinkhorn weights as softmax with a column bias: ``A_ij = w_j e^{S_ij + g_j} /
+        sum_k w_k e^{S_ik + g_k}`` (the row potential ``f_i`` is the row normaliser), for the
+        queries ``q`` of the nodes themselves (``k``'s tokens). Returns the softmax kernel
+        and ``g`` (B, m), which stays fixed when the field is evaluated elsewhere."""
+        _, g, _ = self.potentials(q, k, tiling, weights=weights, g0=g0)
+        return Softmax(self.beta), g
 
 
 def registered_kernels() -> tuple[str, ...]:

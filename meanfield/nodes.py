@@ -195,7 +195,17 @@ def _density_on(domain: Domain, rho: Any, like: Callable[[tuple[int, ...]], Doma
     (``forward``, ``prolong``, ``backward``)."""
     from .solve import check_density
 
-    if not callable(rho):
+    if callable(rho):  # evaluated as check_density does, then broadcast (rho may ignore a coordinate)
+        grid = domain.grid
+        vals = rho(*np.meshgrid(*grid, indexing="ij", sparse=True)) if isinstance(grid, tuple) else rho(grid)
+        arr = np.asarray(vals, dtype=float)
+        if arr.ndim == len(domain.grid_shape):
+            try:
+                arr = np.broadcast_to(arr, domain.grid_shape)
+            except ValueError:
+                pass  # check_density names the shape
+        rho = arr
+    else:
         arr = np.asarray(rho, dtype=float)
         if arr.ndim > 0 and arr.shape != domain.grid_shape:
             source = like(arr.shape)

@@ -21,21 +21,9 @@ from typing import Any
 import numpy as np
 
 from meanfield.kernels import DEFAULT_MEMORY_LIMIT, Kernel, Tiling
+from meanfield.lagrangian.field import _apply, ambient_field, project_tangent
 
 from .inputs import as_tokens, check_geometry
-
-
-def _is_eye(m: np.ndarray) -> bool:
-    return bool(np.array_equal(m, np.eye(m.shape[0])))
-
-
-def _apply(m: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """Rows ``x_i -> m x_i`` for ``x`` (B, n, d), skipping ``m = +-I``."""
-    if _is_eye(m):
-        return x
-    if _is_eye(-m):
-        return -x
-    return x @ m.T
 
 
 def _as_batch(x: np.ndarray) -> np.ndarray:
@@ -45,7 +33,8 @@ def _as_batch(x: np.ndarray) -> np.ndarray:
 def attention(
     model: Any, x: np.ndarray, *, memory_limit: int = DEFAULT_MEMORY_LIMIT, check: bool = True
 ) -> np.ndarray:
-    """``sum_h sum_j A^h_ij V_h x_j`` (before projection), shape of ``x``.
+    """``sum_h sum_j A^h_ij V_h x_j`` (before projection), shape of ``x``: the field of the
+    empirical measure (:func:`meanfield.lagrangian.field.ambient_field`, equal weights).
 
     Args:
         model: a :class:`meanfield.Model`.
@@ -55,15 +44,8 @@ def attention(
     """
     if check:
         x = as_tokens(x, "x", model=model)
-    kernel = Kernel.from_model(model)
-    tiling = Tiling(memory_limit)
     xb = _as_batch(np.ascontiguousarray(x, dtype=float))
-    out: np.ndarray | None = None
-    for Q, K, V in model.matrices(xb.shape[-1]):
-        q, k, v = _apply(Q, xb), _apply(K, xb), _apply(V, xb)
-        term = kernel.apply(q, k, np.ascontiguousarray(v), tiling)
-        out = term if out is None else out + term
-    assert out is not None  # a model has at least one head
+    out = ambient_field(model, xb, xb, feedforward=False, memory_limit=memory_limit)[0]
     return out if x.ndim == 3 else out[0]
 
 
@@ -86,11 +68,6 @@ def attention_weights(
     W = np.stack(out) if len(out) > 1 else out[0][None]
     W = W if x.ndim == 3 else W[:, 0]
     return W if len(out) > 1 else W[0]
-
-
-def project_tangent(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """``P_x^perp y = y - <x, y> x`` row by row (``x`` unit vectors)."""
-    return y - np.einsum("...d,...d->...", x, y)[..., None] * x
 
 
 def velocity(
@@ -117,9 +94,9 @@ def velocity(
     check_geometry(geometry)
     if check:
         x = as_tokens(x, "x", model=model)
-    a = attention(model, x, memory_limit=memory_limit, check=False)
-    if getattr(model, "feedforward", None) is not None:
-        a = a + model.feedforward_term(x)  # (2.8): inside the projection
+    xb = _as_batch(np.ascontiguousarray(x, dtype=float))
+    a = ambient_field(model, xb, xb, memory_limit=memory_limit)[0]  # (2.8): inside P
+    a = a if x.ndim == 3 else a[0]
     if geometry == "sphere":
         return project_tangent(x, a)
     return a

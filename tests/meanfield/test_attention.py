@@ -18,12 +18,13 @@ from validation.phase_diagram import ATTENTIONS, gamma, usa_step
 BUILTIN = {
     # name: (aliases, parameters, solvers)
     "softmax": (("sa",), (), {"particles", "angles", "spectral", "gaussian", "phase_diagram",
-                              "ensemble"}),
+                              "ensemble", "lagrangian"}),
     "unnormalized": (("usa",), (), {"particles", "angles", "spectral", "phase_diagram",
-                                    "ensemble"}),
-    "l2": ((), (), {"particles", "gaussian"}),
-    "sigmoid": ((), ("sigmoid_bias",), {"particles"}),
-    "sinkhorn": ((), ("sinkhorn_iterations", "sinkhorn_tol"), {"particles", "gaussian"}),
+                                    "ensemble", "lagrangian"}),
+    "l2": ((), (), {"particles", "gaussian", "lagrangian"}),
+    "sigmoid": ((), ("sigmoid_bias",), {"particles", "lagrangian"}),
+    "sinkhorn": ((), ("sinkhorn_iterations", "sinkhorn_tol"), {"particles", "gaussian",
+                                                                "lagrangian"}),
 }
 
 
@@ -62,8 +63,10 @@ def test_names_by_solver() -> None:
     assert attention.names("gaussian") == ("softmax", "l2", "sinkhorn")
     assert attention.names("particles") == tuple(BUILTIN)
     assert attention.names(solver="phase_diagram") == ("softmax", "unnormalized")
-    with pytest.raises(ValueError, match="unknown solver.*'lagrangian'"):
-        attention.names("lagrangian")
+    assert attention.names("lagrangian") == ("softmax", "unnormalized", "l2", "sigmoid",
+                                           "sinkhorn")
+    with pytest.raises(ValueError, match="unknown solver.*'characteristics'"):
+        attention.names("characteristics")
 
 
 def test_derived_tuples_match_the_registry() -> None:

@@ -1,0 +1,421 @@
+"""The attention field of a weighted measure and its divergence, in one tiled pass.
+
+.. autosummary::
+   FieldResult
+   FieldState
+   weighted_field
+   field_at
+   ambient_field
+   project_tangent
+
+For ``mu = sum_j w_j delta_{x_j}`` the velocity of a point ``x`` is the attention output of
+docs/equations.md section 2 with the weights ``w_j`` in place of ``1/n`` (docs/lagrangian.md
+section 1), projected with ``P_x = I - x x^T`` on the sphere. The divergence that the
+Lagrangian solver integrates, ``d/dt log J = div X``, is the surface divergence
+``div_S(P_x F) = tr DF - x^T DF x - (d - 1) <x, F>`` on ``S^{d-1}`` and ``tr DF`` in ``R^d``;
+``tr DF`` and ``x^T DF x`` are closed-form kernel-weighted sums (docs/lagrangian.md section 2)
+computed in the same pass over the ``n x n`` weights as the velocity, by extra value columns
+and one elementwise product per tile (:meth:`meanfield.kernels._RowKernel.apply`).
+
+The particle velocity (:func:`particles.velocity`) is :func:`ambient_field` with ``weights =
+None``: equal weights, the index order as the causal mask, no divergence.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+from scipy.special import erf
+
+from meanfield import attention as attention_registry
+from meanfield.kernels import DEFAULT_MEMORY_LIMIT, Kernel, Sinkhorn, Softmax, Tiling
+
+GEOMETRIES = ("sphere", "euclidean")
+"""``sphere``: ``S^{d-1}`` (layer normalisation, the field projected with ``P_x``);
+``euclidean``: ``R^d`` (no projection, (9.1))."""
+
+SPHERE_TOL = 1e-10
+"""Largest ``| |x_j| - 1 |`` accepted for a node on the sphere."""
+
+
+@dataclass(frozen=True)
+class FieldState:
+    """What one evaluation hands to the next (a warm start).
+
+    Args:
+        potentials: Sinkhorn column potentials ``g`` ``(B, n)`` of the weighted scaling, one
+            per head, or ``None`` (other kinds, or a cold start).
+    """
+
+    potentials: tuple[np.ndarray, ...] | None = None
+
+
+@dataclass(frozen=True)
+class FieldResult:
+    """The field of a weighted measure at its nodes (or at given points).
+
+    Args:
+        velocity: ``P_x F(x)`` on the sphere, ``F(x)`` in ``R^d``; the shape of ``x``.
+        divergence: ``div_S`` on the sphere, ``div`` in ``R^d``: shape ``(n,)`` or
+            ``(B, n)``; ``None`` when not asked for.
+        state: the warm start for the next call (:class:`FieldState`).
+    """
+
+    velocity: np.ndarray
+    divergence: np.ndarray | None
+    state: FieldState
+
+
+# -- activations of the feed-forward term (2.8) and their derivatives -------------------
+
+def _phi(z: np.ndarray) -> np.ndarray:
+    return np.exp(-0.5 * z * z) / math.sqrt(2.0 * math.pi)
+
+
+_DERIVATIVES: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "relu": lambda z: (z > 0).astype(float),
+    "tanh": lambda z: 1.0 - np.tanh(z) ** 2,
+    "sigmoid": lambda z: 0.25 * (1.0 - np.tanh(0.5 * z) ** 2),
+    "gelu": lambda z: 0.5 * (1.0 + erf(z / math.sqrt(2.0))) + z * _phi(z),
+}
+"""``sigma'`` for each activation of :data:`meanfield.model.ACTIVATIONS` (relu: ``1[z > 0]``,
+the derivative almost everywhere)."""
+
+
+# -- small helpers ----------------------------------------------------------------------
+
+def _is_eye(m: np.ndarray) -> bool:
+    return bool(np.array_equal(m, np.eye(m.shape[0])))
+
+
+def _apply(m: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Rows ``x_i -> m x_i`` for ``x`` (B, n, d), skipping ``m = +-I``."""
+    if _is_eye(m):
+        return x
+    if _is_eye(-m):
+        return -x
+    return x @ m.T
+
+
+def _dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.einsum("...d,...d->...", a, b)
+
+
+def project_tangent(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``P_x y = y - <x, y> x`` row by row (``x`` unit vectors)."""
+    return y - _dot(x, y)[..., None] * x
+
+
+def _prefix_mass(weights: np.ndarray, qlab: np.ndarray, klab: np.ndarray) -> np.ndarray:
+    """``sum_{j: label_j <= label_i} w_j`` for every query ``i``: ``(B, n)``."""
+    out = np.empty(qlab.shape)
+    for b in range(qlab.shape[0]):
+        order = np.argsort(klab[b], kind="stable")
+        cum = np.concatenate([[0.0], np.cumsum(weights[b][order])])
+        out[b] = cum[np.searchsorted(klab[b][order], qlab[b], side="right")]
+    return out
+
+
+def _kernel(model: Any, solver: str, causal: bool) -> tuple[Any, Sinkhorn | None]:
+    """The row kernel of the model's kind, and for Sinkhorn the kernel that finds its
+    potentials (the field is then softmax with the potentials as a column bias)."""
+    kind = attention_registry.require(model.attention, solver)
+    settings = {"beta": model.beta, "causal": causal, "bias": model.sigmoid_bias,
+                "iterations": model.sinkhorn_iterations, "tol": model.sinkhorn_tol}
+    if kind.name == "sinkhorn":
+        return Softmax(model.beta), Sinkhorn(**settings)
+    return Kernel.registry[kind.name](**settings), None
+
+
+# -- the field ----------------------------------------------------------------------------
+
+def ambient_field(
+    model: Any,
+    points: np.ndarray,
+    nodes: np.ndarray,
+    weights: np.ndarray | None = None,
+    *,
+    labels: tuple[np.ndarray, np.ndarray] | None = None,
+    derivatives: str = "none",
+    feedforward: bool = True,
+    state: FieldState | None = None,
+    memory_limit: int = DEFAULT_MEMORY_LIMIT,
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None, FieldState]:
+    """The un-projected field ``F`` (sum over heads, plus the feed-forward term) at
+    ``points`` of the measure ``sum_j w_j delta_{nodes_j}``, and its derivative sums. No
+    validation (the callers validate).
+
+    Args:
+        model: a :class:`meanfield.Model`.
+        points, nodes: ``(B, n, d)`` and ``(B, m, d)``.
+        weights: ``(B, m)``, summing to 1; ``None``: the particle system (equal weights
+            ``1/m``, ``causal`` by index, the ``particles`` kernels).
+        labels: ``(point labels (B, n), node labels (B, m))`` of the causal mask (with
+            ``weights`` only).
+        derivatives: ``"none"``, ``"trace"`` (``tr DF``) or ``"both"`` (``tr DF`` and
+            ``x^T DF x``).
+        feedforward: add the feed-forward term (2.8) of the model.
+        state: warm start (Sinkhorn potentials).
+        memory_limit: bytes for the ``n x m`` tiles.
+
+    Returns:
+        ``(F, tr DF or None, x^T DF x or None, state)``.
+    """
+    B, n, d = points.shape
+    tiling = Tiling(memory_limit)
+    particles = weights is None
+    if particles and derivatives != "none":
+        msg = "ambient_field: derivatives need weights (the Lagrangian solver's measure)"
+        raise ValueError(msg)
+    kernel, sinkhorn = _kernel(model, "particles" if particles else "lagrangian",
+                               model.causal and particles)
+    heads = model.matrices(d)
+    warm = None if state is None else state.potentials
+    if warm is not None and (len(warm) != len(heads) or warm[0].shape != nodes.shape[:2]):
+        warm = None  # another node set: a cold start
+    potentials = []
+    trace = derivatives != "none"
+    both = derivatives == "both"
+    kw: dict[str, Any] = {}
+    if not particles:
+        kw["weights"] = weights
+        if labels is not None:
+            kw["labels"] = labels
+        if not kernel.normalized:
+            kw["mass"] = (_prefix_mass(weights, *labels) if labels is not None  # type: ignore[arg-type]
+                          else np.broadcast_to(weights.sum(axis=1)[:, None], (B, n)))  # type: ignore[union-attr]
+    F = np.zeros((B, n, d))
+    tr = np.zeros((B, n)) if trace else None
+    xdx = np.zeros((B, n)) if both else None
+    for h, (Q, K, V) in enumerate(heads):
+        q, k, v = _apply(Q, points), _apply(K, nodes), np.ascontiguousarray(_apply(V, nodes))
+        if sinkhorn is not None:  # potentials of the nodes, fixed in the point
+            qn = q if points is nodes else _apply(Q, nodes)
+            g = sinkhorn.as_softmax(qn, k, tiling, weights=weights,
+                                    g0=None if warm is None else warm[h])[1]
+            potentials.append(g)
+            kw["bias"] = g
+        if not trace:
+            F += kernel.apply(q, k, v, tiling, **kw)
+            continue
+        Mm = Q.T @ K  # grad_x of the logit: beta M x_k
+        same = 1.0 if np.array_equal(Mm, V) else -1.0 if np.array_equal(Mm, -V) else 0.0
+        Mx = _apply(Mm, nodes)
+        s1 = _dot(v, Mx)[..., None]  # <V x_k, M x_k>
+        extra = np.concatenate([Mx, s1], axis=-1) if kernel.normalized and not same else s1
+        second = None if not both else (same if same else (points, v))
+        out, eo, so = kernel.apply(q, k, v, tiling, extra=extra, second=second, **kw)
+        F += out
+        if kernel.normalized:  # DF = beta sum_k a_k V x_k (M x_k - M xbar)^T
+            Mbar = same * out if same else eo[..., :d]
+            tr += model.beta * (eo[..., -1] - _dot(out, Mbar))  # type: ignore[operator]
+            if both:
+                xdx += so - model.beta * _dot(points, out) * _dot(points, Mbar)  # type: ignore[operator]
+        else:  # DF = beta sum_k w_k phi'(s_k) V x_k (M x_k)^T / mass
+            tr += model.beta * eo[..., 0]  # type: ignore[operator]
+            if both:
+                xdx += so  # type: ignore[operator]
+    if feedforward and model.feedforward is not None:
+        w, a, b = model.feedforward
+        z = points @ a.T + b
+        F += model.feedforward_term(points)
+        if trace:  # D(w sigma(a x + b)) = w diag(sigma'(z)) a
+            ds = _DERIVATIVES[model.activation](z)
+            tr += ds @ np.einsum("lp,pl->l", a, w)  # type: ignore[operator]
+            if both:
+                xdx += np.einsum("bnl,bnl,bnl->bn", points @ w, ds, z - b)  # type: ignore[operator]
+    return F, tr, xdx, FieldState(tuple(potentials) if potentials else None)
+
+
+# -- validation ---------------------------------------------------------------------------
+
+def _check_model(model: Any) -> None:
+    attention_registry.require(model.attention, "lagrangian")
+    if model.attention == "sinkhorn" and model.causal:
+        msg = ("model: attention='sinkhorn' with causal=True is degenerate (a lower-triangular "
+               "doubly stochastic coupling is diagonal); use causal=False")
+        raise ValueError(msg)
+    if model.noise > 0:
+        msg = (f"model.noise={model.noise!r}: the Lagrangian (characteristics) solver has no "
+               "noise term; meanfield.solve (the spectral solver) is the solver that has noise")
+        raise ValueError(msg)
+
+
+def _as_array(value: Any, name: str) -> np.ndarray:
+    try:
+        a = np.array(value, dtype=float)
+    except (TypeError, ValueError):
+        msg = f"{name} must be a numeric array, got {type(value).__name__}"
+        raise ValueError(msg) from None
+    if not np.all(np.isfinite(a)):
+        bad = a[~np.isfinite(a)].ravel()[0]
+        msg = f"{name} must be finite, got {bad!r} (shape {a.shape})"
+        raise ValueError(msg)
+    return a
+
+
+def _check_nodes(x: Any, name: str, geometry: str, model: Any) -> np.ndarray:
+    a = _as_array(x, name)
+    if a.ndim not in (2, 3) or a.shape[-2] < 1 or a.shape[-1] < 1 or a.ndim == 3 and a.shape[0] < 1:
+        msg = f"{name} must have shape (n, d) or (batch, n, d) with n, d >= 1, got {a.shape}"
+        raise ValueError(msg)
+    model.check_dim(a.shape[-1])
+    if geometry == "sphere":
+        off = np.abs(np.linalg.norm(a, axis=-1) - 1.0)
+        if np.max(off) > SPHERE_TOL:
+            i = np.unravel_index(np.argmax(off), off.shape)
+            msg = (f"{name} must lie on the unit sphere for geometry='sphere': "
+                   f"| |{name}[{', '.join(map(str, i))}]| - 1 | = {off[i]:.3g} > {SPHERE_TOL:g}")
+            raise ValueError(msg)
+    return a
+
+
+def _check_weights(weights: Any, x: np.ndarray) -> np.ndarray:
+    w = np.array(weights, dtype=float) if weights is not None else None
+    if w is None or w.shape not in (x.shape[-2:-1], x.shape[:-1]):
+        msg = (f"weights must have shape (n,) or the batch shape {x.shape[:-1]} of x (x has "
+               f"shape {x.shape}), got {None if w is None else w.shape}")
+        raise ValueError(msg)
+    if not np.all(np.isfinite(w)):
+        msg = f"weights must be finite, got {w[~np.isfinite(w)].ravel()[0]!r}"
+        raise ValueError(msg)
+    if np.any(w < 0):
+        msg = f"weights must be >= 0, got {w.min()!r}"
+        raise ValueError(msg)
+    n = x.shape[-2]
+    total = w.sum(axis=-1)
+    if np.any(np.abs(total - 1.0) > 1e-12 * n):
+        worst = np.ravel(total)[np.argmax(np.abs(np.ravel(total) - 1.0))]
+        msg = (f"weights must sum to 1 (a probability measure; tolerance 1e-12 n = "
+               f"{1e-12 * n:.3g}), got sum {worst!r}")
+        raise ValueError(msg)
+    return np.broadcast_to(w, x.shape[:-1]) if x.ndim == 3 else w[None]
+
+
+def _check_labels(labels: Any, x: np.ndarray, model: Any, name: str = "labels") -> np.ndarray | None:
+    if not model.causal:
+        if labels is not None:
+            msg = (f"{name} given for a model with causal=False: labels are the positions of "
+                   "causal (masked) attention; pass labels=None or a causal model")
+            raise ValueError(msg)
+        return None
+    if labels is None:
+        msg = f"{name} missing: the model is causal (masked), each node needs a label in [0, 1]"
+        raise ValueError(msg)
+    lab = _as_array(labels, name)
+    if lab.shape not in (x.shape[-2:-1], x.shape[:-1]):
+        msg = f"{name} must have shape (n,) or {x.shape[:-1]} for x of shape {x.shape}, got {lab.shape}"
+        raise ValueError(msg)
+    if np.any(lab < 0) or np.any(lab > 1):
+        msg = f"{name} must lie in [0, 1], got values in [{lab.min()!r}, {lab.max()!r}]"
+        raise ValueError(msg)
+    return np.broadcast_to(lab, x.shape[:-1]) if x.ndim == 3 else lab[None]
+
+
+def _check_geometry(geometry: Any) -> None:
+    if geometry not in GEOMETRIES:
+        msg = f"geometry must be one of {GEOMETRIES}, got {geometry!r}"
+        raise ValueError(msg)
+
+
+def _finish(
+    points: np.ndarray, F: np.ndarray, tr: np.ndarray | None, xdx: np.ndarray | None,
+    geometry: str, batched: bool, state: FieldState,
+) -> FieldResult:
+    if geometry == "sphere":
+        vel = project_tangent(points, F)
+        div = None if tr is None else tr - xdx - (points.shape[-1] - 1) * _dot(points, F)  # type: ignore[operator]
+    else:
+        vel, div = F, tr
+    if not batched:
+        vel = vel[0]
+        div = None if div is None else div[0]
+    return FieldResult(vel, div, state)
+
+
+def weighted_field(
+    model: Any,
+    x: Any,
+    weights: Any,
+    *,
+    geometry: str = "sphere",
+    labels: Any = None,
+    divergence: bool = True,
+    state: FieldState | None = None,
+    memory_limit: int = DEFAULT_MEMORY_LIMIT,
+) -> FieldResult:
+    """The velocity and its divergence at the nodes of ``mu = sum_j w_j delta_{x_j}``
+    (docs/lagrangian.md sections 1-2).
+
+    Args:
+        model: a :class:`meanfield.Model` whose attention kind declares ``"lagrangian"``
+            (:mod:`meanfield.attention`); no noise.
+        x: nodes, ``(n, d)`` or ``(B, n, d)``; unit vectors for ``geometry="sphere"``.
+        weights: ``(n,)`` or ``(B, n)``, ``>= 0``, summing to 1 (to ``1e-12 n``).
+        geometry: ``"sphere"`` (``P_x F``, surface divergence) or ``"euclidean"``.
+        labels: ``(n,)`` or ``(B, n)`` in ``[0, 1]`` for a causal model (node ``i`` attends to
+            the nodes with label ``<= label_i``); ``None`` otherwise.
+        divergence: also compute the divergence.
+        state: the previous call's :attr:`FieldResult.state` (Sinkhorn warm start).
+        memory_limit: bytes allowed for the temporary ``n x n`` tiles.
+
+    Returns:
+        :class:`FieldResult`.
+    """
+    return field_at(model, x, x, weights, geometry=geometry, labels=labels, point_labels=labels,
+                    divergence=divergence, state=state, memory_limit=memory_limit)
+
+
+def field_at(
+    model: Any,
+    points: Any,
+    x: Any,
+    weights: Any,
+    *,
+    geometry: str = "sphere",
+    labels: Any = None,
+    point_labels: Any = None,
+    divergence: bool = True,
+    state: FieldState | None = None,
+    memory_limit: int = DEFAULT_MEMORY_LIMIT,
+) -> FieldResult:
+    """The field of ``mu = sum_j w_j delta_{x_j}`` (nodes ``x``) and its divergence at other
+    ``points`` (``(p, d)`` or ``(B, p, d)``; on the sphere for ``geometry="sphere"``), with
+    ``point_labels`` for a causal model; otherwise as :func:`weighted_field`. For Sinkhorn
+    the potentials are those of the nodes (fixed in the point)."""
+    _check_model(model)
+    _check_geometry(geometry)
+    xa = _check_nodes(x, "x", geometry, model)
+    pa = _check_nodes(points, "points", geometry, model)
+    if pa.ndim != xa.ndim or pa.shape[-1] != xa.shape[-1] or (xa.ndim == 3 and pa.shape[0] != xa.shape[0]):
+        msg = f"points must match x in batch and dimension: points {pa.shape}, x {xa.shape}"
+        raise ValueError(msg)
+    w = _check_weights(weights, xa)
+    klab = _check_labels(labels, xa, model)
+    qlab = _check_labels(point_labels, pa, model, "point_labels")
+    if state is not None and not isinstance(state, FieldState):
+        msg = f"state must be a FieldState (a previous FieldResult.state) or None, got {type(state).__name__}"
+        raise ValueError(msg)
+    batched = xa.ndim == 3
+    xb = np.ascontiguousarray(xa if batched else xa[None])
+    pb = np.ascontiguousarray(pa if batched else pa[None])
+    lab = None if klab is None or qlab is None else (qlab, klab)
+    deriv = "none" if not divergence else "both" if geometry == "sphere" else "trace"
+    F, tr, xdx, new_state = ambient_field(
+        model, pb, xb, np.ascontiguousarray(w), labels=lab, derivatives=deriv, state=state,
+        memory_limit=memory_limit)
+    return _finish(pb, F, tr, xdx, geometry, batched, new_state)
+
+
+__all__ = [
+    "GEOMETRIES",
+    "FieldResult",
+    "FieldState",
+    "ambient_field",
+    "field_at",
+    "project_tangent",
+    "weighted_field",
+]
