@@ -15,6 +15,7 @@ from .convergence import convergence_table, self_convergence
 from .domains import Circle, Domain, Sphere, ZonalSphere
 from .flow import make_flow
 from .gaussian import BlowUpError, solve_gaussian
+from .lagrangian import LagrangianError, solve_lagrangian
 from .metrics import (
     kernel_distance,
     kernel_distance_particle_sets,
@@ -32,6 +33,7 @@ __all__ = [
     "BlowUpError",
     "Circle",
     "Domain",
+    "LagrangianError",
     "Model",
     "ResolutionError",
     "Sphere",
@@ -51,6 +53,7 @@ __all__ = [
     "self_convergence",
     "solve",
     "solve_gaussian",
+    "solve_lagrangian",
     "w1_densities",
     "w1_density_particles",
     "w1_particles",

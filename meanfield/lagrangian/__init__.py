@@ -1,6 +1,9 @@
 """The Lagrangian (characteristics) solver of the Transformer PDE (docs/lagrangian.md).
 
 .. autosummary::
+   solve_lagrangian
+   LagrangianError
+   continue_lagrangian
    weighted_field
    field_at
    FieldResult
@@ -12,6 +15,9 @@ measure they carry; the density is carried along them through ``d/dt log J = div
 
 from __future__ import annotations
 
+from .continuation import continue_lagrangian
 from .field import FieldResult, FieldState, field_at, weighted_field
+from .solve import LagrangianError, solve_lagrangian
 
-__all__ = ["FieldResult", "FieldState", "field_at", "weighted_field"]
+__all__ = ["FieldResult", "FieldState", "LagrangianError", "continue_lagrangian", "field_at",
+           "solve_lagrangian", "weighted_field"]

@@ -38,6 +38,30 @@ def _log_density(ds: xr.Dataset) -> tuple[np.ndarray, float, float]:
     return logr, lo, max(hi, lo + 1e-12)
 
 
+FAR = 2.0
+"""Grid points farther than ``FAR`` times the initial node spacing from every node are left
+blank: between clusters there are no nodes, and an interpolated value there means nothing."""
+
+
+def _spacing(x0: np.ndarray) -> float:
+    """Median nearest-neighbour distance of the nodes ``x0`` (n, d)."""
+    from scipy.spatial import cKDTree
+
+    dist, _ = cKDTree(x0).query(x0, k=2)
+    return float(np.median(dist[:, 1]))
+
+
+def _blank_far(values: np.ndarray, grid_points: np.ndarray, nodes: np.ndarray, h: float
+               ) -> np.ndarray:
+    """``values`` (shape of the grid) with NaN where no node lies within ``FAR * h``."""
+    from scipy.spatial import cKDTree
+
+    dist, _ = cKDTree(nodes).query(grid_points.reshape(-1, nodes.shape[-1]))
+    out = np.array(values, dtype=float)
+    out[(dist > FAR * h).reshape(out.shape)] = np.nan
+    return out
+
+
 def _stopped(fig: Any, ds: xr.Dataset) -> None:
     if not ds.attrs.get("successful", 1):
         fig.text(0.01, 0.005, "stopped early: " + str(ds.attrs.get("stop_reason", ""))[:110],
@@ -69,10 +93,15 @@ def _circle(ds: xr.Dataset, path: str | Path | None) -> Any:
     ax_g = fig.add_subplot(grid[0, 1], sharey=ax_n)
     field = to_grid(ds)
     angle = field.dims[-1]
-    values = np.log10(np.where(field.values > 0, field.values, np.nan))
-    ax_g.pcolormesh(t, field[angle].values, values.T, shading="nearest", cmap="viridis",
+    grid_theta = field[angle].values
+    gpts = np.stack([np.cos(grid_theta), np.sin(grid_theta)], axis=-1)
+    h = _spacing(x[0])
+    values = np.stack([_blank_far(np.log10(np.where(f > 0, f, np.nan)), gpts, xk, h)
+                       for f, xk in zip(field.values, x)])
+    ax_g.pcolormesh(t, grid_theta, values.T, shading="nearest", cmap="viridis",
                     vmin=lo, vmax=hi)
-    ax_g.set_title("density interpolated from the nodes onto a grid", fontsize=10)
+    ax_g.set_title("density interpolated from the nodes onto a grid\n"
+                   "(blank: no node within twice the initial spacing)", fontsize=10)
     for ax in (ax_n, ax_g):
         ax.set_xlabel("t")
         _handover(ax, ds)
@@ -100,6 +129,7 @@ def _maps(ds: xr.Dataset, path: str | Path | None, times: Sequence[float] | None
     fig = new_figure(figsize=(3.8 * n, 6.6))
     grid = fig.add_gridspec(2, n)
     field = to_grid(ds.isel(time=idx)) if ds.sizes["dim"] in (2, 3) else None
+    h0 = _spacing(x[0])
     axes = []
     for j, i in enumerate(idx):
         kw = {"projection": "mollweide"} if sphere else {}
@@ -125,7 +155,13 @@ def _maps(ds: xr.Dataset, path: str | Path | None, times: Sequence[float] | None
             ax2 = fig.add_subplot(grid[1, j], **kw)
             f = field.isel(time=j)
             a, b = f.dims
-            values = np.log10(np.where(f.values > 0, f.values, np.nan))
+            A, Bv = np.meshgrid(f[a].values, f[b].values, indexing="ij")
+            if sphere:
+                gp = np.stack([np.sin(A) * np.cos(Bv), np.sin(A) * np.sin(Bv), np.cos(A)], -1)
+            else:
+                gp = np.stack([A, Bv], axis=-1)
+            values = _blank_far(np.log10(np.where(f.values > 0, f.values, np.nan)), gp,
+                                x[i], h0)
             if sphere:  # (colatitude, longitude) -> (lon in [-pi, pi), lat)
                 lon = np.mod(f[b].values + np.pi, 2 * np.pi) - np.pi
                 order = np.argsort(lon)
@@ -137,7 +173,7 @@ def _maps(ds: xr.Dataset, path: str | Path | None, times: Sequence[float] | None
                 ax2.pcolormesh(f[a].values, f[b].values, values.T, shading="nearest",
                                cmap="viridis", vmin=lo, vmax=hi)
                 ax2.set_aspect("equal", adjustable="datalim")
-            ax2.set_title("interpolated onto a grid", fontsize=9)
+            ax2.set_title("interpolated onto a grid (blank: no node near)", fontsize=9)
             axes.append(ax2)
     fig.colorbar(pts, ax=axes, orientation="horizontal", shrink=0.6, pad=0.04,
                  label=r"$\log_{10}$ density (one colour range for all panels)")

@@ -47,7 +47,7 @@ from ..integrate import (
 from ..kernels import DEFAULT_MEMORY_LIMIT
 from ..model import Model
 from .energy import has_energy, weighted_energy
-from .field import weighted_field
+from .field import _finish, ambient_field, weighted_field
 
 
 class LagrangianError(IntegrationError):
@@ -143,11 +143,20 @@ def solve_lagrangian(
     sphere = nodes.geometry == "sphere"
     weights = np.asarray(nodes.weights, dtype=float)
     labels = None if nodes.labels is None else np.asarray(nodes.labels, dtype=float)
-    cache: dict[str, Any] = {"state": None}
+    # validates nodes, weights and labels once; the stages below skip it (a Runge-Kutta stage
+    # leaves the sphere by O(h^p) until the accepted state is projected)
+    first = weighted_field(model, x0, weights, geometry=nodes.geometry, labels=labels,
+                           divergence=True, memory_limit=memory_limit)
+    cache: dict[str, Any] = {"state": first.state}
+    wb = np.ascontiguousarray(weights[None])
+    lab = None if labels is None else (labels[None], labels[None])
+    deriv = "both" if sphere else "trace"
 
     def rhs(y: np.ndarray) -> np.ndarray:
-        res = weighted_field(model, y[:, :d], weights, geometry=nodes.geometry, labels=labels,
-                             divergence=True, state=cache["state"], memory_limit=memory_limit)
+        xb = np.ascontiguousarray(y[None, :, :d])
+        F, tr, xdx, state = ambient_field(model, xb, xb, wb, labels=lab, derivatives=deriv,
+                                          state=cache["state"], memory_limit=memory_limit)
+        res = _finish(xb, F, tr, xdx, nodes.geometry, False, state)
         cache["state"] = res.state
         out_ = np.empty_like(y)
         out_[:, :d] = res.velocity
@@ -205,12 +214,19 @@ def _assemble(saved: list[tuple[float, np.ndarray]], model: Model, nodes: Any,
     x = ys[:, :, :d]
     log_j = ys[:, :, d]
     rho0 = np.asarray(nodes.density, dtype=float)
+    with np.errstate(divide="ignore", over="ignore"):  # log 0 = -inf; overflow: see the note
+        log_rho = np.log(rho0)[None, :] - log_j
+        density = np.exp(log_rho)
     data: dict[str, Any] = {
         "x": (("time", "node", "dim"), x, {"long_name": "node position x_j(t)"}),
         "weight": ("node", weights, {"long_name": "quadrature weight w_j of mu_0 (constant)"}),
-        "density": (("time", "node"), rho0[None, :] * np.exp(-log_j), {
+        "density": (("time", "node"), density, {
             "long_name": ("density at the moving node, rho_0(y_j) / J_j(t), w.r.t. "
-                          + ("surface measure" if nodes.geometry == "sphere" else "Lebesgue measure"))}),
+                          + ("surface measure" if nodes.geometry == "sphere" else "Lebesgue measure")),
+            "note": "inf where it exceeds the floating-point range (a collapsing cluster); "
+                    "log_density holds every value"}),
+        "log_density": (("time", "node"), log_rho, {
+            "long_name": "natural log of the density at the moving node, log rho_0(y_j) - log J_j(t)"}),
         "log_jacobian": (("time", "node"), log_j, {
             "long_name": "log J_j(t), d/dt log J = div X (docs/lagrangian.md)"}),
         "mass": ("time", np.full(tvals.size, float(np.sum(weights))), {

@@ -14,6 +14,7 @@ from meanfield import nodes
 from meanfield.cli import main
 from meanfield.integrate import RESULT_ATTRS
 from meanfield.lagrangian import LagrangianError, solve_lagrangian
+from meanfield.theory import growth_rate
 
 
 def _bump(theta: np.ndarray) -> np.ndarray:
@@ -40,13 +41,19 @@ def test_dataset_layout_and_schema() -> None:
 
 def test_uniform_measure_is_stationary() -> None:
     """The uniform measure is a stationary point of SA and USA: with equispaced nodes the
-    field and its divergence vanish by symmetry (to round-off of the n-term sums)."""
+    field and its divergence vanish by symmetry, up to round-off. Bound: each evaluation errs
+    by about eps n beta e^beta (n terms of size beta e^beta), the error accumulates over t and
+    is amplified at most by e^{gamma t}, gamma the largest growth rate of the uniform state
+    (meanfield.theory.growth_rate); a factor 10 for the constants of the n-term sums."""
+    n, beta, t_end = 24, 3.0, 2.0
     for attention in ("softmax", "unnormalized"):
-        model = meanfield.Model(3.0, attention=attention)
-        ds = solve_lagrangian(model, nodes.circle(lambda th: np.ones_like(th), 24), [0.0, 2.0])
+        model = meanfield.Model(beta, attention=attention)
+        ds = solve_lagrangian(model, nodes.circle(lambda th: np.ones_like(th), n), [0.0, t_end])
+        gamma = float(np.max(growth_rate(2, attention, beta, np.arange(1, n // 2))))
+        tol = 10 * np.finfo(float).eps * n * beta * np.exp(beta) * t_end * np.exp(gamma * t_end)
         moved = np.max(np.abs(ds["x"].values[-1] - ds["x"].values[0]))
-        assert moved < 1e-12, attention
-        assert np.max(np.abs(ds["log_jacobian"].values[-1])) < 1e-12, attention
+        assert moved < tol, attention
+        assert np.max(np.abs(ds["log_jacobian"].values[-1])) < tol, attention
 
 
 @pytest.mark.parametrize("attention", ["softmax", "unnormalized"])
@@ -94,18 +101,19 @@ def test_blow_up_stops_with_partial_results() -> None:
 def test_continuation_takes_over_where_the_grid_gives_up(tmp_path: Path) -> None:
     """A spectral run forbidden to refine stops with ResolutionError; with
     continue_lagrangian it reaches the end, says where it took over, and keeps both parts."""
-    model = meanfield.Model(9.0, attention="unnormalized")
-    domain = meanfield.Circle(64)
+    model = meanfield.Model(6.0, attention="unnormalized")
+    domain = meanfield.Circle(48)
     rho0 = meanfield.initial.von_mises(domain, [[1.0, 0.0], [-1.0, 0.0]], [2.0, 2.0], [0.6, 0.4])
-    t = np.linspace(0.0, 3.0, 7)
+    t = np.linspace(0.0, 2.0, 5)
     with pytest.raises(meanfield.ResolutionError):
-        meanfield.solve(model, domain, rho0, t, max_resolution=64)
+        meanfield.solve(model, domain, rho0, t, max_resolution=48)
     out = tmp_path / "carried.nc"
-    ds = meanfield.solve(model, domain, rho0, t, max_resolution=64, continue_lagrangian=True,
+    ds = meanfield.solve(model, domain, rho0, t, max_resolution=48, continue_lagrangian=True,
                          out=out)
     t_h = float(ds["handover_time"])
-    assert 0 < t_h < 3.0
-    assert float(ds["time"][0]) == t_h and float(ds["time"][-1]) == 3.0
+    assert 0 < t_h < 2.0
+    assert float(ds["time"][0]) == t_h and float(ds["time"][-1]) == 2.0
+    assert np.all(np.isfinite(ds["log_density"].values))
     assert ds.attrs["successful"] == 1
     assert float(ds["spectral_time"][-1]) == t_h
     assert json.loads(ds.attrs["settings"])["handover"]["t"] == t_h
