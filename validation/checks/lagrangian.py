@@ -23,7 +23,7 @@
 The method (docs/lagrangian.md): nodes ``y_j`` with weights ``w_j`` of a quadrature of
 ``mu_0`` move with the field of the weighted measure, ``x_j(t) = Phi_t(y_j)``, and carry the
 density ``rho_t(x_j) = rho_0(y_j) / J_j(t)``, ``d/dt log J_j = div X(x_j)``. Each check sets
-that solution (:func:`meanfield.lagrangian.solve.solve_lagrangian`) against an independent one:
+that solution (:func:`meanfield.solve_lagrangian`) against an independent one:
 the spectral solver (:func:`meanfield.solve`) where it applies, the Gaussian ODE
 (:func:`meanfield.solve_gaussian`) in ``R^d``, and the particle system (``particles``) for
 every attention variant. The helpers return plain numbers so that the tests
@@ -109,7 +109,7 @@ def particle_variants() -> dict[str, Any]:
 
 
 def _solve_lagrangian(model: Any, nodes: Any, t: Any, **kwargs: Any) -> xr.Dataset:
-    from meanfield.lagrangian.solve import solve_lagrangian
+    from meanfield import solve_lagrangian
 
     return solve_lagrangian(model, nodes, t, **kwargs)
 
