@@ -32,7 +32,6 @@ every attention variant. The helpers return plain numbers so that the tests
 
 from __future__ import annotations
 
-import json
 import math
 import time as _time
 from pathlib import Path
@@ -115,14 +114,15 @@ def _solve_lagrangian(model: Any, nodes: Any, t: Any, **kwargs: Any) -> xr.Datas
 
 
 def weighted_kernel_distance(x: Any, w: Any, y: Any, v: Any = None, *, beta: float = 1.0,
-                             geometry: str = "sphere") -> float:
+                             geometry: str = "sphere", xx: float | None = None) -> float:
     """``||mu - nu||_k`` (maximum mean discrepancy) between ``mu = sum_j w_j delta_{x_j}`` and
     ``nu = sum_k v_k delta_{y_k}`` (``v`` default: equal weights), from Gram matrices:
     ``w^T K_xx w + v^T K_yy v - 2 w^T K_xy v``.
 
     The kernel is ``e^{beta(<x, y> - 1)}`` on the sphere (the kernel of
     :func:`meanfield.kernel_distance`, docs/equations.md section 6) and the Gaussian
-    ``e^{-beta |x - y|^2 / 2}`` in ``R^d`` (positive definite on all of ``R^d``).
+    ``e^{-beta |x - y|^2 / 2}`` in ``R^d`` (positive definite on all of ``R^d``). ``xx``:
+    ``w^T K_xx w`` when already known (:func:`kernel_self_term`), for many ``y`` against one ``x``.
     """
     x = np.asarray(x, dtype=float)
     y = np.asarray(y, dtype=float)
@@ -138,14 +138,24 @@ def weighted_kernel_distance(x: Any, w: Any, y: Any, v: Any = None, *, beta: flo
         msg = f"geometry must be 'sphere' or 'euclidean', got {geometry!r}"
         raise ValueError(msg)
 
-    def gram(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        if geometry == "sphere":
-            return np.exp(beta * (a @ b.T - 1.0))
-        sq = np.sum(a * a, 1)[:, None] + np.sum(b * b, 1)[None, :] - 2.0 * a @ b.T
-        return np.exp(-0.5 * beta * np.maximum(sq, 0.0))
-
-    sq = w @ gram(x, x) @ w + v @ gram(y, y) @ v - 2.0 * w @ gram(x, y) @ v
+    if xx is None:
+        xx = kernel_self_term(x, w, beta=beta, geometry=geometry)
+    sq = xx + v @ _gram(y, y, beta, geometry) @ v - 2.0 * w @ _gram(x, y, beta, geometry) @ v
     return float(math.sqrt(max(float(sq), 0.0)))
+
+
+def _gram(a: np.ndarray, b: np.ndarray, beta: float, geometry: str) -> np.ndarray:
+    if geometry == "sphere":
+        return np.exp(beta * (a @ b.T - 1.0))
+    sq = np.sum(a * a, 1)[:, None] + np.sum(b * b, 1)[None, :] - 2.0 * a @ b.T
+    return np.exp(-0.5 * beta * np.maximum(sq, 0.0))
+
+
+def kernel_self_term(x: Any, w: Any, *, beta: float = 1.0, geometry: str = "sphere") -> float:
+    """``w^T K_xx w``, the self term of :func:`weighted_kernel_distance`."""
+    x = np.asarray(x, dtype=float)
+    w = np.asarray(w, dtype=float)
+    return float(w @ _gram(x, x, beta, geometry) @ w)
 
 
 def spectral_values_at_nodes(ds: xr.Dataset, x: np.ndarray, k: int = -1) -> np.ndarray:
@@ -391,6 +401,7 @@ def particle_rate(name: str, model: Any, *, sizes: Sequence[int], replicas: Sequ
 
     ref = _reference(name, model)
     xl, wl = ref["x"].values[-1], ref["weight"].values
+    xx = kernel_self_term(xl, wl)
     dom = Circle(256)
     rho = CIRCLE_RHO0(dom.grid)
     ns, dist = [], []
@@ -404,7 +415,7 @@ def particle_rate(name: str, model: Any, *, sizes: Sequence[int], replicas: Sequ
                                  observables=False)
         for y in sim["x"].values[-1]:
             ns.append(int(n))
-            dist.append(weighted_kernel_distance(xl, wl, y))
+            dist.append(weighted_kernel_distance(xl, wl, y, xx=xx))
     fit = fit_power_law(np.array(ns, dtype=float), np.array(dist), level)
     scaled = {int(n): float(math.sqrt(n * np.mean(np.square(np.array(dist)[np.array(ns) == n]))))
               for n in sizes}
@@ -934,6 +945,7 @@ __all__ = [
     "cluster_masses_vs_particles",
     "gaussian_models",
     "gaussian_vs_ode",
+    "kernel_self_term",
     "particle_rate",
     "particle_variants",
     "sphere_vs_spectral",
