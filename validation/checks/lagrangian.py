@@ -3,22 +3,36 @@
 .. autosummary::
    CIRCLE_RHO0
    SPHERE_RHO0
+   CAUSAL_RHO0
+   particle_variants
+   causal_nodes
+   gaussian_models
    weighted_kernel_distance
+   kernel_self_term
    spectral_values_at_nodes
    circle_vs_spectral
    sphere_vs_spectral
    gaussian_vs_ode
    particle_rate
    cluster_masses_vs_particles
+   bad_inputs
    check_circle_sa
    check_circle_usa
    check_sphere
    check_gaussian_2d
    check_gaussian_3d
-   check_particles
+   check_gaussian_sinkhorn
    check_energy
    check_continuation
    check_bad_input
+
+The particle checks ``lagrangian.particles_<variant>`` are made per variant of
+:data:`PARTICLE_CHECKS` (functions ``check_particles_<variant>``).
+
+Suites (``meanfield validate`` runs ``quick``): quick: ``circle_sa``, ``circle_usa``,
+``sphere``, ``gaussian_2d``, ``energy``, ``bad_input`` and the particle checks of every
+variant but Sinkhorn; full only: ``gaussian_3d``, ``gaussian_sinkhorn``, ``continuation``,
+``particles_sinkhorn`` (each tens of seconds to minutes on 2 cores).
 
 The method (docs/lagrangian.md): nodes ``y_j`` with weights ``w_j`` of a quadrature of
 ``mu_0`` move with the field of the weighted measure, ``x_j(t) = Phi_t(y_j)``, and carry the
@@ -462,22 +476,21 @@ def cluster_masses_vs_particles(*, resolution: int | None, n: int, replicas: int
     times = np.linspace(0.0, t_final, 11)
     out: dict[str, Any] = {}
     start = _time.perf_counter()
-    try:
-        solve(model, Circle(64), _lumpy_circle, times)
-        out["spectral_t_stop"] = math.inf
-    except ResolutionError as err:
-        out["spectral_t_stop"] = float(err.t)
-        spectral = err.dataset
+    if resolution is None:  # solve hands over by itself: handover_time is where it stopped
+        lag = solve(model, Circle(64), _lumpy_circle, times, continue_lagrangian=True)
+        out["spectral_t_stop"] = float(lag["handover_time"]) if "handover_time" in lag else math.inf
+    else:  # the two-line recipe
+        try:
+            solve(model, Circle(64), _lumpy_circle, times)
+            out["spectral_t_stop"] = math.inf
+        except ResolutionError as err:
+            out["spectral_t_stop"] = float(err.t)
+            t_h = float(err.dataset["time"].values[-1])
+            nd = nodes.from_dataset(err.dataset, t_h, resolution=resolution)
+            lag = _solve_lagrangian(model, nd, np.concatenate([[t_h], times[times > t_h]]),
+                                    rtol=1e-9, atol=1e-11)
     if not math.isfinite(out["spectral_t_stop"]):
         return out
-    if resolution is None:
-        lag = solve(model, Circle(64), _lumpy_circle, times, continue_lagrangian=True,
-                    rtol=1e-9, atol=1e-11)
-    else:
-        t_h = float(spectral["time"].values[-1])
-        nd = nodes.from_dataset(spectral, t_h, resolution=resolution)
-        lag = _solve_lagrangian(model, nd, np.concatenate([[t_h], times[times > t_h]]),
-                                rtol=1e-9, atol=1e-11)
     out["lagrangian_s"] = _time.perf_counter() - start
     out["t_reached"] = float(lag.attrs["t_reached"])
     mass = lag["mass"].values
