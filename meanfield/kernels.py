@@ -316,6 +316,10 @@ class _RowKernel(Kernel):
         ql = qb if second is None else q
         kt = np.ascontiguousarray(np.swapaxes(k, 1, 2))
         shift = self._shift(qb, k, cb)
+        if labels is not None and not (n == m and np.array_equal(labels[0], labels[1])):
+            shift = None  # the diagonal logit (the row bound's witness) may be masked
+        # keys sorted by label: a query attends to a prefix of the columns
+        sorted_keys = labels is not None and bool(np.all(np.diff(labels[1], axis=-1) >= 0))
         pair = isinstance(second, tuple)
         if pair:
             qt = second[0]  # type: ignore[index]
@@ -336,6 +340,11 @@ class _RowKernel(Kernel):
             b = bs.stop - bs.start
             r0, r1 = rs.start, rs.stop
             mm = min(m, r1) if index_causal else m  # causal: columns j <= i < r1 only
+            if sorted_keys:
+                qlab, klab = labels  # type: ignore[misc]
+                top = float(np.max(qlab[bs, rs]))
+                mm = max(1, max(int(np.searchsorted(klab[i], top, side="right"))
+                                for i in range(bs.start, bs.stop)))
             shape = (b, r1 - r0, mm)
             S = buf[: b * (r1 - r0) * mm].reshape(shape)
             if ubuf is None:

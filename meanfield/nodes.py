@@ -37,6 +37,7 @@ Every constructor checks its input and raises ``ValueError`` naming the bad argu
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -389,17 +390,28 @@ def from_samples(x: Any, geometry: str = "sphere", density: Any = None,
                  describe=f"samples: n={n}, equal weights")
 
 
+def _settings_geometry(ds: Any) -> str | None:
+    try:
+        geometry = json.loads(ds.attrs.get("settings", "{}")).get("geometry")
+    except (TypeError, ValueError, AttributeError):
+        return None
+    return geometry if geometry in GEOMETRIES else None
+
+
 def from_dataset(ds: Any, time: float | None = None, resolution: int | None = None) -> Nodes:
     """Nodes of the density of a :func:`meanfield.solve` Dataset at a saved ``time`` (default:
     the last): the domain's own rule at the Dataset's final resolution (circle: trapezoid;
     sphere: Gauss–Legendre x trapezoid; zonal: :func:`zonal`), or at ``resolution`` when
-    given (the density carried over spectrally)."""
+    given (the density carried over spectrally).
+
+    A Lagrangian Dataset (``x (time, node, dim)``, ``weight (node)``, ``density (time,
+    node)``, ``label (node)`` if labelled) gives its nodes at that time, to go on from there
+    (geometry from ``attrs["settings"]``, else ``sphere`` when every ``|x| = 1``)."""
     from .io import domain_of
 
     if "density" not in getattr(ds, "data_vars", {}) or "time" not in ds.dims:
         msg = "ds must be a Dataset of meanfield.solve with a density (time, ...) variable"
         raise ValueError(msg)
-    domain = domain_of(ds)
     times = np.asarray(ds["time"].values, dtype=float)
     if time is None:
         k = times.size - 1
@@ -409,9 +421,19 @@ def from_dataset(ds: Any, time: float | None = None, resolution: int | None = No
             msg = (f"time={time!r} is not a saved time of the Dataset (saved: {times.size} times "
                    f"in [{times[0]:g}, {times[-1]:g}])")
             raise ValueError(msg)
+    where = f"; from the Dataset at time {times[k]:g}"
+    if "x" in ds.data_vars and "weight" in ds.data_vars:  # a Lagrangian run: its nodes as they are
+        x = np.asarray(ds["x"].isel(time=k).transpose("node", "dim").values, dtype=float)
+        dens = np.asarray(ds["density"].isel(time=k).values, dtype=float)
+        labels = np.asarray(ds["label"].values, dtype=float) if "label" in ds.data_vars else None
+        geometry = _settings_geometry(ds)
+        if geometry is None:
+            geometry = "sphere" if np.all(np.abs(np.linalg.norm(x, axis=1) - 1) <= SPHERE_TOL) else "euclidean"
+        return Nodes(x, np.asarray(ds["weight"].values, dtype=float), dens, geometry, labels=labels,
+                     describe=f"Lagrangian nodes{where}")
+    domain = domain_of(ds)
     rho = np.asarray(ds["density"].isel(time=k).values, dtype=float)
     res = domain.resolution if resolution is None else count(resolution, "resolution", 1)
-    where = f"; from the Dataset at time {times[k]:g}"
     if isinstance(domain, Circle):
         out = circle(rho, res)
     elif isinstance(domain, Sphere):

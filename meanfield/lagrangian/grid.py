@@ -83,9 +83,35 @@ def _circle(x: np.ndarray, rho: np.ndarray, theta: np.ndarray, method: str) -> n
     return spline(t)
 
 
-def _sphere2(x: np.ndarray, rho: np.ndarray, points: np.ndarray, chunk: int = 2048) -> np.ndarray:
-    """Barycentric interpolation on the convex-hull triangulation (radial projection)."""
-    from scipy.spatial import ConvexHull, QhullError
+def _best_facets(p: np.ndarray, g: np.ndarray, f: np.ndarray, Minv: np.ndarray,
+                 vals: np.ndarray, out: np.ndarray) -> None:
+    """Among candidate pairs (grid point ``g``, facet ``f``), the facet whose normalised
+    barycentric coordinates of ``p[g]`` are least negative; where they are all ``>=
+    -_BARY_TOL`` (the ray crosses the facet), write the interpolated value into ``out[g]``."""
+    if g.size == 0:
+        return
+    lam = np.einsum("gij,gj->gi", Minv[f], p[g])
+    s = lam.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        lam = lam / s[:, None]
+    worst = np.where(s > 0, lam.min(axis=1), -np.inf)
+    order = np.lexsort((-worst, g))  # per grid point, the best candidate first
+    g, f, lam, worst = g[order], f[order], lam[order], worst[order]
+    first = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    g, f, lam, worst = g[first], f[first], lam[first], worst[first]
+    inside = worst >= -_BARY_TOL
+    out[g[inside]] = np.sum(lam[inside] * vals[f[inside]], axis=1)
+
+
+def _sphere2(x: np.ndarray, rho: np.ndarray, points: np.ndarray, neighbours: int = 6) -> np.ndarray:
+    """Barycentric interpolation on the convex-hull triangulation (radial projection).
+
+    The facet a grid direction ``p`` falls in is searched first among the facets of its
+    ``neighbours`` nearest nodes (a KD-tree query); the few directions not found there are
+    found by the exit rule: the ray ``t p`` leaves the hull through the outward facet that
+    maximises ``<n_f, p> / h_f`` (facet plane ``<n_f, y> = h_f``).
+    """
+    from scipy.spatial import ConvexHull, QhullError, cKDTree
 
     out = np.full(points.shape[0], np.nan)
     try:
@@ -93,37 +119,46 @@ def _sphere2(x: np.ndarray, rho: np.ndarray, points: np.ndarray, chunk: int = 20
     except (QhullError, ValueError):  # fewer than 4 nodes, or all on one plane
         return out
     normals, offsets = hull.equations[:, :3], -hull.equations[:, 3]  # n . y = h on facet
-    outward = offsets > 1e-12  # facets with the origin strictly inside their half-space
+    # outward facets: the origin strictly inside their half-space; a ray from the origin
+    # crosses exactly one of them where it meets the hull (the others would be the flat
+    # bottom of nodes gathered in one hemisphere)
+    outward = offsets > 1e-12
     if not np.any(outward):
         return out
     simplices = hull.simplices[outward]
-    score_rows = normals[outward] / offsets[outward, None]  # ray exits facet f at t = 1/(score . p)
+    nf = simplices.shape[0]
     # inverse of [a b c] per facet: barycentric lambda = M^{-1} p (up to the ray's scale)
     M = np.transpose(x[simplices], (0, 2, 1))  # (F, 3 coords, 3 vertices)
-    Minv = np.linalg.inv(M)
+    det = np.linalg.det(M)  # 2 area h: zero for the degenerate facets of coincident nodes
+    good = np.abs(det) > 1e-13 * np.max(np.abs(det))
+    Minv = np.full_like(M, np.nan)  # NaN coordinates: never chosen
+    Minv[good] = np.linalg.inv(M[good])
     vals = rho[simplices]
-    for start in range(0, points.shape[0], chunk):
-        p = points[start : start + chunk]
-        score = p @ score_rows.T  # (g, F): the ray t p leaves facet f's half-space at t = 1/score
+    # 1. candidates: the facets of the nearest nodes
+    node = simplices.reshape(-1)
+    facet = np.repeat(np.arange(nf), 3)
+    by_node = np.argsort(node, kind="stable")
+    node, facet = node[by_node], facet[by_node]
+    deg = np.bincount(node, minlength=x.shape[0])
+    start = np.concatenate([[0], np.cumsum(deg)])
+    inc = np.full((x.shape[0], max(int(deg.max()), 1)), -1, dtype=np.int64)
+    inc[node, np.arange(node.size) - start[node]] = facet
+    k = min(int(neighbours), x.shape[0])
+    _, nn = cKDTree(x).query(points, k=k)
+    cand = inc[nn.reshape(points.shape[0], k)].reshape(points.shape[0], -1)
+    g, j = np.nonzero(cand >= 0)
+    _best_facets(points, g, cand[g, j], Minv, vals, out)
+    # 2. the rest: the exit rule over all outward facets (with ties between coplanar facets,
+    # e.g. the polygon of a polar ring, settled by the barycentric coordinates)
+    rest = np.flatnonzero(np.isnan(out))
+    score_rows = normals[outward] / offsets[outward, None]
+    chunk = max(1, 4_000_000 // nf)
+    for first in range(0, rest.size, chunk):
+        idx = rest[first : first + chunk]
+        score = points[idx] @ score_rows.T
         best = score.max(axis=1)
-        # The exit facet maximises the score. Coplanar facets (a quadrilateral between two
-        # rings of a Gauss-Legendre grid, the polygon of a polar ring) tie; among the facets
-        # within round-off of the maximum, take the one whose barycentric coordinates are
-        # least negative (>= 0 exactly for the facet the ray crosses).
-        g, f = np.nonzero((score >= best[:, None] * (1 - _TIE_TOL)) & (best[:, None] > 0))
-        lam = np.einsum("gij,gj->gi", Minv[f], p[g])
-        s = lam.sum(axis=1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            lam = lam / s[:, None]
-        worst = np.where(s > 0, lam.min(axis=1), -np.inf)
-        order = np.lexsort((-worst, g))  # per grid point, the best candidate first
-        g, f, lam, worst = g[order], f[order], lam[order], worst[order]
-        first = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
-        g, f, lam, worst = g[first], f[first], lam[first], worst[first]
-        inside = worst >= -_BARY_TOL
-        block = np.full(p.shape[0], np.nan)
-        block[g[inside]] = np.sum(lam[inside] * vals[f[inside]], axis=1)
-        out[start : start + chunk] = block
+        gi, f = np.nonzero((score >= best[:, None] * (1 - _TIE_TOL)) & (best[:, None] > 0))
+        _best_facets(points, idx[gi], f, Minv, vals, out)
     return out
 
 

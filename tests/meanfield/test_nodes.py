@@ -355,3 +355,22 @@ def test_nodes_are_frozen():
         nodes.x[0, 0] = 3.0  # read-only array
     with pytest.raises(AttributeError):
         nodes.geometry = "euclidean"  # type: ignore[misc]
+
+
+def test_from_lagrangian_dataset():
+    import json
+
+    import xarray as xr
+
+    base = mn.with_labels(mn.circle(lambda th: 1 + 0.5 * np.cos(th), 16), 2)
+    x1 = base.x[:, ::-1].copy()  # a reflection: still on the circle
+    ds = xr.Dataset({"x": (("time", "node", "dim"), np.stack([base.x, x1])),
+                     "weight": ("node", base.weights),
+                     "density": (("time", "node"), np.stack([base.density, 2 * base.density])),
+                     "label": ("node", base.labels)},
+                    coords={"time": [0.0, 1.0]}, attrs={"settings": json.dumps({"geometry": "sphere"})})
+    later = mn.from_dataset(ds, 1.0)
+    np.testing.assert_array_equal(later.x, x1)
+    np.testing.assert_array_equal(later.density, 2 * base.density)
+    np.testing.assert_array_equal(later.labels, base.labels)
+    assert later.geometry == "sphere" and "time 1" in later.describe
