@@ -42,6 +42,7 @@ from .integrate import (
     integrate,
     result_attrs,
 )
+from .memory import check_solve_memory
 from .model import Model
 from .resolution import ResolutionMonitor
 
@@ -148,12 +149,17 @@ def solve(
         ``dissipation``, ``mass`` and ``resolution`` (time), and the attrs of
         :data:`meanfield.integrate.RESULT_ATTRS` (the domain and the monitor's settings in
         ``settings``).
+
+    A run whose estimated memory (:func:`meanfield.memory.check_solve_memory`) exceeds the
+    available memory is refused with ``ValueError`` before any work; a refinement that would
+    not fit stops the run like an unresolved one (results kept).
     """
     times = output_times(t)
     if out is not None:
         from .io import check_writable
 
         check_writable(out, overwrite=overwrite, name="out")
+    check_solve_memory(domain, times.size)  # refuse with the figure before any work
     tab = get_scheme(scheme)
     if controller is None:
         if not tab.adaptive:
@@ -217,7 +223,8 @@ def solve(
         saved.append((tk, ck.copy(), dom, _diagnostics(flow, ck)))
 
     monitor = ResolutionMonitor(rebuild, tail_tol=tail_tol, negative_tol=negative_tol,
-                                max_resolution=max_res, filter_order=filter_order)
+                                max_resolution=max_res, filter_order=filter_order,
+                                outputs=times.size)
     trackers = list(trackers)
     if progress:
         trackers.append(ProgressTracker(desc=f"solve {domain.name}",

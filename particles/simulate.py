@@ -37,6 +37,7 @@ from meanfield.integrate import (
     result_attrs,
 )
 from meanfield.kernels import DEFAULT_MEMORY_LIMIT
+from meanfield.memory import check_particles_memory
 
 from .angles import angle_velocity, check_angle_model, from_angles, to_angles
 from .inputs import as_angles, as_count, as_rng, as_tokens, check_geometry
@@ -135,6 +136,11 @@ def simulate(
     Returns:
         ``xarray.Dataset`` with ``x``, ``energy``, ``dissipation`` (and ``theta`` for
         ``angles``), up to the last time reached.
+
+    Raises:
+        ValueError: on bad input, or when the run would not fit in the available memory
+            (:func:`meanfield.memory.check_particles_memory`: the estimate and the memory
+            there is, in GiB).
     """
     check_geometry(geometry)
     _check_method(method)
@@ -142,6 +148,8 @@ def simulate(
     x0 = as_tokens(x0, "x0", geometry=geometry, normalize=normalize, model=model)
     memory_limit = as_count(memory_limit, "memory_limit")
     batched = x0.ndim == 3
+    check_particles_memory(x0.shape[0] if batched else 1, x0.shape[-2], x0.shape[-1], t.size,
+                           memory_limit, method)
     if model.noise > 0 and method != "euler_maruyama":
         msg = f"model.noise={model.noise} > 0 needs method='euler_maruyama', got {method!r}"
         raise ValueError(msg)
