@@ -127,7 +127,10 @@ def solve(
         scheme: ``"dopri5"`` (default), ``"bosh3"``, ``"rk4"`` or ``"euler"`` (fixed step),
             or a tableau.
         controller: step-size control; default ``PIController(rtol, atol)`` with
-            ``rtol = 1e-8``, ``atol = 1e-12`` unless given. ``ConstantStep(dt)`` for fixed steps.
+            ``rtol = 1e-8`` unless given, and ``atol`` as given (absolute) or by default
+            ``1e-12 max(1, max|c|)`` for the coefficients ``c`` at each step (``atol_relative``:
+            concentrated densities have coefficients up to ``1e14`` times the mean's, whose
+            round-off an absolute ``1e-12`` would chase). ``ConstantStep(dt)`` for fixed steps.
         cfl: CFL number for ``dt <= cfl * min_spacing / max|X|``.
         max_resolution: the largest resolution refinement may reach (default: 8 times the
             starting one); ``max_resolution = domain.resolution`` disables refinement.
@@ -165,8 +168,8 @@ def solve(
         if not tab.adaptive:
             msg = f"scheme {tab.name!r} has no error estimate: pass controller=ConstantStep(dt)"
             raise ValueError(msg)
-        controller = PIController(rtol=1e-8 if rtol is None else rtol,
-                                  atol=1e-12 if atol is None else atol)
+        controller = PIController(rtol=1e-8 if rtol is None else rtol,  # default atol: relative
+                                  atol=1e-12 if atol is None else atol, atol_relative=atol is None)
     elif rtol is not None or atol is not None:
         msg = "give either controller or rtol/atol, not both"
         raise ValueError(msg)
@@ -241,6 +244,7 @@ def solve(
         "cfl": float(cfl), "tail_tol": float(tail_tol), "negative_tol": float(negative_tol),
         "max_resolution": int(max_res), "filter_order": filter_order,
         "num_refinements": monitor.refinements,
+        "atol_relative": bool(getattr(controller, "atol_relative", False)),
     }
     ds = _assemble(saved, model, settings, tab, controller, sol)
     if out is not None:
