@@ -8,7 +8,6 @@ number of steps; the circle plans are estimated (``FFTW_ESTIMATE``) so that they
 
 from __future__ import annotations
 
-import hashlib
 import subprocess
 import sys
 
