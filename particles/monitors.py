@@ -14,7 +14,8 @@ gradient flow of the metric weighted by ``Z``, (3.12)), ``V = -I`` descends it. 
 reverses it (RK4 with ``dt = 5`` at ``beta = 4``, say) stops the run with
 :attr:`StopReason.UNSTABLE` and the measured violation; the results up to the last output
 time that kept the energy monotone are kept. One energy costs what one velocity does, so
-checking at output times costs at most one evaluation per output.
+checking at output times costs at most one evaluation per output. (Where ``E_beta`` exceeds
+the float range, ``beta`` beyond about 715, it is ``inf`` and not judged.)
 
 :class:`StepSizeMonitor` serves every model, with or without an energy (general ``Q, K, V``,
 ``l2``, ``sigmoid``, ``sinkhorn``, tokens in ``R^d``): an explicit Runge–Kutta step ``h`` on
@@ -74,6 +75,9 @@ class EnergyMonitor:
         if t not in self.times:
             return None
         e = np.atleast_1d(energy(self.model, y, memory_limit=self.memory_limit))
+        if not np.all(np.isfinite(e)):  # beyond the float range (beta > ~715): no judgement
+            self.last = None
+            return None
         if self.last is not None:
             t0, e0 = self.last
             change = self.sign * (e - e0)  # >= 0 along the exact flow
