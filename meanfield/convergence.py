@@ -48,6 +48,7 @@ import xarray as xr
 
 from .domains.base import Domain
 from .io import domain_of
+from .memory import check_solve_memory
 from .model import Model
 from .solve import solve
 
@@ -144,6 +145,7 @@ def self_convergence(
     resolutions = [domain.resolution * 2**j for j in range(int(levels))]
     domains = [domain.with_resolution(r) for r in resolutions]
     fine = domains[-1]
+    check_solve_memory(fine, times.size)  # the finest level, before the coarse ones run
 
     tail_tol = float(solve_kwargs.get("tail_tol", 1e-10))
     coefs, t_ok, steps, ok_flags, reasons, needed = [], [], [], [], [], []

@@ -71,3 +71,11 @@ def test_a_refinement_that_cannot_fit_stops_with_results_kept(monkeypatch: pytes
                         lambda th: np.exp(2 * np.cos(th)) * (1 + 0.3 * np.sin(3 * th)), times)
     ds = info.value.dataset
     assert ds.attrs["t_reached"] > 0 and int(ds["resolution"].values[-1]) == 64
+
+
+def test_convergence_checks_its_finest_level_first(capsys: pytest.CaptureFixture) -> None:
+    # levels 4 from the sphere at 2000: the finest, 16000, needs ~0.4 TiB; refused before the
+    # coarse levels run (they would be lost to the refusal at the end)
+    assert main(["convergence", "--domain", "sphere", "--resolution", "2000"]) == 2
+    err = capsys.readouterr().err
+    assert "resolution 16000" in err and "GiB of memory" in err
