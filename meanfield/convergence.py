@@ -3,6 +3,8 @@ r"""Numerical self-convergence of a PDE run: the study to do before trusting a s
 .. autosummary::
    self_convergence
    convergence_table
+   table_time
+   diagnose
 
 For a user's run (model, domain, initial density, output times) the study solves the same
 problem
@@ -26,6 +28,13 @@ of an embedded pair, advancing with the higher order) has ``q ~ 1`` (tolerance
 proportionality). Each resolution also reports ``t_resolved``: the last time its resolution
 monitor (spectral tail, positivity; :func:`meanfield.solve`) accepted the solution, the time
 up to which that resolution can be trusted (docs/equations.md section 3).
+
+A study is only as good as its latest comparison: when the resolutions stop (their monitors
+find them unresolved) before the final time, :func:`diagnose` says how far the study is
+resolved and what to change (a finer starting resolution, an earlier final time, or a larger
+``tail_tol``), and :func:`convergence_table` puts that first; when no two resolutions can be
+compared after the start (all runs agree there to round-off, which says nothing) the command
+prints no table at all and exits 1.
 """
 
 from __future__ import annotations
@@ -39,6 +48,7 @@ import xarray as xr
 
 from .domains.base import Domain
 from .io import domain_of
+from .memory import check_solve_memory
 from .model import Model
 from .solve import solve
 
@@ -109,8 +119,9 @@ def self_convergence(
             error dominates).
         tolerances: the ``rtol`` values of the tolerance study, decreasing (``atol =
             rtol * 1e-4``); empty to skip it.
-        tolerance_resolution: resolution of the tolerance study (default: ``domain``'s, the
-            user's run; runs at one resolution share their spatial error, so the
+        tolerance_resolution: resolution of the tolerance study (default: the coarsest
+            resolution of the resolution study that stayed resolved to the final time, else
+            the one resolved longest; runs at one resolution share their spatial error, so the
             differences measure the time integration alone).
         form: ``"continuity"`` or ``"gradient"``.
         solve_kwargs: passed on to :func:`meanfield.solve` (``scheme``, ``cfl``, ...).
@@ -118,8 +129,10 @@ def self_convergence(
     Returns:
         ``xarray.Dataset`` with dimensions ``resolution``, ``tolerance`` and ``time``:
         ``difference_resolution`` (to the next resolution), ``error_resolution`` (to the
-        finest), ``order_resolution``, ``t_resolved``, ``steps_resolution`` and their
-        ``*_tolerance`` counterparts; the settings in ``attrs``.
+        finest), ``order_resolution``, ``t_resolved``, ``steps_resolution``,
+        ``resolution_needed`` (where a level stopped early, the resolution its monitor's
+        estimate asks for: :meth:`Domain.degree_needed`) and their ``*_tolerance``
+        counterparts; the settings in ``attrs``.
     """
     if int(levels) < 2:
         msg = f"levels must be >= 2, got {levels!r}"
@@ -132,8 +145,10 @@ def self_convergence(
     resolutions = [domain.resolution * 2**j for j in range(int(levels))]
     domains = [domain.with_resolution(r) for r in resolutions]
     fine = domains[-1]
+    check_solve_memory(fine, times.size)  # the finest level, before the coarse ones run
 
-    coefs, t_ok, steps, ok_flags, reasons = [], [], [], [], []
+    tail_tol = float(solve_kwargs.get("tail_tol", 1e-10))
+    coefs, t_ok, steps, ok_flags, reasons, needed = [], [], [], [], [], []
     for dom in domains:
         try:
             ds = solve(model, dom, _initial_on(dom, domain, rho0), times, rtol=rtol, atol=atol,
@@ -146,12 +161,14 @@ def self_convergence(
             steps.append(0)
             ok_flags.append(0)
             reasons.append(str(exc))
+            needed.append(2 * dom.resolution)
             continue
         coefs.append(_coefficients_at(ds, dom, fine, times))
         t_ok.append(float(ds.attrs["t_reached"]))
         steps.append(int(ds.attrs["num_accepted"]))
         ok_flags.append(int(ds.attrs["successful"]))
         reasons.append(str(ds.attrs["stop_reason"]))
+        needed.append(_needed(ds, tail_tol))
     L = len(domains)
     diff_r = np.full((L, times.size), np.nan)
     err_r = np.full((L, times.size), np.nan)
@@ -160,7 +177,13 @@ def self_convergence(
         err_r[j] = _norms(fine, coefs[j], coefs[-1])
     order_r = _orders(diff_r, np.full(L, 2.0))
 
-    res_tol = domain if tolerance_resolution is None else domain.with_resolution(int(tolerance_resolution))
+    if tolerance_resolution is not None:
+        res_tol = domain.with_resolution(int(tolerance_resolution))
+    else:  # the coarsest level resolved to the end, else the one resolved longest
+        done = [j for j in range(L) if t_ok[j] >= times[-1] * (1 - 1e-12)]
+        res_tol = domains[done[0] if done else int(np.argmax(t_ok))]
+    if tolerance_resolution is None and not np.isfinite(max(t_ok)):
+        tols = tols[:0]  # no level resolves the start: nothing to study (diagnose says so)
     T = tols.size
     diff_q = np.full((T, times.size), np.nan)
     err_q = np.full((T, times.size), np.nan)
@@ -195,6 +218,8 @@ def self_convergence(
                 "long_name": "last time the resolution monitor accepted the solution"}),
             "successful_resolution": ("resolution", np.array(ok_flags)),
             "steps_resolution": ("resolution", np.array(steps)),
+            "resolution_needed": ("resolution", np.array(needed), {
+                "long_name": "resolution the monitor's estimate asks for where the level stopped early"}),
             "difference_tolerance": (("tolerance", "time"), diff_q, {
                 "long_name": "L2 difference to the next (tighter) tolerance"}),
             "error_tolerance": (("tolerance", "time"), err_q, {
@@ -219,23 +244,92 @@ def self_convergence(
         "tolerance_resolution": int(res_tol.resolution),
         "form": form,
         "stop_reasons": json.dumps(reasons),
+        "solve_settings": json.dumps({"tail_tol": tail_tol}),
     })
     return ds
+
+
+def _needed(ds: xr.Dataset, tail_tol: float) -> int:
+    """The resolution a solve asked for where it stopped early (its own, where it did not)."""
+    dom = domain_of(ds)
+    if int(ds.attrs["successful"]):
+        return int(dom.resolution)
+    c = dom.forward(np.asarray(ds["density"].values[-1], dtype=float))
+    return int(max(dom.degree_needed(c, tail_tol), 2 * dom.resolution))
+
+
+def table_time(ds: xr.Dataset) -> float | None:
+    """The time of the resolution table: the latest output time at which two resolutions can
+    be compared (both resolved there); ``None`` when that is only the start time (where every
+    run starts from the same coefficients, so agreement says nothing)."""
+    times = ds["time"].values
+    count = np.sum(np.isfinite(ds["difference_resolution"].values), axis=0)
+    later = np.flatnonzero(count[1:] > 0) + 1 if times.size > 1 else np.flatnonzero(count > 0)
+    return float(times[later[-1]]) if later.size else None
+
+
+def diagnose(ds: xr.Dataset) -> str | None:
+    """What keeps a :func:`self_convergence` study from the final time, and what to change
+    (``None`` when its resolution table, and its tolerance study, reach the final time)."""
+    times = ds["time"].values
+    t_end = float(times[-1])
+    res = [int(r) for r in ds["resolution"].values]
+    t_res = np.asarray(ds["t_resolved"].values, dtype=float)
+    listing = ", ".join(f"{r}: {t:.3g}" if np.isfinite(t) else f"{r}: start unresolved"
+                        for r, t in zip(res, t_res))
+    tail = float(json.loads(ds.attrs.get("solve_settings", "{}")).get("tail_tol", math.nan))
+    tail_txt = f" (now {tail:g})" if np.isfinite(tail) else ""
+    if not np.any(np.isfinite(t_res)):
+        return (f"the initial density is not resolved at any resolution of the study "
+                f"({res[0]} to {res[-1]}): raise --resolution to {2 * res[-1]} or more, or "
+                f"raise --tail-tol{tail_txt}")
+    done = [j for j in range(len(res)) if t_res[j] >= t_end * (1 - 1e-12)]
+    if len(done) >= 2:
+        where = None
+    elif done:  # only the finest reached the end: start where it is resolved
+        where = f"raise --resolution to {res[done[0]]} (it stayed resolved to t = {t_end:.3g})"
+    else:
+        need = int(ds["resolution_needed"].values[-1])
+        where = (f"raise --resolution so that the finest level reaches at least {need} "
+                 f"(the finest, {res[-1]}, stopped at t = {t_res[-1]:.3g} asking for {need})")
+    t_tab = table_time(ds)
+    if where is not None:
+        t_two = float(np.sort(t_res[np.isfinite(t_res)])[-2]) if np.sum(np.isfinite(t_res)) >= 2 else -math.inf
+        if t_tab is None:
+            head = ("no two resolutions stay resolved past the start, so there is nothing to "
+                    f"compare (t_resolved by resolution: {listing})")
+        else:
+            head = (f"the study is resolved only to t = {t_tab:.3g} of t = {t_end:.3g} "
+                    f"(t_resolved by resolution: {listing})")
+        lower = f" or lower --t-max to {t_two:.3g}" if t_two > times[0] else ""
+        return (f"{head}: {where}{lower}, or raise --tail-tol{tail_txt} to let the coarse "
+                "grids run on (docs/validation.md)")
+    if ds.sizes.get("tolerance", 0):
+        t_tol = float(np.nanmin(ds["t_resolved_tolerance"].values))
+        if not t_tol >= t_end * (1 - 1e-12):
+            return (f"the tolerance study at resolution {ds.attrs['tolerance_resolution']} is "
+                    f"resolved only to t = {t_tol:.3g} of t = {t_end:.3g}: give a finer "
+                    "tolerance_resolution, or lower --t-max")
+    return None
 
 
 def _fmt(x: float) -> str:
     return "-" if not np.isfinite(x) else f"{x:.3g}"
 
 
-def convergence_table(ds: xr.Dataset, time: float | None = None) -> str:
-    """A Markdown table of a :func:`self_convergence` result at ``time`` (default: the last
-    time at which every resolution is resolved, else the last time)."""
+def convergence_table(ds: xr.Dataset, time: float | None = None, *, note: bool = True) -> str:
+    """A Markdown table of a :func:`self_convergence` result at ``time`` (default:
+    :func:`table_time`, the latest time at which two resolutions can be compared), after
+    :func:`diagnose`'s sentence when the study falls short of its final time (unless
+    ``note=False``)."""
     times = ds["time"].values
-    if time is None:  # the latest time with the most resolved comparisons
-        count = np.sum(np.isfinite(ds["difference_resolution"].values), axis=0)
-        time = float(times[np.flatnonzero(count == count.max())[-1]])
+    if time is None:
+        time = table_time(ds)
+        time = float(times[0]) if time is None else time
     i = int(np.argmin(np.abs(times - time)))
-    lines = [f"Resolution study at t = {times[i]:.4g} (rtol = {ds.attrs['rtol']:.1e})", "",
+    problem = diagnose(ds) if note else None
+    lines = [f"Note: {problem}", ""] if problem else []
+    lines += [f"Resolution study at t = {times[i]:.4g} (rtol = {ds.attrs['rtol']:.1e})", "",
              "| resolution | diff. to next | error to finest | observed order | t_resolved | steps |",
              "|---:|---:|---:|---:|---:|---:|"]
     for j, r in enumerate(ds["resolution"].values):
@@ -257,4 +351,4 @@ def convergence_table(ds: xr.Dataset, time: float | None = None) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["convergence_table", "self_convergence"]
+__all__ = ["convergence_table", "diagnose", "self_convergence", "table_time"]

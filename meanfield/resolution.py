@@ -20,6 +20,7 @@ import numpy as np
 
 from .domains.base import Domain
 from .integrate import Replace, Stop, StopReason
+from .memory import available_memory, solve_bytes
 
 
 def unresolved(domain: Domain, c: np.ndarray, tail_tol: float, negative_tol: float) -> str | None:
@@ -43,16 +44,21 @@ class ResolutionMonitor:
         tail_tol, negative_tol: thresholds of :func:`unresolved`.
         max_resolution: the largest resolution refinement may reach.
         filter_order: apply the exponential l-only filter of this order after each step.
+        outputs: output times of the solve, for the memory estimate of a refinement
+            (:func:`meanfield.memory.solve_bytes`): a refinement that would not fit in the
+            available memory stops the run (results kept) instead of swapping.
     """
 
     def __init__(self, rebuild: Callable[[Domain], object], *, tail_tol: float,
-                 negative_tol: float, max_resolution: int, filter_order: int | None = None) -> None:
+                 negative_tol: float, max_resolution: int, filter_order: int | None = None,
+                 outputs: int = 1) -> None:
         self.rebuild = rebuild
         self.tail_tol = tail_tol
         self.negative_tol = negative_tol
         self.max_resolution = max_resolution
         self.filter_order = filter_order
         self.refinements = 0
+        self.outputs = outputs
         self._filters: dict[int, np.ndarray] = {}
 
     def _filter(self, domain: Domain) -> np.ndarray:
@@ -78,6 +84,13 @@ class ResolutionMonitor:
                            f"coefficients suggests resolution "
                            f"{domain.degree_needed(c, self.tail_tol)} (degree_needed)")
             fine = domain.with_resolution(domain.resolution * 2)
+            need, have = solve_bytes(fine, self.outputs), available_memory()
+            if have is not None and need > have:
+                raise Stop(StopReason.UNRESOLVED,
+                           f"at t = {t:.6g} the {problem} at resolution {domain.resolution}; "
+                           f"refining to {fine.resolution} needs about {need / 2**30:.3g} GiB of "
+                           f"memory, but only {have / 2**30:.3g} GiB are available (lower "
+                           "max_resolution, or the number of output times)")
             c = fine.prolong(c, domain)
             domain = fine
             stepper = self.rebuild(domain)

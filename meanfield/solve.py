@@ -42,6 +42,7 @@ from .integrate import (
     integrate,
     result_attrs,
 )
+from .memory import check_solve_memory
 from .model import Model
 from .resolution import ResolutionMonitor
 
@@ -127,7 +128,10 @@ def solve(
         scheme: ``"dopri5"`` (default), ``"bosh3"``, ``"rk4"`` or ``"euler"`` (fixed step),
             or a tableau.
         controller: step-size control; default ``PIController(rtol, atol)`` with
-            ``rtol = 1e-8``, ``atol = 1e-12`` unless given. ``ConstantStep(dt)`` for fixed steps.
+            ``rtol = 1e-8`` unless given, and ``atol`` as given (absolute) or by default
+            ``1e-12 max(1, max|c|)`` for the coefficients ``c`` at each step (``atol_relative``:
+            concentrated densities have coefficients up to ``1e14`` times the mean's, whose
+            round-off an absolute ``1e-12`` would chase). ``ConstantStep(dt)`` for fixed steps.
         cfl: CFL number for ``dt <= cfl * min_spacing / max|X|``.
         max_resolution: the largest resolution refinement may reach (default: 8 times the
             starting one); ``max_resolution = domain.resolution`` disables refinement.
@@ -154,19 +158,24 @@ def solve(
         ``dissipation``, ``mass`` and ``resolution`` (time), and the attrs of
         :data:`meanfield.integrate.RESULT_ATTRS` (the domain and the monitor's settings in
         ``settings``).
+
+    A run whose estimated memory (:func:`meanfield.memory.check_solve_memory`) exceeds the
+    available memory is refused with ``ValueError`` before any work; a refinement that would
+    not fit stops the run like an unresolved one (results kept).
     """
     times = output_times(t)
     if out is not None:
         from .io import check_writable
 
         check_writable(out, overwrite=overwrite, name="out")
+    check_solve_memory(domain, times.size)  # refuse with the figure before any work
     tab = get_scheme(scheme)
     if controller is None:
         if not tab.adaptive:
             msg = f"scheme {tab.name!r} has no error estimate: pass controller=ConstantStep(dt)"
             raise ValueError(msg)
-        controller = PIController(rtol=1e-8 if rtol is None else rtol,
-                                  atol=1e-12 if atol is None else atol)
+        controller = PIController(rtol=1e-8 if rtol is None else rtol,  # default atol: relative
+                                  atol=1e-12 if atol is None else atol, atol_relative=atol is None)
     elif rtol is not None or atol is not None:
         msg = "give either controller or rtol/atol, not both"
         raise ValueError(msg)
@@ -223,7 +232,8 @@ def solve(
         saved.append((tk, ck.copy(), dom, _diagnostics(flow, ck)))
 
     monitor = ResolutionMonitor(rebuild, tail_tol=tail_tol, negative_tol=negative_tol,
-                                max_resolution=max_res, filter_order=filter_order)
+                                max_resolution=max_res, filter_order=filter_order,
+                                outputs=times.size)
     trackers = list(trackers)
     if progress:
         trackers.append(ProgressTracker(desc=f"solve {domain.name}",
@@ -240,6 +250,7 @@ def solve(
         "cfl": float(cfl), "tail_tol": float(tail_tol), "negative_tol": float(negative_tol),
         "max_resolution": int(max_res), "filter_order": filter_order,
         "num_refinements": monitor.refinements,
+        "atol_relative": bool(getattr(controller, "atol_relative", False)),
     }
     ds = _assemble(saved, model, settings, tab, controller, sol)
     if not sol.successful and continue_lagrangian and sol.reason is StopReason.UNRESOLVED:

@@ -22,6 +22,12 @@ Energy (Remark 3.8, with the "-1 inside the sum" convention of docs/equations.md
 summed over heads (``Q = K = I`` by default); at ``beta = 0`` its limit
 ``(1 / (2 n^2)) sum_{i,j} <Q x_i, K x_j>`` (``|mean|^2 / 2`` for ``Q = K = I``). It is the
 Lyapunov function of USA and of SA when ``Q^T K = V`` is symmetric (``+-``), docs/equations.md section 2.
+
+At large ``beta`` (``e^{beta s}`` beyond ``e^700``) the weights are divided by ``e^c``, ``c``
+a bound of the largest exponent, and the sums multiplied back once: energy, gradient and
+dissipation are finite wherever their values are, and ``+-inf`` (never NaN) where they exceed
+the float64 range (``E_beta ~ e^beta / (2 beta)`` beyond ``beta ~ 715``), as the PDE solver
+reports them.
 """
 
 from __future__ import annotations
@@ -63,6 +69,7 @@ def energy(
     B, n, d = xb.shape
     beta = model.beta
     total = np.zeros(B)
+    extra = np.zeros(B)  # contributions of the shifted tiles, already divided by 2 beta n^2
     tiling = Tiling(memory_limit, buffers=2, block=block_for(d))
     for Q, K in _factors(model, d):
         q, k = _apply(Q, xb), _apply(K, xb)
@@ -71,8 +78,17 @@ def energy(
             total += np.sum(mq * mk, axis=-1) * n * n  # sum_ij s_ij
             continue
         kt = np.swapaxes(k, 1, 2)
+        shift = _shift(beta, q, k)
+        big = bool(np.any(shift > _EXP_SAFE))
         for bs, rs in tiling.tiles(B, n, n):
             S = _logits(q[bs, rs], kt[bs], np.empty((bs.stop - bs.start, rs.stop - rs.start, n)))
+            if big:  # e^{beta s} would overflow: sum e^{beta s - shift}, scale back once
+                S *= beta
+                S -= shift[bs, None, None]
+                np.exp(S, out=S)
+                scale = 2.0 * beta * n * n
+                extra[bs] += _times_exp(S.sum(axis=(1, 2)) / scale, shift[bs]) - S[0].size / scale
+                continue
             if beta * np.max(np.abs(S)) < 1e-8:
                 S2 = S * S
                 total[bs] += (S + S2 * (beta / 2) + S2 * S * (beta * beta / 6)).sum(axis=(1, 2))
@@ -81,7 +97,26 @@ def energy(
             np.expm1(S, out=S)
             total[bs] += S.sum(axis=(1, 2)) / beta
     total /= 2.0 * n * n
-    return _shape_out(x, total)
+    return _shape_out(x, total + extra)
+
+
+def _times_exp(a: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """``a e^c`` as ``sign(a) e^{log|a| + c}``: finite wherever the product is (``e^c``
+    alone may overflow), ``+-inf`` beyond the float range."""
+    with np.errstate(over="ignore", divide="ignore"):
+        return np.sign(a) * np.exp(np.log(np.abs(a)) + c)
+
+
+_EXP_SAFE = 700.0
+"""Exponents above this (``e^700 ~ 1e304``) are shifted before ``exp``."""
+
+
+def _shift(beta: float, q: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """A bound ``beta max_i |q_i| max_j |k_j| >= beta s_ij`` per batch (Cauchy–Schwarz): the
+    exponent that the weights are divided by when they would overflow."""
+    nq = np.sqrt(np.einsum("bnd,bnd->bn", q, q)).max(axis=1)
+    nk = np.sqrt(np.einsum("bnd,bnd->bn", k, k)).max(axis=1)
+    return beta * nq * nk
 
 
 def energy_gradient(
@@ -94,13 +129,27 @@ def energy_gradient(
     with ``s_ij = <Q x_i, K x_j>`` (valid at ``beta = 0``, where ``e^0 = 1``).
     """
     x = as_tokens(x, "x", model=model)
-    xb = _as_batch(x)
+    grad, shift = _scaled_gradient(model, _as_batch(x), memory_limit)
+    if np.any(shift):
+        grad = _times_exp(grad, shift[:, None, None])
+    return grad if x.ndim == 3 else grad[0]
+
+
+def _scaled_gradient(model: Any, xb: np.ndarray, memory_limit: int
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """``(g, c)`` with ``grad E = e^c g`` per batch: ``c = 0`` unless the weights
+    ``e^{beta s}`` would overflow (``beta`` beyond ~700 on the sphere), then ``c`` is the
+    largest exponent bound of :func:`_shift`, so that ``g`` is finite."""
     B, n, d = xb.shape
     beta = model.beta
     grad = np.zeros_like(xb)
     tiling = Tiling(memory_limit, buffers=2, block=block_for(d))
-    for Q, K in _factors(model, d):
-        q, k = _apply(Q, xb), _apply(K, xb)
+    pairs = [(_apply(Q, xb), _apply(K, xb), Q, K) for Q, K in _factors(model, d)]
+    shift = np.zeros(B)
+    for q, k, _, _ in pairs:
+        shift = np.maximum(shift, _shift(beta, q, k))
+    shift = np.where(shift > _EXP_SAFE, shift, 0.0)
+    for q, k, Q, K in pairs:
         kq = k @ Q  # rows (Q^T K x_j)^T
         symmetric = np.array_equal(Q, K)
         qk = q @ K  # rows (K^T Q x_j)^T
@@ -110,6 +159,8 @@ def energy_gradient(
         for bs, rs in tiling.tiles(B, n, n):
             S = _logits(q[bs, rs], kt[bs], np.empty((bs.stop - bs.start, rs.stop - rs.start, n)))
             S *= beta
+            if np.any(shift[bs]):
+                S -= shift[bs, None, None]
             np.exp(S, out=S)
             head[bs, rs] += _weighted_sum(S, kq[bs], None if kqc is None else kqc[:, bs])
             if not symmetric:
@@ -117,7 +168,7 @@ def energy_gradient(
         # Q = K: s_ij = s_ji and Q^T K = K^T Q, so both sums agree
         grad += 2.0 * head if symmetric else head
     grad /= 2.0 * n * n
-    return grad if x.ndim == 3 else grad[0]
+    return grad, shift
 
 
 def dissipation(
@@ -135,10 +186,12 @@ def dissipation(
     """
     check_geometry(geometry)
     x = as_tokens(x, "x", model=model)
-    g = energy_gradient(model, x, memory_limit=memory_limit)
-    v = velocity(model, x, geometry, memory_limit=memory_limit, check=False)
+    g, shift = _scaled_gradient(model, _as_batch(x), memory_limit)
+    v = _as_batch(velocity(model, x, geometry, memory_limit=memory_limit, check=False))
     out = np.sum(g * v, axis=(-2, -1))
-    return out if x.ndim == 3 else float(out)
+    if np.any(shift):  # +-inf only where dE/dt itself leaves the float range
+        out = _times_exp(out, shift)
+    return out if x.ndim == 3 else float(out[0])
 
 
 def partition(model: Any, x: np.ndarray) -> np.ndarray:

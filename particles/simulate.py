@@ -15,9 +15,11 @@ on ``S^{d-1}`` to round-off with ``geometry="sphere"``.
 The result holds ``x`` (time, [batch,] token, dim), ``energy`` and ``dissipation``
 (time[, batch]) and, for ``angles``, ``theta``; ``attrs`` follow the project's one result
 schema (:data:`meanfield.integrate.RESULT_ATTRS`), so that a file alone says how it was made.
-A run that ends early (a non-finite state, the step limit, Ctrl-C, or an energy that moves
-against the flow: :class:`particles.monitors.EnergyMonitor`) keeps its results up to the last
-state it accepted and says why in ``stop_reason``.
+A run that ends early (a non-finite state, the step limit, Ctrl-C, an energy that moves
+against the flow: :class:`particles.monitors.EnergyMonitor`, or a fixed step far beyond the
+stability bound of its scheme: :class:`particles.monitors.StepSizeMonitor`) keeps its results
+up to the last state it accepted and says why in ``stop_reason``; a step near the bound gives
+a ``UserWarning`` with the measured ``h L``.
 """
 
 from __future__ import annotations
@@ -37,11 +39,12 @@ from meanfield.integrate import (
     result_attrs,
 )
 from meanfield.kernels import DEFAULT_MEMORY_LIMIT
+from meanfield.memory import check_particles_memory
 
 from .angles import angle_velocity, check_angle_model, from_angles, to_angles
 from .inputs import as_angles, as_count, as_rng, as_tokens, check_geometry
 from .integrators import METHODS, integrate_reference, make_stepper, normalize_rows
-from .monitors import EnergyMonitor, has_energy
+from .monitors import STABILITY_RADIUS, EnergyMonitor, StepSizeMonitor, has_energy
 from .observables import dissipation, energy
 from .velocity import attention, velocity
 
@@ -135,6 +138,11 @@ def simulate(
     Returns:
         ``xarray.Dataset`` with ``x``, ``energy``, ``dissipation`` (and ``theta`` for
         ``angles``), up to the last time reached.
+
+    Raises:
+        ValueError: on bad input, or when the run would not fit in the available memory
+            (:func:`meanfield.memory.check_particles_memory`: the estimate and the memory
+            there is, in GiB).
     """
     check_geometry(geometry)
     _check_method(method)
@@ -142,6 +150,8 @@ def simulate(
     x0 = as_tokens(x0, "x0", geometry=geometry, normalize=normalize, model=model)
     memory_limit = as_count(memory_limit, "memory_limit")
     batched = x0.ndim == 3
+    check_particles_memory(x0.shape[0] if batched else 1, x0.shape[-2], x0.shape[-1], t.size,
+                           memory_limit, method)
     if model.noise > 0 and method != "euler_maruyama":
         msg = f"model.noise={model.noise} > 0 needs method='euler_maruyama', got {method!r}"
         raise ValueError(msg)
@@ -170,7 +180,9 @@ def simulate(
             return angle_velocity(model, th, memory_limit=memory_limit)
 
         times, th, sol = _run("angles", g, to_angles(x0), t, dt=dt, sphere=False, rtol=rtol,
-                       atol=atol, max_steps=max_steps, progress=progress)
+                       atol=atol, max_steps=max_steps, progress=progress,
+                       monitors=[StepSizeMonitor(g, "angles", float(dt), t, sphere=False,
+                                                 x0=to_angles(x0))])
         ds = _dataset(model, times, from_angles(th), batched, geometry, observables,
                       memory_limit)
         lead = ("time", "batch") if batched else ("time",)
@@ -185,8 +197,10 @@ def simulate(
             def f(x: np.ndarray) -> np.ndarray:
                 return velocity(model, x, geometry, memory_limit=memory_limit, check=False)
 
-        monitors = ([EnergyMonitor(model, t, memory_limit)]
-                    if method in ("rk4", "dopri5") and has_energy(model) else [])
+        monitors: list[Any] = ([EnergyMonitor(model, t, memory_limit)]
+                               if method in ("rk4", "dopri5") and has_energy(model) else [])
+        if method in STABILITY_RADIUS:  # fixed steps: h L against the stability bound
+            monitors.append(StepSizeMonitor(f, method, float(dt), t, sphere=sphere, x0=x0))
         times, xs, sol = _run(method, f, x0, t, dt=dt, sphere=sphere, rtol=rtol, atol=atol,
                        max_steps=max_steps, progress=progress, sigma=model.noise,
                        rng=as_rng(rng) if method == "euler_maruyama" else None,

@@ -143,7 +143,10 @@ def save_record(result: CheckResult, out_dir: Path, *, seed: int, suite: str, wa
     data_file = None
     if result.data is not None:
         try:
-            write_netcdf(_netcdf_safe(result.data), d / "data.nc")
+            data = _netcdf_safe(result.data)
+            data.attrs.setdefault("check", result.name)  # meanfield plot knows it by this
+            data.attrs.setdefault("title", f"data of the validation check {result.name}")
+            write_netcdf(data, d / "data.nc")
             data_file = "data.nc"
         except Exception as exc:  # noqa: BLE001 - keep the record even if the data won't serialise
             data_file = f"(not written: {type(exc).__name__}: {exc})"

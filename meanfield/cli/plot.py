@@ -1,9 +1,10 @@
 """``meanfield plot FILE``: draw a result file to PNG.
 
-The core draws its own files (densities of ``solve``; Gaussians of ``gaussian``); other
-packages add drawers for theirs through the entry-point group :data:`GROUP`
-(``[project.entry-points."meanfield.plotters"]``), each a module with ``accepts(ds) -> bool``
-and ``draw(ds, out, at) -> None``, so that the core never imports its users.
+The core draws its own files (densities of ``solve``; Gaussians of ``gaussian``;
+self-convergence studies of ``convergence``); other packages add drawers for theirs through
+the entry-point group :data:`GROUP` (``[project.entry-points."meanfield.plotters"]``), each a
+module with ``accepts(ds) -> bool`` and ``draw(ds, out, at) -> None``, so that the core never
+imports its users. A file that no drawer accepts (not written by this tool) is refused.
 """
 
 from __future__ import annotations
@@ -25,8 +26,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p = options.add_parser(
         sub, "plot", help="draw a result file (NetCDF) to PNG", func=run,
         description="Circle: (theta, t) heat map with the energy beneath; sphere: maps at chosen "
-                    "times; zonal: profiles against s; Gaussian: ellipses or eigenvalues; and "
-                    "the files of the other packages' commands.")
+                    "times; zonal: profiles against s; Gaussian: ellipses or eigenvalues; "
+                    "convergence: differences against resolution and rtol; and the files of the "
+                    "other packages' commands (particles, phase diagrams, metastability, "
+                    "validation check data, token studies).")
     p.add_argument("file", type=Path, help="NetCDF file written by meanfield")
     return p
 
@@ -79,6 +82,10 @@ def run(args: argparse.Namespace) -> int:
         from .gaussian import draw
 
         draw(ds, out)
+    elif "difference_resolution" in ds.data_vars:
+        from meanfield.plots_convergence import plot_convergence
+
+        plot_convergence(ds, out)
     else:
         for _, module in _drawers():
             if module.accepts(ds):

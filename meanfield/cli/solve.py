@@ -102,6 +102,9 @@ def run(args: argparse.Namespace) -> int:
     if args.domain == "lagrangian":
         return run_lagrangian(args, model, np.linspace(0.0, args.t_max, args.times))
     domain = _domain(args)
+    from meanfield.memory import check_solve_memory
+
+    check_solve_memory(domain, args.times)  # before the initial density is even made
     rho0 = _initial(domain, args.init)
     t = np.linspace(0.0, args.t_max, args.times)
     try:

@@ -7,7 +7,8 @@ Grid ``theta_j = 2 pi j / N``; coefficients ``c_k``, ``k = 0..N/2``, of
 ``f(theta) = sum_{|k| < N/2} c_k e^{i k theta}`` (``c_{-k} = conj(c_k)``; the Nyquist
 coefficient is kept at zero so that derivatives stay real). Products are formed on a grid of
 ``M >= 3N/2`` points (the 3/2 rule), which removes all aliasing of quadratic terms.
-FFTW plans are made once per domain and reused.
+FFTW plans are made once per domain and reused; they are estimated, not measured, so that
+results are bitwise the same in every process.
 """
 
 from __future__ import annotations
@@ -24,7 +25,11 @@ from .base import Domain
 from .circle_drift import CircleDrift
 from .geometry import SphereGeometry
 
-_PLANNER_FLAGS = ("FFTW_MEASURE", "FFTW_DESTROY_INPUT")
+_PLANNER_FLAGS = ("FFTW_ESTIMATE", "FFTW_DESTROY_INPUT")
+"""FFTW plans by estimate, not measurement: a measured plan depends on timings, so two
+processes may pick different algorithms and round differently (1e-14 apart, and a step-size
+controller can turn that into one step more); estimated plans are the same in every process,
+so a solve is bitwise repeatable (tests/meanfield/test_repeatable.py)."""
 
 
 class _RealFFT:

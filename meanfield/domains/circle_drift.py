@@ -24,7 +24,8 @@ from typing import Callable
 import numpy as np
 import pyfftw
 
-_PLAN = ("FFTW_MEASURE",)
+_PLAN = ("FFTW_ESTIMATE",)
+"""Estimated plans: the same algorithm in every process (see ``circle._PLANNER_FLAGS``)."""
 
 
 class CircleDrift:

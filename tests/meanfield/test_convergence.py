@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
 from meanfield import Circle, Model
 from meanfield.cli import main
-from meanfield.convergence import convergence_table, self_convergence
+from meanfield.convergence import convergence_table, diagnose, self_convergence, table_time
 from meanfield.io import read_netcdf
 
 
@@ -80,3 +82,43 @@ def test_cli_writes_netcdf_and_table(tmp_path, capsys) -> None:
 def test_cli_bad_input_exits_2(capsys) -> None:
     assert main(["convergence", "--t-end", "-1"]) == 2
     assert "t-end" in capsys.readouterr().err
+
+
+# -- studies that fall short of their final time (issue 15) ----------------------------------
+# SA at beta = 4 from exp(cos theta) on the circle: with the default tail_tol = 1e-10 the
+# resolution monitor stops N = 32 at t = 0.19 (measured), while N = 64 and finer reach t = 1.
+
+
+def test_no_comparison_after_the_start_prints_no_table_and_says_what_to_change(capsys) -> None:
+    # N = 32 stops before the first output after the start (t = 0.25): the only comparison is
+    # at t = 0, where every run starts from the same coefficients
+    rc = main(["convergence", "--beta", "4", "--kappa", "1", "--t-max", "1", "--resolution", "32",
+               "--levels", "2", "--tolerances", ""])
+    cap = capsys.readouterr()
+    assert rc == 1
+    assert "Resolution study" not in cap.out
+    assert "nothing to compare" in cap.err
+    assert "raise --resolution to 64" in cap.err and "lower --t-max to 0.19" in cap.err
+
+
+def test_a_study_resolved_part_way_says_how_far(capsys) -> None:
+    rc = main(["convergence", "--beta", "4", "--kappa", "1", "--t-max", "1", "--times", "11",
+               "--resolution", "32", "--levels", "2", "--tolerances", ""])
+    cap = capsys.readouterr()
+    assert rc == 1
+    # N = 32 is resolved to t = 0.1 or 0.2 (the monitor checks after every step, which land
+    # on the output times): the table is there, and the message says so
+    t = re.search(r"Resolution study at t = (0\.[12]) ", cap.out)
+    assert t is not None, cap.out
+    assert f"resolved only to t = {t.group(1)} of t = 1" in cap.err
+    assert "raise --resolution to 64" in cap.err and "Note:" not in cap.out
+
+
+def test_table_is_at_the_final_time_when_two_levels_reach_it() -> None:
+    # N = 32 stops at t = 0.19, N = 64 and 128 reach t = 1: the table compares those at t = 1
+    # (it used to pick t = 0, where the most runs agree, to round-off, about nothing)
+    ds = self_convergence(Model(beta=4.0), Circle(32), lambda th: np.exp(np.cos(th)),
+                          np.linspace(0, 1, 5), levels=3, tolerances=())
+    assert ds["t_resolved"].values[0] < 0.25 and np.all(ds["t_resolved"].values[1:] == 1.0)
+    assert convergence_table(ds).startswith("Resolution study at t = 1 ")
+    assert diagnose(ds) is None and table_time(ds) == 1.0
