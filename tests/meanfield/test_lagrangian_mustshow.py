@@ -65,8 +65,8 @@ def test_sphere_start_is_not_axisymmetric() -> None:
 
 @pytest.mark.parametrize("name", ["softmax", "multihead", "l2", "sinkhorn"])
 def test_gaussian_nodes_follow_the_gaussian_ode_in_2d(name: str) -> None:
-    # measured with 12 x 12 Gauss-Hermite nodes: mean/cov <= 1.2e-11, density (sup / peak)
-    # <= 6e-10; the rule is exact to degree 23 and the field's integrands are entire
+    # measured with 12 x 12 Gauss-Hermite nodes: mean/cov <= 1e-12, density (sup / peak)
+    # <= 2e-12; the rule is exact to degree 23 and the field's integrands are entire
     res = lc.gaussian_vs_ode(lc.gaussian_models(2)[name], 2, 12)
     assert res["mean"] <= 1e-8 and res["cov"] <= 1e-8 and res["sup_density"] <= 1e-8
 
