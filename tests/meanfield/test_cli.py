@@ -164,7 +164,7 @@ def test_old_spellings_still_work(command, old, new, text, value, capsys) -> Non
 
 @pytest.mark.parametrize(
     ("command", "solver"),
-    [("solve", "spectral"), ("convergence", "spectral"), ("gaussian", "gaussian"),
+    [("convergence", "spectral"), ("gaussian", "gaussian"),
      ("particles", "particles"), ("phase-diagram", "phase_diagram"),
      ("metastability", "ensemble")],
 )
@@ -174,12 +174,25 @@ def test_attention_choices_come_from_the_registry(command: str, solver: str) -> 
     assert options.option_for(command, "attention").choices == attention.names(solver)
 
 
+def test_solve_offers_the_kinds_of_both_its_solvers() -> None:
+    """``meanfield solve`` runs the spectral solver or (``solve lagrangian``) the
+    characteristics solver: it offers the kinds of either, and the solver refuses the rest."""
+    from meanfield import attention
+
+    choices = set(options.option_for("solve", "attention").choices)
+    assert choices == set(attention.names("spectral")) | set(attention.names("lagrangian"))
+
+
 def test_attention_aliases_and_case(capsys) -> None:
     parser = build_parser()
     assert parser.parse_args(["solve", "circle", "--attention", "USA"]).attention == "unnormalized"
     assert parser.parse_args(["particles", "--attention", "SoftMax"]).attention == "softmax"
     assert main(["solve", "circle", "--attention", "l2"]) == 2
-    assert "--attention must be one of softmax, unnormalized, got 'l2'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "attention='l2' is not supported by 'spectral'" in err
+    assert "'spectral' supports ('softmax', 'unnormalized')" in err
+    assert main(["particles", "--attention", "nonsense"]) == 2
+    assert "--attention must be one of" in capsys.readouterr().err
 
 
 def test_old_initial_value_spelling() -> None:
