@@ -312,8 +312,6 @@ class _RowKernel(Kernel):
         eout = np.empty((B, n, ne)) if (extra is not None and not self.exponential) else None
         sout = np.empty((B, n)) if second is not None else None
         qb = q * self.beta if self.beta != 1.0 else q
-        # with ``second``, the unscaled logits ``u`` are kept next to the weights
-        ql = qb if second is None else q
         kt = np.ascontiguousarray(np.swapaxes(k, 1, 2))
         shift = self._shift(qb, k, cb)
         if labels is not None and not (n == m and np.array_equal(labels[0], labels[1])):
@@ -348,13 +346,16 @@ class _RowKernel(Kernel):
             shape = (b, r1 - r0, mm)
             S = buf[: b * (r1 - r0) * mm].reshape(shape)
             if ubuf is None:
-                _logits(ql[bs, rs], kt[bs, :, :mm], S)
-            else:
+                _logits(qb[bs, rs], kt[bs, :, :mm], S)
+                if cb is not None:
+                    S += cb[bs, None, :mm]
+            else:  # keep the logits beta u_ij next to the weights
                 U = ubuf[: S.size].reshape(shape)
-                _logits(ql[bs, rs], kt[bs, :, :mm], U)
-                np.multiply(U, self.beta, out=S)
-            if cb is not None:
-                S += cb[bs, None, :mm]
+                _logits(qb[bs, rs], kt[bs, :, :mm], U)
+                if cb is not None:
+                    np.add(U, cb[bs, None, :mm], out=S)
+                else:
+                    np.copyto(S, U)
             if index_causal:
                 count = np.arange(r0 + 1, r1 + 1, dtype=float)[None, :, None]
                 S[:, _causal_mask(r0, r1, mm)] = -np.inf
@@ -381,14 +382,15 @@ class _RowKernel(Kernel):
             if eout is not None:
                 eout[bs, rs] = np.matmul(P, extra[bs, :mm])  # type: ignore[index]
             if sout is not None:
-                if pair:
+                if pair:  # beta sum P t u = sum P t (beta u)
                     T = tbuf[: S.size].reshape(shape)  # type: ignore[index]
                     _logits(qt[bs, rs], ktt[bs, :, :mm], T)
-                    s2 = np.einsum("brm,brm,brm->br", P, T, U)
+                    sout[bs, rs] = np.einsum("brm,brm,brm->br", P, T, U)
+                elif self.beta != 0:  # t = s u: beta sum P s u^2 = s sum P (beta u)^2 / beta
+                    sout[bs, rs] = np.einsum("brm,brm,brm->br", P, U, U) * (
+                        float(second) / self.beta)  # type: ignore[arg-type]
                 else:
-                    s2 = float(second) * np.einsum(  # type: ignore[arg-type]
-                        "brm,brm,brm->br", P, U, U)
-                sout[bs, rs] = self.beta * s2
+                    sout[bs, rs] = 0.0
             if self.normalized:
                 den = res[..., dvt - 1:]
                 out[bs, rs] = res[..., : dvt - 1] / den

@@ -271,3 +271,20 @@ def test_causal_nodes_sorted_by_label(kind: str) -> None:
     np.testing.assert_allclose(res.velocity, ref.velocity[order], rtol=0, atol=1e-13)
     np.testing.assert_allclose(res.divergence, ref.divergence[order], rtol=0,
                                atol=1e-12 * np.max(np.abs(ref.divergence)))
+
+
+@pytest.mark.parametrize("config", ["identity", "qkv"])
+def test_beta_zero_is_the_weighted_mean(config: str) -> None:
+    """``beta = 0``: softmax is the weighted mean ``F = V xbar``, constant in x, so ``tr DF =
+    x^T DF x = 0`` and ``div_S = -(d - 1) <x, F>`` on the sphere, ``0`` in ``R^d`` (exact up
+    to round-off)."""
+    model = Model(beta=0.0, **CONFIGS[config])
+    x, w, _ = nodes()
+    V = model.matrices(D)[0][2]
+    F = (w @ x) @ V.T
+    sph = weighted_field(model, x, w)
+    euc = weighted_field(model, x, w, geometry="euclidean")
+    assert sph.divergence is not None and euc.divergence is not None
+    np.testing.assert_allclose(euc.velocity, np.broadcast_to(F, x.shape), rtol=0, atol=1e-15)
+    np.testing.assert_allclose(euc.divergence, 0.0, rtol=0, atol=1e-15)
+    np.testing.assert_allclose(sph.divergence, -(D - 1) * (x @ F), rtol=0, atol=1e-14)

@@ -105,21 +105,37 @@ def test_particles_max_steps_is_a_stop_reason_not_an_exception_type():
     assert ds.sizes["time"] >= 1 and ds.time.values[-1] == ds.attrs["t_reached"]
 
 
-def test_a_step_far_too_large_stops_with_the_measured_energy_violation():
-    """RK4 with dt = 5 at beta = 4 (SA, circle): the energy must increase along the flow; the
-    discrete map makes it decrease. The run stops saying so: the step-size monitor
-    (particles.monitors.StepSizeMonitor) sees h L above RK4's stability bound at the first
-    step, before the energy monitor would see the energy fall."""
+def test_a_step_far_too_large_stops_with_the_measured_violation():
+    """RK4 with dt = 5 at beta = 4 (SA, circle): h L is beyond RK4's stability bound (and the
+    energy, which must increase along the flow, decreases under the discrete map); the run
+    stops saying so, with the measured value, and keeps what came before."""
     model = mf.Model(beta=4.0)
     x0 = particles.sample_sphere(32, 2, 3)
     t = np.linspace(0, 50, 11)
-    with pytest.raises(particles.SimulationError, match="step too large") as info:
+    with pytest.raises(particles.SimulationError,
+                       match="stability bound|energy decreased") as info:
         particles.simulate(model, x0, t, method="rk4", dt=5.0)
     assert info.value.reason is StopReason.UNSTABLE
     e = info.value.dataset.energy.values
     assert np.all(np.diff(e) >= -1e-9 * np.abs(e[1:]))  # what was kept is monotone
     ok = particles.simulate(model, x0, t, method="rk4", dt=0.05)
     assert ok.attrs["successful"] == 1 and np.all(np.diff(ok.energy.values) >= 0)
+
+
+def test_energy_monitor_stops_an_energy_moving_against_the_flow():
+    """The energy monitor alone: SA (attraction) must increase E_beta between output times;
+    a state of lower energy (tokens spread out) after a clustered one is a violation."""
+    from meanfield.integrate import Stop
+    from particles.monitors import EnergyMonitor
+
+    model = mf.Model(beta=4.0)
+    mon = EnergyMonitor(model, np.array([0.0, 1.0, 2.0]), memory_limit=2**24)
+    theta = np.linspace(0, 2 * np.pi, 8, endpoint=False)
+    spread = np.stack([np.cos(theta), np.sin(theta)], axis=1)
+    close = np.stack([np.cos(0.1 * theta), np.sin(0.1 * theta)], axis=1)
+    mon.check(1.0, close, None, None)
+    with pytest.raises(Stop, match="energy decreased from .* between t = 1 and t = 2"):
+        mon.check(2.0, spread, None, None)
 
 
 def test_max_resolution_below_the_first_refinement_is_refused():
