@@ -61,11 +61,11 @@ def _nodes(args: argparse.Namespace) -> Any:
             raise ValueError(msg)
         return nodes.gaussian(np.zeros(args.d), 0.25 * np.eye(args.d), args.resolution)
     if args.d == 2:
-        domain = meanfield.Circle(args.resolution)
-        return nodes.circle(_initial(domain, args.init), args.resolution)
+        circle = meanfield.Circle(args.resolution)
+        return nodes.circle(_initial(circle, args.init), args.resolution)
     if args.d == 3:
-        domain = meanfield.Sphere(args.resolution)
-        return nodes.sphere(_initial(domain, args.init), args.resolution)
+        sphere = meanfield.Sphere(args.resolution)
+        return nodes.sphere(_initial(sphere, args.init), args.resolution)
     msg = f"--d must be 2 (circle) or 3 (S^2) for lagrangian nodes on the sphere, got {args.d}"
     raise ValueError(msg)
 
