@@ -4,6 +4,7 @@
    output_times
    count
    finite
+   nonnegative_weights
 
 Each raises ``ValueError`` with a message that names the argument and its value.
 """
@@ -53,4 +54,21 @@ def count(value: Any, name: str, minimum: int = 1) -> int:
     return int(value)
 
 
-__all__ = ["count", "finite", "output_times"]
+def nonnegative_weights(value: Any, shapes: tuple[tuple[int, ...], ...], name: str = "weights"
+                        ) -> np.ndarray:
+    """Quadrature weights as a float array of one of ``shapes``, finite and ``>= 0``, else
+    ``ValueError`` naming ``name`` (the shape expected, the count of non-finite entries, the
+    most negative entry)."""
+    w = np.array(value, dtype=float)
+    if w.shape not in shapes:
+        want = " or ".join(str(s) for s in shapes)
+        msg = f"{name} must have shape {want}, got {w.shape}"
+        raise ValueError(msg)
+    finite(w, name)
+    if np.any(w < 0):
+        msg = f"{name} must be >= 0, got min {float(w.min()):.3g}"
+        raise ValueError(msg)
+    return w
+
+
+__all__ = ["count", "finite", "nonnegative_weights", "output_times"]

@@ -45,7 +45,7 @@ from typing import Any, Callable
 import numpy as np
 from scipy.special import roots_hermitenorm, roots_legendre
 
-from .checks import count, finite
+from .checks import count, finite, nonnegative_weights
 from .domains import Circle, Domain, Sphere, ZonalSphere
 from .domains.zonal_sphere import gauss_jacobi
 from .special import sphere_area
@@ -112,14 +112,7 @@ class Nodes:
                        f"max ||x| - 1| = {off:.3g} > {SPHERE_TOL:g})")
                 raise ValueError(msg)
             x = x / r[:, None]
-        w = np.array(self.weights, dtype=float)
-        if w.shape != (n,):
-            msg = f"weights must have shape ({n},) (one per node of x), got {w.shape}"
-            raise ValueError(msg)
-        finite(w, "weights")
-        if np.any(w < 0):
-            msg = f"weights must be >= 0, got min {float(w.min()):.3g}"
-            raise ValueError(msg)
+        w = nonnegative_weights(self.weights, ((n,),))
         total = float(w.sum())
         if not (total > 0 and math.isfinite(total)):
             msg = f"weights must have a positive finite sum, got {total!r}"

@@ -39,7 +39,7 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 from scipy.spatial import cKDTree
 
-from ..checks import finite
+from ..checks import finite, nonnegative_weights
 
 DENSE_CELL = 32
 """Cells holding at least this many nodes are contracted to one vertex of the graph."""
@@ -151,14 +151,7 @@ def clusters(x: Any, weights: Any = None, tol: float = 1e-3, *, geometry: str | 
         raise ValueError(msg)
     finite(x, "x")
     n, d = x.shape
-    w = np.full(n, 1.0 / n) if weights is None else np.asarray(weights, dtype=float)
-    if w.shape != (n,):
-        msg = f"weights must have shape ({n},), got {w.shape}"
-        raise ValueError(msg)
-    finite(w, "weights")
-    if np.any(w < 0):
-        msg = f"weights must be >= 0, got min {float(w.min()):.3g}"
-        raise ValueError(msg)
+    w = np.full(n, 1.0 / n) if weights is None else nonnegative_weights(weights, ((n,),))
     if geometry is None:
         geometry = "sphere" if np.all(np.abs(np.linalg.norm(x, axis=1) - 1.0) < 1e-8) else "euclidean"
     comp = components(x, _radius(tol, geometry))

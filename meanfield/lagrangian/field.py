@@ -31,6 +31,7 @@ import numpy as np
 from scipy.special import erf
 
 from meanfield import attention as attention_registry
+from meanfield.checks import nonnegative_weights
 from meanfield.kernels import DEFAULT_MEMORY_LIMIT, Kernel, Sinkhorn, Softmax, Tiling
 
 GEOMETRIES = ("sphere", "euclidean")
@@ -274,17 +275,10 @@ def _check_nodes(x: Any, name: str, geometry: str, model: Any) -> np.ndarray:
 
 
 def _check_weights(weights: Any, x: np.ndarray) -> np.ndarray:
-    w = np.array(weights, dtype=float) if weights is not None else None
-    if w is None or w.shape not in (x.shape[-2:-1], x.shape[:-1]):
-        msg = (f"weights must have shape (n,) or the batch shape {x.shape[:-1]} of x (x has "
-               f"shape {x.shape}), got {None if w is None else w.shape}")
+    if weights is None:
+        msg = f"weights must have shape (n,) or the batch shape {x.shape[:-1]} of x, got None"
         raise ValueError(msg)
-    if not np.all(np.isfinite(w)):
-        msg = f"weights must be finite, got {w[~np.isfinite(w)].ravel()[0]!r}"
-        raise ValueError(msg)
-    if np.any(w < 0):
-        msg = f"weights must be >= 0, got {w.min()!r}"
-        raise ValueError(msg)
+    w = nonnegative_weights(weights, (x.shape[-2:-1], x.shape[:-1]))
     n = x.shape[-2]
     total = w.sum(axis=-1)
     if np.any(np.abs(total - 1.0) > 1e-12 * n):

@@ -174,7 +174,7 @@ def test_off_sphere_nodes_refused() -> None:
 
 @pytest.mark.parametrize(("bad", "match"), [
     (lambda w: -w, "weights must be >= 0"),
-    (lambda w: np.where(np.arange(len(w)) == 2, np.nan, w), "weights must be finite"),
+    (lambda w: np.where(np.arange(len(w)) == 2, np.nan, w), "weights contains 1 non-finite"),
     (lambda w: w * (1 + 1e-9), "weights must sum to 1"),
     (lambda w: w[:-1], "weights must have shape"),
 ])
