@@ -278,6 +278,7 @@ def phase_diagram(
     resume: bool = False,
     progress: bool = True,
     processes: bool = True,
+    cells_per_task: int | None = None,
 ) -> xr.Dataset:
     """The probability that ``<x_1(t), x_2(t)> >= 1 - delta`` over ``(beta, time)``.
 
@@ -301,7 +302,9 @@ def phase_diagram(
             4x finer step, see ``docs/sweeps.md``); USA uses ``dt * e^{-beta}``
             (:func:`usa_step`), so give it a short ``t_max`` at large ``beta``.
         confidence: level of the Wilson intervals.
-        scheduler, store, resume, progress, processes: passed to the sweep.
+        scheduler, store, resume, progress, processes, cells_per_task: passed to the sweep
+            (:func:`validation.sweep.sweep`; on how many workers and how many cells a task,
+            see docs/sweeps.md, "How many workers, threads per worker, task size").
 
     Returns:
         Dataset on ``(beta, time)`` (``(d, beta, time)`` for a sequence of ``d``):
@@ -343,7 +346,7 @@ def phase_diagram(
     out = sweep(phase_cell, {"d": ds_.astype(int), "beta": beta_grid}, seed=seed,
                 workers=workers, scheduler=scheduler, store=store, resume=resume,
                 progress=progress, processes=processes, kwargs=kwargs,
-                desc="phase diagram")
+                desc="phase diagram", cells_per_task=cells_per_task)
     lo = first_crossing(out["probability_upper"].values, time_grid)
     hi = first_crossing(out["probability_lower"].values, time_grid)
     out["t_half"] = (("d", "beta"), first_crossing(out["probability"].values, time_grid))

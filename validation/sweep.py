@@ -3,6 +3,7 @@
 .. autosummary::
    sweep
    cell_seed
+   task_chunks
 
 A *grid* is an ordered mapping ``{name: values}``; its cells are the outer product, numbered
 in C order (the last name varies fastest). Each cell calls ``func(**params, rng=rng,
@@ -25,6 +26,9 @@ Execution: ``workers=1`` without ``scheduler`` runs the cells in this process (n
 start); ``workers=K > 1`` starts a ``distributed.LocalCluster`` with ``K`` single-threaded
 workers; ``scheduler`` may be a scheduler address (``"tcp://host:8786"``), a
 ``distributed.Client``, or ``"synchronous"`` (in this process, whatever ``workers``).
+On a cluster the cells go in tasks of several cells each (:func:`task_chunks`: about
+:data:`TASKS_PER_WORKER` tasks per worker, cells interleaved so that every task holds cheap
+and expensive cells alike); each cell is still stored as soon as its task returns.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import json
 import math
 import os
 import time
+import traceback
 import uuid
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -46,6 +51,12 @@ from tqdm.auto import tqdm
 
 from meanfield.integrate import StopReason, result_attrs
 from meanfield.io import write_netcdf, write_text
+
+TASKS_PER_WORKER = 8
+"""Tasks per worker thread that :func:`task_chunks` aims at: enough for the last tasks to
+balance the workers (a worker idles at most about one task, 1/8 of its share, at the end;
+interleaving makes it much less), few enough that each task is far longer than Dask's cost
+per task (a few milliseconds; docs/sweeps.md)."""
 
 _MANIFEST = "sweep.json"
 _KEY = "cell_key"
@@ -86,6 +97,42 @@ def _run_cell(func: Callable[..., Any], params: dict[str, Any], seed: int, index
     result = func(**params, rng=rng, **kwargs)
     ds = result if isinstance(result, xr.Dataset) else xr.Dataset(result)
     return ds.load()
+
+
+def task_chunks(todo: Sequence[int], workers: int, cells_per_task: int | None = None
+                ) -> list[list[int]]:
+    """The cells of ``todo`` grouped into tasks for ``workers`` worker threads.
+
+    ``cells_per_task`` cells a task, by default ``ceil(len(todo) / (TASKS_PER_WORKER *
+    workers))``; the tasks are interleaved (task ``k`` of ``m`` holds ``todo[k::m]``), so
+    that when the cost of a cell grows along the grid (as with ``beta`` in the phase
+    diagram) every task gets a similar share of the cost.
+    """
+    from meanfield.checks import count
+
+    count(workers, "workers")
+    todo = list(todo)
+    if cells_per_task is None:
+        cells_per_task = max(1, math.ceil(len(todo) / (TASKS_PER_WORKER * int(workers))))
+    count(cells_per_task, "cells_per_task")
+    n_tasks = math.ceil(len(todo) / int(cells_per_task))
+    return [todo[k::n_tasks] for k in range(n_tasks)]
+
+
+def _run_chunk(func: Callable[..., Any], cells: list[tuple[int, dict[str, Any]]], seed: int,
+               kwargs: dict[str, Any]) -> tuple[list[tuple[int, xr.Dataset]], BaseException | None]:
+    """Run the cells of one task in order; return the finished ones and the exception that
+    stopped the task (``None`` if none did), so that the finished cells are kept."""
+    done = []
+    for index, params in cells:
+        try:
+            done.append((index, _run_cell(func, params, seed, index, kwargs)))
+        except Exception as exc:  # noqa: BLE001 - given back to the client, which raises it
+            if hasattr(exc, "add_note"):  # Python >= 3.11: keep the worker's traceback
+                exc.add_note(f"(in sweep cell {index}, parameters {params}; the worker's "
+                             f"traceback:)\n{''.join(traceback.format_exception(exc))}")
+            return done, exc
+    return done, None
 
 
 def _cell_path(store: Path, index: int) -> Path:
@@ -197,6 +244,7 @@ def sweep(
     processes: bool = True,
     kwargs: Mapping[str, Any] | None = None,
     desc: str | None = None,
+    cells_per_task: int | None = None,
 ) -> xr.Dataset:
     """Evaluate ``func`` on every cell of ``grid`` and gather the results in one Dataset.
 
@@ -216,6 +264,8 @@ def sweep(
         processes: for the ``LocalCluster``: worker processes (default) or threads.
         kwargs: fixed keyword arguments passed to every call.
         desc: label of the progress bar.
+        cells_per_task: cells in one task of a cluster (:func:`task_chunks`); ``None``:
+            about :data:`TASKS_PER_WORKER` tasks per worker thread.
 
     Returns:
         The Dataset over the grid, with the result schema's ``attrs``
@@ -229,6 +279,8 @@ def sweep(
 
     count(workers, "workers")
     count(seed, "seed", minimum=0)
+    if cells_per_task is not None:
+        count(cells_per_task, "cells_per_task")
     if resume and store is None:
         msg = "resume=True needs a store directory"
         raise ValueError(msg)
@@ -270,7 +322,8 @@ def sweep(
                 bar.update()
         elif todo:
             _run_distributed(func, grid_, seed, kwargs_, todo, finish, bar,
-                             workers=int(workers), scheduler=scheduler, processes=processes)
+                             workers=int(workers), scheduler=scheduler, processes=processes,
+                             cells_per_task=cells_per_task)
     finally:
         bar.close()
     if store_ is not None:
@@ -298,25 +351,33 @@ def sweep(
 def _run_distributed(func: Callable[..., Any], grid: dict[str, np.ndarray], seed: int,
                      kwargs: dict[str, Any], todo: list[int],
                      finish: Callable[[int, xr.Dataset], None], bar: Any, *, workers: int,
-                     scheduler: Any, processes: bool) -> None:
-    """Submit the cells in ``todo`` to a cluster; ``finish`` each result as it arrives."""
+                     scheduler: Any, processes: bool, cells_per_task: int | None = None) -> None:
+    """Submit the cells in ``todo`` to a cluster in tasks of :func:`task_chunks`; ``finish``
+    each cell as its task returns. A cell that raised stops its task: the cells finished
+    before it are kept, then its exception is raised."""
     from distributed import as_completed
 
     from .cluster import dask_client
 
     with dask_client(workers=workers, scheduler=scheduler, processes=processes) as client:
-        futures = {
-            client.submit(_run_cell, func, _cell_params(grid, i), seed, i, kwargs,
-                          pure=False, key=f"sweep-cell-{i}-{uuid.uuid4().hex}"): i
-            for i in todo
-        }
+        threads = sum(client.nthreads().values()) or int(workers)
+        chunks = task_chunks(todo, threads, cells_per_task)
+        futures = [
+            client.submit(_run_chunk, func, [(i, _cell_params(grid, i)) for i in chunk], seed,
+                          kwargs, pure=False, key=f"sweep-cells-{chunk[0]}-{uuid.uuid4().hex}")
+            for chunk in chunks
+        ]
         try:
             for fut in as_completed(futures):
-                finish(futures[fut], fut.result())
-                bar.update()
+                done, error = fut.result()
+                for index, ds in done:
+                    finish(index, ds)
+                    bar.update()
+                if error is not None:
+                    raise error
         except BaseException:
-            client.cancel(list(futures))
+            client.cancel(futures)
             raise
 
 
-__all__ = ["cell_key", "cell_seed", "sweep"]
+__all__ = ["TASKS_PER_WORKER", "cell_key", "cell_seed", "sweep", "task_chunks"]
