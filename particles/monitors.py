@@ -96,6 +96,11 @@ class EnergyMonitor:
 
 
 STABILITY_RADIUS = {"rk4": 2.785, "angles": 2.785, "euler_maruyama": 2.0}
+EVALUATIONS_PER_STEP = {"rk4": 4, "angles": 4, "euler_maruyama": 1}
+"""Right-hand side evaluations of one step of each fixed-step scheme."""
+BUDGET = 0.5
+"""An output time is checked only while the monitor has spent at most this fraction of the
+run's own evaluations so far (the start is always checked): cheap by construction."""
 """Half-width of the real stability interval ``[-r, 0]`` of each fixed-step scheme
 (``|R(z)| <= 1``: RK4 ``2.7853``, forward Euler ``2``; Hairer & Wanner II, IV.2)."""
 
@@ -117,13 +122,16 @@ class StepSizeMonitor:
         sphere: tokens on the sphere (directions tangent to it; the projection removes the
             normal ones).
         checks: at most this many output times are checked, spread evenly.
+        budget: an output time is checked only while the monitor has spent at most this
+            fraction of the run's own evaluations so far (:data:`BUDGET`); the start is always
+            checked. ``math.inf``: every chosen output time.
         iterations: power iterations per check.
         x0: the initial state, checked (with the first interval's step) at the first check.
     """
 
     def __init__(self, f: Callable[[np.ndarray], np.ndarray], method: str, dt: float,
                  times: np.ndarray, *, sphere: bool, checks: int = 32, iterations: int = 3,
-                 x0: np.ndarray | None = None) -> None:
+                 x0: np.ndarray | None = None, budget: float = BUDGET) -> None:
         self.f = f
         self.method = method
         self.radius = STABILITY_RADIUS[method]
@@ -131,6 +139,12 @@ class StepSizeMonitor:
         t = np.asarray(times, dtype=float)
         picks = np.unique(np.linspace(1, t.size - 1, min(checks, t.size - 1)).round().astype(int))
         self.steps = {float(t[k]): self._step(t[k] - t[k - 1]) for k in picks}
+        # the run's own evaluations up to each output time (for the budget)
+        per_step = EVALUATIONS_PER_STEP[method]
+        done = np.cumsum([0] + [math.ceil(span / self.dt - 1e-9) for span in np.diff(t)])
+        self.run_evaluations = {float(tk): per_step * int(s) for tk, s in zip(t, done)}
+        self.budget = budget
+        self.spent = 0
         self.start = None if x0 is None else (float(t[0]), self._step(t[1] - t[0]), x0)
         self.sphere = sphere
         self.iterations = iterations
@@ -151,6 +165,7 @@ class StepSizeMonitor:
         direction (finite differences of relative size ``1e-6``; a lower bound of ``||J||``
         that converges to the largest eigenvalue in modulus)."""
         f0 = self.f(x) if fx is None else fx
+        self.spent += self.iterations + (fx is None)
         v = self._tangent(x, self.rng.standard_normal(x.shape))
         scale = max(float(np.sqrt(np.mean(x * x))), 1e-300)
         L = 0.0
@@ -170,7 +185,7 @@ class StepSizeMonitor:
             self.start = None
             self._judge(t0, h0, x0, None)
         h = self.steps.get(t)
-        if h is None:
+        if h is None or self.spent > self.budget * self.run_evaluations.get(t, 0):
             return None
         fx = stage if isinstance(stage, np.ndarray) and stage.shape == y.shape else None
         self._judge(t, h, y, fx)
@@ -195,4 +210,4 @@ class StepSizeMonitor:
             warnings.warn(text, UserWarning, stacklevel=2)
 
 
-__all__ = ["STABILITY_RADIUS", "WARN_FACTOR", "EnergyMonitor", "StepSizeMonitor", "has_energy"]
+__all__ = ["BUDGET", "EVALUATIONS_PER_STEP", "STABILITY_RADIUS", "WARN_FACTOR", "EnergyMonitor", "StepSizeMonitor", "has_energy"]

@@ -4,6 +4,7 @@ measured ``h L`` and the scheme's bound; near the bound it warns."""
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -34,7 +35,8 @@ def test_thresholds_on_a_linear_field(dt: float, outcome: str) -> None:
     # L = 1: h L = 0.5 (quiet), 2 (between half the RK4 bound 1.39 and 2.785: a warning),
     # 3 (beyond the bound: Stop naming h L and the bound)
     t = np.array([0.0, dt])
-    mon = StepSizeMonitor(_linear(np.array([-1.0])), "rk4", dt, t, sphere=False, iterations=5)
+    mon = StepSizeMonitor(_linear(np.array([-1.0])), "rk4", dt, t, sphere=False, iterations=5,
+                          budget=math.inf)  # one step: the default budget would skip t = dt
     y = np.ones((2, 1))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -47,6 +49,30 @@ def test_thresholds_on_a_linear_field(dt: float, outcome: str) -> None:
     assert (len(messages) == 1) == (outcome == "warn")
     if outcome == "warn":
         assert "h L = 2, near the stability bound 2.785" in messages[0]
+
+
+def test_the_monitor_spends_at_most_its_budget() -> None:
+    """Beyond the start, an output time is checked only while the monitor has spent at most
+    BUDGET of the run's evaluations: 100 RK4 steps (400 evaluations) with 3 + 1 evaluations
+    per check allow about 0.5 * 400 / 4 = 50 checks, capped at ``checks = 32``; 4 steps allow
+    the start and at most one more."""
+    import particles.monitors as pm
+
+    calls = []
+
+    def f(y: np.ndarray) -> np.ndarray:
+        calls.append(1)
+        return -y
+
+    long = StepSizeMonitor(f, "rk4", 0.1, np.linspace(0, 10, 101), sphere=False, x0=np.ones((2, 1)))
+    for tk in np.linspace(0.1, 10, 100):
+        long.check(float(tk), np.ones((2, 1)), None, None)
+    assert len(calls) <= pm.BUDGET * 400 + 4 and len(calls) >= 4 * 20
+    calls.clear()
+    short = StepSizeMonitor(f, "rk4", 1.0, np.linspace(0, 4, 5), sphere=False, x0=np.ones((2, 1)))
+    for tk in (1.0, 2.0, 3.0, 4.0):
+        short.check(tk, np.ones((2, 1)), None, None)
+    assert len(calls) <= pm.BUDGET * 16 + 4
 
 
 def test_judged_step_is_the_step_taken() -> None:
