@@ -128,7 +128,9 @@ def _maps(ds: xr.Dataset, path: str | Path | None, times: Sequence[float] | None
     n = len(idx)
     fig = new_figure(figsize=(3.8 * n, 6.6))
     grid = fig.add_gridspec(2, n)
-    field = to_grid(ds.isel(time=idx)) if ds.sizes["dim"] in (2, 3) else None
+    d = ds.sizes["dim"]
+    gridded = (sphere and d == 3) or (not sphere and d == 2)  # what to_grid draws here
+    field = to_grid(ds.isel(time=idx)) if gridded else None
     h0 = _spacing(x[0])
     axes = []
     for j, i in enumerate(idx):
@@ -146,7 +148,7 @@ def _maps(ds: xr.Dataset, path: str | Path | None, times: Sequence[float] | None
         else:
             pts = ax.scatter(x[i, :, 0], x[i, :, 1], c=logr[i], s=5, cmap="viridis", vmin=lo,
                              vmax=hi, linewidths=0)
-            ax.set_xlabel(r"$x_1$")
+            ax.set_xlabel(r"$x_1$" if d == 2 else r"$x_1$ (projection onto the first two axes)")
             ax.set_ylabel(r"$x_2$" if j == 0 else "")
             ax.set_aspect("equal", adjustable="datalim")
         ax.set_title(f"nodes, t = {ds['time'].values[i]:.4g}", fontsize=9)

@@ -122,7 +122,8 @@ def test_continuation_takes_over_where_the_grid_gives_up(tmp_path: Path) -> None
 
 
 @pytest.mark.parametrize("space", [["--d", "2"], ["--d", "3", "--resolution", "8"],
-                                   ["--d", "2", "--geometry", "euclidean", "--resolution", "6"]])
+                                   ["--d", "2", "--geometry", "euclidean", "--resolution", "6"],
+                                   ["--d", "3", "--geometry", "euclidean", "--resolution", "4"]])
 def test_command_line_solves_draws_and_plots(tmp_path: Path, space: list[str]) -> None:
     out, png = tmp_path / "lag.nc", tmp_path / "lag.png"
     argv = ["solve", "lagrangian", "--resolution", "32", *space, "--t-max", "1", "--times",
