@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..kernels import DEFAULT_MEMORY_LIMIT, Tiling, _logits, block_for
+from .field import _apply
 
 
 def has_energy(model: Any) -> bool:
@@ -31,10 +32,6 @@ def has_energy(model: Any) -> bool:
     return (model.attention in ("softmax", "unnormalized") and model.is_identity
             and not model.causal and model.noise == 0
             and getattr(model, "feedforward", None) is None)
-
-
-def _apply(m: np.ndarray, x: np.ndarray) -> np.ndarray:
-    return x if np.array_equal(m, np.eye(m.shape[0])) else x @ m.T
 
 
 def weighted_energy(
