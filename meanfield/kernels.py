@@ -46,9 +46,10 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Iterator
 
 import numpy as np
-from scipy.special import expit, logsumexp
+from scipy.special import logsumexp
 
 from . import attention as attention_registry
+from . import backend as bk
 
 DEFAULT_MEMORY_LIMIT = 256 * 2**20
 """Default bound (bytes) on the temporary ``n x n`` attention tiles: 256 MiB."""
@@ -76,6 +77,7 @@ class Tiling:
     memory_limit: int = DEFAULT_MEMORY_LIMIT
     buffers: int = 1
     block: int = _DEFAULT_BLOCK
+    itemsize: int = 8
 
     def __post_init__(self) -> None:
         if not (isinstance(self.memory_limit, (int, np.integer)) and self.memory_limit > 0):
@@ -83,9 +85,9 @@ class Tiling:
             raise ValueError(msg)
 
     def entries(self) -> int:
-        """Entries (float64) per tile: ``block``, capped by the memory limit."""
-        limit = self.memory_limit // (8 * self.buffers)
-        return max(1, min(limit, self.block // 8))
+        """Entries (of ``itemsize`` bytes) per tile: ``block``, capped by the memory limit."""
+        limit = self.memory_limit // (self.itemsize * self.buffers)
+        return max(1, min(limit, self.block // self.itemsize))
 
     def tiles(self, B: int, n: int, m: int) -> Iterator[tuple[slice, slice]]:
         """``(batch slice, row slice)`` pairs covering ``B x n`` rows of length ``m``."""
@@ -106,9 +108,11 @@ _NEWTON_MAX_N = 1024
 _NEWTON_STEPS = 30
 
 
-def _causal_mask(r0: int, r1: int, m: int) -> np.ndarray:
+def _causal_mask(r0: int, r1: int, m: int, like: Any) -> Any:
     """``True`` where column ``j > i`` (masked), rows ``i = r0..r1-1``, columns ``0..m-1``."""
-    return np.arange(m)[None, :] > np.arange(r0, r1)[:, None]
+    xp = bk.namespace(like)
+    dev = bk.device_of(like)
+    return xp.arange(m, device=dev)[None, :] > xp.arange(r0, r1, device=dev)[:, None]
 
 
 _SMALL_D = 4
@@ -133,25 +137,25 @@ def block_for(d: int) -> int:
     return _DEFAULT_BLOCK if d <= _SMALL_D else _LARGE_BLOCK
 
 
-def _logits(q: np.ndarray, kt: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """``out = q @ kt`` for ``q`` (b, r, d), ``kt`` (b, d, m)."""
+def _logits(q: Any, kt: Any, out: Any) -> Any:
+    """``out = q @ kt`` for ``q`` (b, r, d), ``kt`` (b, d, m) (NumPy or torch)."""
     d = q.shape[-1]
     if d > _SMALL_D or kt.shape[-1] < _LONG_ROW:
-        return np.matmul(q, kt, out=out)
-    np.multiply(q[:, :, 0, None], kt[:, None, 0, :], out=out)
+        return bk.matmul(q, kt, out=out)
+    bk.multiply(q[:, :, 0, None], kt[:, None, 0, :], out=out)
     for c in range(1, d):
         out += q[:, :, c, None] * kt[:, None, c, :]
     return out
 
 
-def _weighted_sum(S: np.ndarray, v: np.ndarray, vcols: np.ndarray | None) -> np.ndarray:
+def _weighted_sum(S: Any, v: Any, vcols: Any | None) -> Any:
     """``S @ v`` for ``S`` (b, r, m), ``v`` (b, m, dv); ``vcols`` (dv, b, m) (small ``dv``,
     long rows): one component at a time without BLAS."""
     if vcols is None or S.shape[-1] < _LONG_ROW:
-        return np.matmul(S, v)
-    out = np.empty(S.shape[:2] + (vcols.shape[0],))
+        return bk.matmul(S, v)
+    out = bk.empty(S, tuple(S.shape[:2]) + (vcols.shape[0],))
     for c in range(vcols.shape[0]):
-        out[..., c] = np.einsum("brm,bm->br", S, vcols[c])
+        out[..., c] = bk.einsum("brm,bm->br", S, vcols[c])
     return out
 
 
@@ -217,58 +221,86 @@ class Kernel(ABC):
 
 class _RowKernel(Kernel):
     """A kernel whose rows are independent, written once as a loop over tiles of the logits
-    ``S_ij = beta <q_i, k_j> + c_j`` (``c_j`` an optional column bias).
+    ``S_ij = beta <q_i, k_j> + c_j`` (``c_j`` an optional column bias), on any array backend
+    (:mod:`meanfield.backend`: NumPy or torch).
 
     Exponential kinds (``exponential = True``) take ``e^{S_ij - M_i}`` with ``M_i`` the row
     maximum, or a cheaper row bound (:meth:`row_bound`, see :data:`_SHIFT_SLACK`); the row
     sums needed by normalised kinds come out of the same product ``A [v, 1]``. Other kinds
-    implement :meth:`transform`.
+    implement :meth:`transform`. On torch, the normalised exponential kinds without the
+    Lagrangian solver's extras go through ``scaled_dot_product_attention`` (:meth:`_sdpa`).
     """
 
     exponential: ClassVar[bool] = True
 
-    def column_bias(self, k: np.ndarray) -> np.ndarray | None:
+    def column_bias(self, k: Any) -> Any | None:
         """An additive term ``c_j`` of the logits (``None``: zero)."""
         return None
 
-    def row_bound(self, q: np.ndarray, k: np.ndarray) -> np.ndarray | None:
+    def row_bound(self, q: Any, k: Any) -> Any | None:
         """An upper bound ``c_i >= max_j S_ij`` (``q`` already times ``beta``), or ``None``.
 
         Cauchy-Schwarz: ``beta <q_i, k_j> <= beta |q_i| max_j |k_j|``.
         """
-        kmax = np.sqrt(np.max(np.einsum("bnd,bnd->bn", k, k), axis=1))
-        return np.sqrt(np.einsum("bnd,bnd->bn", q, q)) * kmax[:, None]
+        xp = bk.namespace(q)
+        kmax = xp.sqrt(xp.max(bk.rows_dot(k, k), axis=1))
+        return xp.sqrt(bk.rows_dot(q, q)) * kmax[:, None]
 
-    def transform(self, S: np.ndarray) -> None:
+    def transform(self, S: Any) -> None:
         """Non-exponential kinds: overwrite logits with weights (before ``/ count``)."""
         raise NotImplementedError
 
-    def _shift(self, qb: np.ndarray, k: np.ndarray, cb: np.ndarray | None) -> np.ndarray | None:
+    def _shift(self, qb: Any, k: Any, cb: Any | None) -> Any | None:
         if not self.exponential or qb.shape[1] != k.shape[1]:
             return None
         bound = self.row_bound(qb, k)
         if bound is None:
             return None
-        diag = np.einsum("bnd,bnd->bn", qb, k)
+        xp = bk.namespace(qb)
+        diag = bk.rows_dot(qb, k)
         if cb is not None:
             diag = diag + cb
-        if not np.all(np.isfinite(bound)) or np.max(bound - diag) > _SHIFT_SLACK:
+        if not bool(xp.all(xp.isfinite(bound))) or float(xp.max(bound - diag)) > _SHIFT_SLACK:
             return None
         return bound
 
+    def _sdpa(self, q: Any, k: Any, v: Any, cb: Any | None, tiling: Tiling) -> Any:
+        """``out_i = sum_j A_ij v_j`` by ``torch.nn.functional.scaled_dot_product_attention``
+        (which may dispatch to fused kernels), on the same tiles: the logits ``<beta q_i,
+        k_j> + c_j`` (scale 1, the column bias and the causal mask as ``attn_mask``)."""
+        import torch
+
+        sdpa = torch.nn.functional.scaled_dot_product_attention
+        B, n, _ = q.shape
+        m = k.shape[1]
+        qb = q * self.beta
+        out = bk.empty(q, (B, n, v.shape[-1]))
+        tiling = Tiling(tiling.memory_limit, buffers=2, block=block_for(q.shape[-1]),
+                        itemsize=q.element_size())
+        for bs, rs in tiling.tiles(B, n, m):
+            mask = None if cb is None else cb[bs, None, :]
+            whole = rs.start == 0 and rs.stop == n and n == m
+            if self.causal and not (whole and mask is None):
+                masked = _causal_mask(rs.start, rs.stop, m, q)
+                mask = (~masked if mask is None
+                        else mask.expand(-1, rs.stop - rs.start, -1).masked_fill(masked, -math.inf))
+            out[bs, rs] = sdpa(qb[bs, rs], k[bs], v[bs], attn_mask=mask, scale=1.0,
+                               is_causal=self.causal and mask is None)
+        return out
+
     def apply(
         self,
-        q: np.ndarray,
-        k: np.ndarray,
-        v: np.ndarray,
+        q: Any,
+        k: Any,
+        v: Any,
         tiling: Tiling,
         *,
-        weights: np.ndarray | None = None,
-        bias: np.ndarray | None = None,
-        labels: tuple[np.ndarray, np.ndarray] | None = None,
-        mass: np.ndarray | None = None,
-        extra: np.ndarray | None = None,
-        second: float | tuple[np.ndarray, np.ndarray] | None = None,
+        weights: Any | None = None,
+        bias: Any | None = None,
+        labels: tuple[Any, Any] | None = None,
+        mass: Any | None = None,
+        extra: Any | None = None,
+        second: float | tuple[Any, Any] | None = None,
     ) -> Any:
         """``out_i = sum_j A_ij v_j``; with the keywords, the weighted measure and the
         derivative sums of the Lagrangian solver (docs/lagrangian.md), in the same pass.
@@ -292,6 +324,8 @@ class _RowKernel(Kernel):
             ``out`` ``(B, n, dv)``; with ``extra`` or ``second``, the triple ``(out,
             extra_out (B, n, e) or None, second_out (B, n) or None)``.
         """
+        xp = bk.namespace(q)
+        dev = bk.device_of(q)
         B, n, _ = q.shape
         m = k.shape[1]
         dv = v.shape[-1]
@@ -301,45 +335,51 @@ class _RowKernel(Kernel):
         for c in (bias, None if weights is None or not self.exponential else _log(weights)):
             if c is not None:
                 cb = c if cb is None else cb + c
+        if (not bk.is_numpy(q) and self.exponential and self.normalized and not derivs
+                and weights is None and labels is None and mass is None):
+            return self._sdpa(q, k, v, cb, tiling)
         if weights is not None and not self.exponential:
             v = v * weights[..., None]
         if extra is not None and self.exponential:
-            v = np.concatenate([v, extra], axis=-1)  # phi' = phi: the same product
+            v = xp.concat([v, extra], axis=-1)  # phi' = phi: the same product
         if self.normalized:  # row sums from the same product: A [v, 1]
-            v = np.concatenate([v, np.ones(v.shape[:2] + (1,))], axis=-1)
+            v = xp.concat([v, xp.ones(tuple(v.shape[:2]) + (1,), dtype=v.dtype, device=dev)],
+                          axis=-1)
         dvt = v.shape[-1]
-        out = np.empty((B, n, dvt - self.normalized))
-        eout = np.empty((B, n, ne)) if (extra is not None and not self.exponential) else None
-        sout = np.empty((B, n)) if second is not None else None
+        out = bk.empty(q, (B, n, dvt - self.normalized))
+        eout = bk.empty(q, (B, n, ne)) if (extra is not None and not self.exponential) else None
+        sout = bk.empty(q, (B, n)) if second is not None else None
         qb = q * self.beta if self.beta != 1.0 else q
-        kt = np.ascontiguousarray(np.swapaxes(k, 1, 2))
+        kt = bk.swap_last(k)
         shift = self._shift(qb, k, cb)
-        if labels is not None and not (n == m and np.array_equal(labels[0], labels[1])):
+        if labels is not None and not (n == m and bool(xp.all(labels[0] == labels[1]))):
             shift = None  # the diagonal logit (the row bound's witness) may be masked
         # keys sorted by label: a query attends to a prefix of the columns
-        sorted_keys = labels is not None and bool(np.all(np.diff(labels[1], axis=-1) >= 0))
+        sorted_keys = labels is not None and bool(xp.all(labels[1][..., 1:] >= labels[1][..., :-1]))
+        if sorted_keys:
+            qlab, klab = (bk.to_numpy(a) for a in labels)  # type: ignore[union-attr]
         pair = isinstance(second, tuple)
         if pair:
             qt = second[0]  # type: ignore[index]
-            ktt = np.ascontiguousarray(np.swapaxes(second[1], 1, 2))  # type: ignore[index]
+            ktt = bk.swap_last(second[1])  # type: ignore[index]
         small = dv <= _SMALL_D and m >= _LONG_ROW
-        vcols = np.ascontiguousarray(np.moveaxis(v, -1, 0)) if small else None
+        vcols = bk.contiguous(xp.permute_dims(v, (2, 0, 1))) if small else None
         # the tile plus one temporary of its size (broadcast logits, causal mask), plus the
         # unscaled logits, the t tile and the derivative weights when asked for
         nbuf = 2 + (second is not None) + pair + (derivs and not self.exponential)
-        tiling = Tiling(tiling.memory_limit, buffers=nbuf, block=block_for(q.shape[-1]))
+        tiling = Tiling(tiling.memory_limit, buffers=nbuf, block=block_for(q.shape[-1]),
+                        itemsize=bk.itemsize(q))
         size = min(tiling.entries(), B * n * m)
-        buf = np.empty(size)
-        ubuf = np.empty(size) if second is not None else None
-        tbuf = np.empty(size) if pair else None
-        pbuf = np.empty(size) if derivs and not self.exponential else None
+        buf = bk.empty(q, (size,))
+        ubuf = bk.empty(q, (size,)) if second is not None else None
+        tbuf = bk.empty(q, (size,)) if pair else None
+        pbuf = bk.empty(q, (size,)) if derivs and not self.exponential else None
         index_causal = self.causal and labels is None
         for bs, rs in tiling.tiles(B, n, m):
             b = bs.stop - bs.start
             r0, r1 = rs.start, rs.stop
             mm = min(m, r1) if index_causal else m  # causal: columns j <= i < r1 only
             if sorted_keys:
-                qlab, klab = labels  # type: ignore[misc]
                 top = float(np.max(qlab[bs, rs]))
                 mm = max(1, max(int(np.searchsorted(klab[i], top, side="right"))
                                 for i in range(bs.start, bs.stop)))
@@ -350,44 +390,44 @@ class _RowKernel(Kernel):
                 if cb is not None:
                     S += cb[bs, None, :mm]
             else:  # keep the logits beta u_ij next to the weights
-                U = ubuf[: S.size].reshape(shape)
+                U = ubuf[: b * (r1 - r0) * mm].reshape(shape)
                 _logits(qb[bs, rs], kt[bs, :, :mm], U)
+                S[...] = U
                 if cb is not None:
-                    np.add(U, cb[bs, None, :mm], out=S)
-                else:
-                    np.copyto(S, U)
+                    S += cb[bs, None, :mm]
             if index_causal:
-                count = np.arange(r0 + 1, r1 + 1, dtype=float)[None, :, None]
-                S[:, _causal_mask(r0, r1, mm)] = -np.inf
+                count = xp.arange(r0 + 1, r1 + 1, dtype=q.dtype, device=dev)[None, :, None]
+                bk.masked_fill_(S, _causal_mask(r0, r1, mm, S), -math.inf)
             else:
-                count = np.full((1, 1, 1), float(m))
+                count = xp.full((1, 1, 1), float(m), dtype=q.dtype, device=dev)
             if labels is not None:
-                S[labels[1][bs, None, :mm] > labels[0][bs, rs, None]] = -np.inf
+                bk.masked_fill_(S, labels[1][bs, None, :mm] > labels[0][bs, rs, None], -math.inf)
             if mass is not None:
                 count = mass[bs, rs, None]
             P = S
             if self.exponential:
-                M = S.max(axis=-1, keepdims=True) if shift is None else shift[bs, rs, None]
+                M = xp.max(S, axis=-1, keepdims=True) if shift is None else shift[bs, rs, None]
                 S -= M
-                np.exp(S, out=S)
+                bk.exp_(S)
             else:
                 self.transform(S)
                 if derivs:
-                    P = pbuf[: S.size].reshape(shape)  # type: ignore[index]
-                    np.subtract(1.0, S, out=P)
+                    P = pbuf[: b * (r1 - r0) * mm].reshape(shape)  # type: ignore[index]
+                    bk.multiply(S, -1.0, out=P)
+                    P += 1.0
                     P *= S  # sigmoid' = sigmoid (1 - sigmoid)
                     if weights is not None:
                         P *= weights[bs, None, :mm]
             res = _weighted_sum(S, v[bs, :mm], None if vcols is None else vcols[:, bs, :mm])
             if eout is not None:
-                eout[bs, rs] = np.matmul(P, extra[bs, :mm])  # type: ignore[index]
+                eout[bs, rs] = bk.matmul(P, extra[bs, :mm])  # type: ignore[index]
             if sout is not None:
                 if pair:  # beta sum P t u = sum P t (beta u)
-                    T = tbuf[: S.size].reshape(shape)  # type: ignore[index]
+                    T = tbuf[: b * (r1 - r0) * mm].reshape(shape)  # type: ignore[index]
                     _logits(qt[bs, rs], ktt[bs, :, :mm], T)
-                    sout[bs, rs] = np.einsum("brm,brm,brm->br", P, T, U)
+                    sout[bs, rs] = bk.einsum("brm,brm,brm->br", P, T, U)
                 elif self.beta != 0:  # t = s u: beta sum P s u^2 = s sum P (beta u)^2 / beta
-                    sout[bs, rs] = np.einsum("brm,brm,brm->br", P, U, U) * (
+                    sout[bs, rs] = bk.einsum("brm,brm,brm->br", P, U, U) * (
                         float(second) / self.beta)  # type: ignore[arg-type]
                 else:
                     sout[bs, rs] = 0.0
@@ -397,7 +437,7 @@ class _RowKernel(Kernel):
                 if sout is not None:
                     sout[bs, rs] /= den[..., 0]
             elif self.exponential:
-                scale = np.exp(M) / count
+                scale = xp.exp(M) / count
                 out[bs, rs] = res * scale
                 if sout is not None:
                     sout[bs, rs] *= scale[..., 0]
@@ -415,11 +455,12 @@ class _RowKernel(Kernel):
         return main, eout, sout
 
 
-def _log(w: np.ndarray) -> np.ndarray:
+def _log(w: Any) -> Any:
     """``log w`` with ``log 0 = -inf`` (a zero weight drops the column), silently."""
-    with np.errstate(divide="ignore"):
-        return np.log(w)
-
+    if bk.is_numpy(w):
+        with np.errstate(divide="ignore"):
+            return np.log(w)
+    return bk.namespace(w).log(w)
 
 class Softmax(_RowKernel):
     """``softmax``: SA (2.3), ``A_ij`` the row-normalised ``e^{beta <q_i, k_j>}``,
@@ -441,14 +482,14 @@ class L2(_RowKernel):
     name = "l2"
     normalized = True
 
-    def column_bias(self, k: np.ndarray) -> np.ndarray:
-        return -0.5 * self.beta * np.einsum("bnd,bnd->bn", k, k)
+    def column_bias(self, k: Any) -> Any:
+        return -0.5 * self.beta * bk.rows_dot(k, k)
 
-    def row_bound(self, q: np.ndarray, k: np.ndarray) -> np.ndarray:
+    def row_bound(self, q: Any, k: Any) -> Any:
         # q is beta q: beta (<q, k> - |k|^2/2) <= beta |q|^2 / 2 = |beta q|^2 / (2 beta)
         if self.beta == 0:
-            return np.zeros(q.shape[:2])
-        return np.einsum("bnd,bnd->bn", q, q) / (2.0 * self.beta)
+            return bk.namespace(q).zeros(tuple(q.shape[:2]), dtype=q.dtype, device=bk.device_of(q))
+        return bk.rows_dot(q, q) / (2.0 * self.beta)
 
 
 class Unnormalized(_RowKernel):
@@ -469,10 +510,10 @@ class Sigmoid(_RowKernel):
     normalized = False
     exponential = False
 
-    def transform(self, S: np.ndarray) -> None:
+    def transform(self, S: Any) -> None:
         if self.bias:
             S += self.bias
-        expit(S, out=S)  # expit(-inf) = 0: the causal mask carries over
+        bk.sigmoid_(S)  # sigmoid(-inf) = 0: the causal mask carries over
 
 
 class Sinkhorn(Kernel):
@@ -520,61 +561,68 @@ class Sinkhorn(Kernel):
         measure's Sinkhorn, docs/lagrangian.md), by the same iterations with ``log w`` added
         to the potential summed over; ``g0`` a warm start of ``g``.
         """
+        xp = bk.namespace(q)
+        dev = bk.device_of(q)
         lw = None if weights is None else _log(weights)
         B, n, _ = q.shape
         m = k.shape[1]
         qb = q * self.beta
-        kt = np.ascontiguousarray(np.swapaxes(k, 1, 2))
+        kt = bk.swap_last(k)
         # every iteration sweeps the logits twice: keep them when they fit (with two
         # temporaries of their size) in the memory limit, else recompute tile by tile
-        keep = 3 * 8 * B * n * m <= tiling.memory_limit
+        size = bk.itemsize(q)
+        keep = 3 * size * B * n * m <= tiling.memory_limit
         block = tiling.memory_limit if keep else block_for(q.shape[-1])
-        tiles = list(Tiling(tiling.memory_limit, buffers=3, block=block).tiles(B, n, m))
-        cache: dict[tuple[int, int, int, int], np.ndarray] = {}
+        tiles = list(Tiling(tiling.memory_limit, buffers=3, block=block, itemsize=size)
+                     .tiles(B, n, m))
+        cache: dict[tuple[int, int, int, int], Any] = {}
 
-        def logits(bs: slice, rs: slice) -> np.ndarray:
+        def logits(bs: slice, rs: slice) -> Any:
             key = (bs.start, bs.stop, rs.start, rs.stop)
             if key in cache:
                 return cache[key]
-            S = _logits(qb[bs, rs], kt[bs], np.empty((bs.stop - bs.start, rs.stop - rs.start, m)))
+            S = _logits(qb[bs, rs], kt[bs], bk.empty(q, (bs.stop - bs.start, rs.stop - rs.start, m)))
             if keep:
                 cache[key] = S
             return S
 
-        def row_lse(g: np.ndarray) -> np.ndarray:
-            out = np.empty((B, n))
+        def row_lse(g: Any) -> Any:
+            out = bk.empty(q, (B, n))
             for bs, rs in tiles:
-                out[bs, rs] = logsumexp(logits(bs, rs) + g[bs, None, :], axis=-1)
+                out[bs, rs] = bk.logsumexp(logits(bs, rs) + g[bs, None, :], axis=-1)
             return out
 
-        def col_lse(f: np.ndarray) -> np.ndarray:
+        def col_lse(f: Any) -> Any:
             # streaming log-sum-exp over row tiles
-            mx = np.full((B, m), -np.inf)
-            acc = np.zeros((B, m))
+            mx = xp.full((B, m), -math.inf, dtype=q.dtype, device=dev)
+            acc = xp.zeros((B, m), dtype=q.dtype, device=dev)
             for bs, rs in tiles:
                 T = logits(bs, rs) + f[bs, rs, None]
-                tm = T.max(axis=1)
-                new = np.maximum(mx[bs], tm)
-                acc[bs] = acc[bs] * np.exp(mx[bs] - new) + np.exp(T - new[:, None, :]).sum(axis=1)
+                tm = xp.max(T, axis=1)
+                new = xp.maximum(mx[bs], tm)
+                acc[bs] = acc[bs] * xp.exp(mx[bs] - new) + xp.sum(xp.exp(T - new[:, None, :]), axis=1)
                 mx[bs] = new
-            return mx + np.log(acc)
+            return mx + xp.log(acc)
 
-        def plus(a: np.ndarray) -> np.ndarray:
+        def plus(a: Any) -> Any:
             return a if lw is None else a + lw
 
-        g = np.zeros((B, m)) if g0 is None else g0
+        g = xp.zeros((B, m), dtype=q.dtype, device=dev) if g0 is None else g0
         f = -row_lse(plus(g) if (g0 is not None or lw is not None) else g)
         err = math.inf
         it = 0
         for it in range(1, self.iterations + 1):  # noqa: B007
             g = -col_lse(plus(f))
             f_new = -row_lse(plus(g))
-            err = float(np.max(np.abs(np.expm1(f - f_new))))
+            err = float(xp.max(xp.abs(xp.expm1(f - f_new))))
             if err < self.tol:
                 break
             f = f_new
         if err >= self.tol and len(tiles) == 1 and n <= _NEWTON_MAX_N and lw is None:
-            f, g, err = self._newton(logits(tiles[0][0], tiles[0][1]), f, g)
+            # the dense Newton polish runs in NumPy on the host (small n only)
+            fn, gn, err = self._newton(bk.to_numpy(logits(tiles[0][0], tiles[0][1])),
+                                       np.array(bk.to_numpy(f)), np.array(bk.to_numpy(g)))
+            f, g = bk.like(q, fn), bk.like(q, gn)
         self.last_iterations = it
         self.last_error = err
         if err >= self.tol:
@@ -633,9 +681,10 @@ class Sinkhorn(Kernel):
     def weights(self, q: np.ndarray, k: np.ndarray, tiling: Tiling) -> np.ndarray:
         """The full doubly stochastic matrices ``A`` (B, n, n) (for tests and plots)."""
         f, g, (logits, tiles) = self.potentials(q, k, tiling)
-        out = np.empty((q.shape[0], q.shape[1], k.shape[1]))
+        xp = bk.namespace(q)
+        out = bk.empty(q, (q.shape[0], q.shape[1], k.shape[1]))
         for bs, rs in tiles:
-            out[bs, rs] = np.exp(logits(bs, rs) + f[bs, rs, None] + g[bs, None, :])
+            out[bs, rs] = xp.exp(logits(bs, rs) + f[bs, rs, None] + g[bs, None, :])
         return out
 
     def apply(

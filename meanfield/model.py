@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
-from scipy.special import erf
 
 from . import attention as attention_registry
+from . import backend as bk
 
 ATTENTION_KINDS = attention_registry.names()
 """The built-in attention kinds (``softmax`` = SA (2.3), ``unnormalized`` = USA, and the
@@ -29,12 +29,12 @@ variants of the second paper ``l2``, ``sigmoid``, ``sinkhorn``), derived from
 the live list (it includes kinds registered later)."""
 
 ACTIVATIONS = {
-    "relu": lambda z: np.maximum(z, 0.0),
-    "tanh": np.tanh,
-    "sigmoid": lambda z: 0.5 * (1.0 + np.tanh(0.5 * z)),
-    "gelu": lambda z: 0.5 * z * (1.0 + erf(z / math.sqrt(2.0))),  # exact (erf) GELU, as in BERT
+    "relu": lambda z: z * (z > 0),
+    "tanh": lambda z: bk.namespace(z).tanh(z),
+    "sigmoid": lambda z: 0.5 * (1.0 + bk.namespace(z).tanh(0.5 * z)),
+    "gelu": lambda z: 0.5 * z * (1.0 + bk.erf(z / math.sqrt(2.0))),  # exact (erf) GELU, as in BERT
 }
-"""Activations ``sigma`` of the feed-forward term (2.8), by name."""
+"""Activations ``sigma`` of the feed-forward term (2.8), by name (NumPy or torch arrays)."""
 
 
 def _as_matrix(name: str, value: Any) -> np.ndarray | None:
@@ -225,8 +225,8 @@ class Model:
         """``w sigma(a x_i + b)`` for each row ``x_i`` of ``x`` (shape ``(..., d)``); zero
         when the model has no feed-forward layer ((2.8))."""
         if self.feedforward is None:
-            return np.zeros_like(x)
-        w, a, b = self.feedforward
+            return bk.namespace(x).zeros_like(x)
+        w, a, b = (bk.like(x, m) for m in self.feedforward)
         return ACTIVATIONS[self.activation](x @ a.T + b) @ w.T
 
     def replace(self, **changes: Any) -> Model:

@@ -20,14 +20,28 @@ from typing import Any
 
 import numpy as np
 
+from meanfield import backend as bk
 from meanfield.kernels import DEFAULT_MEMORY_LIMIT, Kernel, Tiling
 from meanfield.lagrangian.field import _apply, ambient_field, project_tangent
 
 from .inputs import as_tokens, check_geometry
 
 
-def _as_batch(x: np.ndarray) -> np.ndarray:
+def _as_batch(x: Any) -> Any:
     return x if x.ndim == 3 else x[None]
+
+
+def _checked(model: Any, x: Any, check: bool) -> Any:
+    """Tokens as a C-ordered array of their backend (NumPy: float64 unless float32 was
+    given; torch: as given), validated (on a host copy for torch) when ``check``."""
+    if bk.is_numpy(x) or not hasattr(x, "device"):
+        if check:
+            x = as_tokens(x, "x", model=model)
+        a = np.asarray(x)
+        return np.ascontiguousarray(a, dtype=a.dtype if a.dtype == np.float32 else float)
+    if check:
+        as_tokens(bk.to_numpy(x), "x", model=model)
+    return x.contiguous()
 
 
 def attention(
@@ -42,9 +56,8 @@ def attention(
         memory_limit: bytes allowed for the ``n x n`` tiles.
         check: validate ``x`` (shape, finiteness, dimension); the integrators skip it.
     """
-    if check:
-        x = as_tokens(x, "x", model=model)
-    xb = _as_batch(np.ascontiguousarray(x, dtype=float))
+    x = _checked(model, x, check)
+    xb = _as_batch(x)
     out = ambient_field(model, xb, xb, feedforward=False, memory_limit=memory_limit)[0]
     return out if x.ndim == 3 else out[0]
 
@@ -92,9 +105,8 @@ def velocity(
         An array of the shape of ``x``.
     """
     check_geometry(geometry)
-    if check:
-        x = as_tokens(x, "x", model=model)
-    xb = _as_batch(np.ascontiguousarray(x, dtype=float))
+    x = _checked(model, x, check)
+    xb = _as_batch(x)
     a = ambient_field(model, xb, xb, memory_limit=memory_limit)[0]  # (2.8): inside P
     a = a if x.ndim == 3 else a[0]
     if geometry == "sphere":

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
-from scipy.special import erf
 
 from meanfield import attention as attention_registry
+from meanfield import backend as bk
 from meanfield.checks import nonnegative_weights
 from meanfield.kernels import DEFAULT_MEMORY_LIMIT, Kernel, Sinkhorn, Softmax, Tiling
 
@@ -72,15 +72,19 @@ class FieldResult:
 
 # -- activations of the feed-forward term (2.8) and their derivatives -------------------
 
-def _phi(z: np.ndarray) -> np.ndarray:
-    return np.exp(-0.5 * z * z) / math.sqrt(2.0 * math.pi)
+def _phi(z: Any) -> Any:
+    return bk.namespace(z).exp(-0.5 * z * z) / math.sqrt(2.0 * math.pi)
 
 
-_DERIVATIVES: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    "relu": lambda z: (z > 0).astype(float),
-    "tanh": lambda z: 1.0 - np.tanh(z) ** 2,
-    "sigmoid": lambda z: 0.25 * (1.0 - np.tanh(0.5 * z) ** 2),
-    "gelu": lambda z: 0.5 * (1.0 + erf(z / math.sqrt(2.0))) + z * _phi(z),
+def _tanh(z: Any) -> Any:
+    return bk.namespace(z).tanh(z)
+
+
+_DERIVATIVES: dict[str, Callable[[Any], Any]] = {
+    "relu": lambda z: bk.namespace(z).astype(z > 0, z.dtype),
+    "tanh": lambda z: 1.0 - _tanh(z) ** 2,
+    "sigmoid": lambda z: 0.25 * (1.0 - _tanh(0.5 * z) ** 2),
+    "gelu": lambda z: 0.5 * (1.0 + bk.erf(z / math.sqrt(2.0))) + z * _phi(z),
 }
 """``sigma'`` for each activation of :data:`meanfield.model.ACTIVATIONS` (relu: ``1[z > 0]``,
 the derivative almost everywhere)."""
@@ -92,20 +96,20 @@ def _is_eye(m: np.ndarray) -> bool:
     return bool(np.array_equal(m, np.eye(m.shape[0])))
 
 
-def _apply(m: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """Rows ``x_i -> m x_i`` for ``x`` (B, n, d), skipping ``m = +-I``."""
+def _apply(m: np.ndarray, x: Any) -> Any:
+    """Rows ``x_i -> m x_i`` for ``x`` (B, n, d) (NumPy or torch; ``m`` NumPy), skipping
+    ``m = +-I``."""
     if _is_eye(m):
         return x
     if _is_eye(-m):
         return -x
-    return x @ m.T
+    return x @ bk.like(x, m.T)
 
 
-def _dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return np.einsum("...d,...d->...", a, b)
+_dot = bk.rows_dot
 
 
-def project_tangent(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+def project_tangent(x: Any, y: Any) -> Any:
     """``P_x y = y - <x, y> x`` row by row (``x`` unit vectors)."""
     return y - _dot(x, y)[..., None] * x
 
@@ -166,6 +170,8 @@ def ambient_field(
         ``(F, tr DF or None, x^T DF x or None, state)``.
     """
     B, n, d = points.shape
+    xp = bk.namespace(points)
+    dev = bk.device_of(points)
     tiling = Tiling(memory_limit)
     particles = weights is None
     if particles and derivatives != "none":
@@ -186,13 +192,14 @@ def ambient_field(
         if labels is not None:
             kw["labels"] = labels
         if not kernel.normalized:
-            kw["mass"] = (_prefix_mass(weights, *labels) if labels is not None  # type: ignore[arg-type]
-                          else np.broadcast_to(weights.sum(axis=1)[:, None], (B, n)))  # type: ignore[union-attr]
-    F = np.zeros((B, n, d))
-    tr = np.zeros((B, n)) if trace else None
-    xdx = np.zeros((B, n)) if both else None
+            kw["mass"] = (bk.like(points, _prefix_mass(*(bk.to_numpy(a) for a in (weights, *labels))))  # type: ignore[misc]
+                          if labels is not None
+                          else xp.broadcast_to(xp.sum(weights, axis=1)[:, None], (B, n)))
+    F = xp.zeros((B, n, d), dtype=points.dtype, device=dev)
+    tr = xp.zeros((B, n), dtype=points.dtype, device=dev) if trace else None
+    xdx = xp.zeros((B, n), dtype=points.dtype, device=dev) if both else None
     for h, (Q, K, V) in enumerate(heads):
-        q, k, v = _apply(Q, points), _apply(K, nodes), np.ascontiguousarray(_apply(V, nodes))
+        q, k, v = _apply(Q, points), _apply(K, nodes), bk.contiguous(_apply(V, nodes))
         if sinkhorn is not None:  # potentials of the nodes, fixed in the point
             qn = q if points is nodes else _apply(Q, nodes)
             g = sinkhorn.as_softmax(qn, k, tiling, weights=weights,
@@ -206,7 +213,7 @@ def ambient_field(
         same = 1.0 if np.array_equal(Mm, V) else -1.0 if np.array_equal(Mm, -V) else 0.0
         Mx = _apply(Mm, nodes)
         s1 = _dot(v, Mx)[..., None]  # <V x_k, M x_k>
-        extra = np.concatenate([Mx, s1], axis=-1) if kernel.normalized and not same else s1
+        extra = xp.concat([Mx, s1], axis=-1) if kernel.normalized and not same else s1
         second = None if not both else (same if same else (points, v))
         out, eo, so = kernel.apply(q, k, v, tiling, extra=extra, second=second, **kw)
         F += out
@@ -221,13 +228,14 @@ def ambient_field(
                 xdx += so  # type: ignore[operator]
     if feedforward and model.feedforward is not None:
         w, a, b = model.feedforward
-        z = points @ a.T + b
+        z = points @ bk.like(points, a.T) + bk.like(points, b)
         F += model.feedforward_term(points)
         if trace:  # D(w sigma(a x + b)) = w diag(sigma'(z)) a
             ds = _DERIVATIVES[model.activation](z)
-            tr += ds @ np.einsum("lp,pl->l", a, w)  # type: ignore[operator]
+            tr += ds @ bk.like(points, np.einsum("lp,pl->l", a, w))  # type: ignore[operator]
             if both:
-                xdx += np.einsum("bnl,bnl,bnl->bn", points @ w, ds, z - b)  # type: ignore[operator]
+                xdx += bk.einsum("bnl,bnl,bnl->bn", points @ bk.like(points, w), ds,  # type: ignore[operator]
+                                 z - bk.like(points, b))
     return F, tr, xdx, FieldState(tuple(potentials) if potentials else None)
 
 
