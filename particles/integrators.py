@@ -27,6 +27,7 @@ from typing import Any, Callable
 import numpy as np
 from scipy.integrate import solve_ivp
 
+from meanfield import backend as bk
 from meanfield.integrate import DOPRI5 as DOPRI5
 from meanfield.integrate import (
     EULER,
@@ -54,14 +55,14 @@ only as a first step) and the scheme they run."""
 
 
 def normalize_rows(x: np.ndarray) -> np.ndarray:
-    """``x_i / |x_i|``: the projection onto ``S^{d-1}`` after each step."""
-    return x / np.linalg.norm(x, axis=-1, keepdims=True)
+    """``x_i / |x_i|``: the projection onto ``S^{d-1}`` after each step (NumPy or torch)."""
+    return x / bk.namespace(x).sqrt(bk.rows_dot(x, x))[..., None]
 
 
 def normalize_rows_inplace(x: np.ndarray) -> np.ndarray:
     """:func:`normalize_rows` overwriting ``x`` (the steppers' projection: every state they
     project is a fresh array of their own)."""
-    x /= np.sqrt(np.einsum("...i,...i->...", x, x))[..., None]
+    x /= bk.namespace(x).sqrt(bk.rows_dot(x, x))[..., None]
     return x
 
 

@@ -18,14 +18,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from meanfield import backend as bk
+
 
 def rms_norm(x: np.ndarray) -> float:
-    """Root mean square of ``|x|``, scaled first so that huge entries do not overflow."""
-    a = np.abs(x)
-    top = float(np.max(a)) if a.size else 0.0
-    if top == 0.0 or not np.isfinite(top):
+    """Root mean square of ``|x|``, scaled first so that huge entries do not overflow (NumPy
+    or torch)."""
+    xp = bk.namespace(x)
+    a = xp.abs(x)
+    top = float(xp.max(a)) if math.prod(a.shape) else 0.0
+    if top == 0.0 or not math.isfinite(top):
         return top
-    return top * float(np.sqrt(np.mean((a / top) ** 2)))
+    return top * math.sqrt(float(xp.mean((a / top) ** 2)))
 
 
 @dataclass(frozen=True)
@@ -73,17 +77,19 @@ class PIController:
     def _atol(self, y0: np.ndarray) -> float:
         if not self.atol_relative:
             return self.atol
-        return self.atol * max(1.0, float(np.max(np.abs(y0))) if y0.size else 1.0)
+        xp = bk.namespace(y0)
+        return self.atol * max(1.0, float(xp.max(xp.abs(y0))) if math.prod(y0.shape) else 1.0)
 
     def error_norm(self, err: np.ndarray, y0: np.ndarray, y1: np.ndarray) -> float:
-        scale = self._atol(y0) + self.rtol * np.maximum(np.abs(y0), np.abs(y1))
+        xp = bk.namespace(y0)
+        scale = self._atol(y0) + self.rtol * xp.maximum(xp.abs(y0), xp.abs(y1))
         return rms_norm(err / scale)
 
     def init(self, y0: np.ndarray, f0: np.ndarray, span: float, order: int) -> tuple[float, float]:
         """First step and state: Hairer, Nørsett & Wanner I (II.4)'s guess
         ``0.01 ||y0|| / ||f0||`` in the scaled norm (``1e-6 span`` when either is tiny),
         clipped to ``[dtmin, dtmax]``."""
-        scale = self._atol(y0) + self.rtol * np.abs(y0)
+        scale = self._atol(y0) + self.rtol * bk.namespace(y0).abs(y0)
         d0 = rms_norm(y0 / scale)
         d1 = rms_norm(f0 / scale)
         if d0 < 1e-5 or d1 < 1e-5 or not math.isfinite(d1):

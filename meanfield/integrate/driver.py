@@ -238,7 +238,7 @@ def integrate(
                 if not accept:
                     stats["rejected"] += 1
                     continue
-            if not np.isfinite(y_new.sum()):  # one pass; NaN and inf propagate to the sum
+            if not math.isfinite(float(y_new.sum())):  # one pass; NaN and inf propagate to the sum
                 raise Stop(StopReason.NON_FINITE, f"non-finite state in the step from t = {t:.6g} "
                            f"to {t + h:.6g}; results are kept up to t = {t:.6g}")
             t_new = target if h == target - t else t + h

@@ -18,6 +18,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from meanfield import backend as bk
+
 from .tableaus import ButcherTableau, get_scheme
 
 Rhs = Callable[[np.ndarray], np.ndarray]
@@ -115,7 +117,7 @@ class RungeKutta:
         tab = self.tableau
         ks = [k1]
         s = tab.stages
-        scratch = np.empty_like(y)
+        scratch = bk.namespace(y).empty_like(y)
         u = y
         for i in range(1, s):
             u = _combine(y, ks, h * tab.a[i, :i], scratch)
@@ -133,7 +135,8 @@ class RungeKutta:
 def _combine(y: np.ndarray | None, ks: list[np.ndarray], coefs: np.ndarray,
              scratch: np.ndarray) -> np.ndarray:
     """``y + sum_j coefs[j] ks[j]`` (``y`` may be ``None``) as one new array, the products
-    formed in ``scratch``: two passes per nonzero coefficient, no other temporaries."""
+    formed in ``scratch``: two passes per nonzero coefficient, no other temporaries (NumPy or
+    torch, :mod:`meanfield.backend`)."""
     out: np.ndarray | None = None
     for c, k in zip(coefs, ks):
         if not c:
@@ -141,10 +144,10 @@ def _combine(y: np.ndarray | None, ks: list[np.ndarray], coefs: np.ndarray,
         if out is None:
             out = k * c
         else:
-            np.multiply(k, c, out=scratch)
+            bk.multiply(k, float(c), out=scratch)
             out += scratch
     if out is None:
-        return np.zeros_like(ks[0]) if y is None else y.copy()
+        return bk.namespace(ks[0]).zeros_like(ks[0]) if y is None else y * 1.0
     if y is not None:
         out += y
     return out
