@@ -35,10 +35,10 @@ def _checked(model: Any, x: Any, check: bool) -> Any:
     """Tokens as a C-ordered array of their backend (NumPy: float64 unless float32 was
     given; torch: as given), validated (on a host copy for torch) when ``check``."""
     if bk.is_numpy(x) or not hasattr(x, "device"):
+        single = getattr(x, "dtype", None) == np.float32
         if check:
             x = as_tokens(x, "x", model=model)
-        a = np.asarray(x)
-        return np.ascontiguousarray(a, dtype=a.dtype if a.dtype == np.float32 else float)
+        return np.ascontiguousarray(x, dtype=np.float32 if single else float)
     if check:
         as_tokens(bk.to_numpy(x), "x", model=model)
     return x.contiguous()

@@ -255,7 +255,7 @@ def _check_model(model: Any) -> None:
 
 def _as_array(value: Any, name: str) -> np.ndarray:
     try:
-        a = np.array(value, dtype=float)
+        a = np.array(bk.to_numpy(value), dtype=float)
     except (TypeError, ValueError):
         msg = f"{name} must be a numeric array, got {type(value).__name__}"
         raise ValueError(msg) from None
@@ -338,6 +338,19 @@ def _finish(
     return FieldResult(vel, div, state)
 
 
+def check_measure(model: Any, x: Any, weights: Any, *, geometry: str = "sphere",
+                  labels: Any = None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Validate a weighted measure for :func:`weighted_field` (``ValueError`` naming the
+    field): the model (a kind that declares ``"lagrangian"``, no noise), the geometry, the
+    nodes ``x`` (finite, on the sphere for ``geometry="sphere"``), the weights (``>= 0``,
+    summing to 1) and the labels of a causal model. Returns ``(x, weights (B, n), labels (B,
+    n) or None)`` as float64 NumPy arrays."""
+    _check_model(model)
+    _check_geometry(geometry)
+    xa = _check_nodes(x, "x", geometry, model)
+    return xa, _check_weights(weights, xa), _check_labels(labels, xa, model)
+
+
 def weighted_field(
     model: Any,
     x: Any,
@@ -355,7 +368,8 @@ def weighted_field(
     Args:
         model: a :class:`meanfield.Model` whose attention kind declares ``"lagrangian"``
             (:mod:`meanfield.attention`); no noise.
-        x: nodes, ``(n, d)`` or ``(B, n, d)``; unit vectors for ``geometry="sphere"``.
+        x: nodes, ``(n, d)`` or ``(B, n, d)``; unit vectors for ``geometry="sphere"``. A torch
+            tensor computes on torch (its device and precision) and returns tensors.
         weights: ``(n,)`` or ``(B, n)``, ``>= 0``, summing to 1 (to ``1e-12 n``).
         geometry: ``"sphere"`` (``P_x F``, surface divergence) or ``"euclidean"``.
         labels: ``(n,)`` or ``(B, n)`` in ``[0, 1]`` for a causal model (node ``i`` attends to
@@ -388,26 +402,25 @@ def field_at(
     ``points`` (``(p, d)`` or ``(B, p, d)``; on the sphere for ``geometry="sphere"``), with
     ``point_labels`` for a causal model; otherwise as :func:`weighted_field`. For Sinkhorn
     the potentials are those of the nodes (fixed in the point)."""
-    _check_model(model)
-    _check_geometry(geometry)
-    xa = _check_nodes(x, "x", geometry, model)
+    xa, w, klab = check_measure(model, x, weights, geometry=geometry, labels=labels)
     pa = _check_nodes(points, "points", geometry, model)
     if pa.ndim != xa.ndim or pa.shape[-1] != xa.shape[-1] or (xa.ndim == 3 and pa.shape[0] != xa.shape[0]):
         msg = f"points must match x in batch and dimension: points {pa.shape}, x {xa.shape}"
         raise ValueError(msg)
-    w = _check_weights(weights, xa)
-    klab = _check_labels(labels, xa, model)
     qlab = _check_labels(point_labels, pa, model, "point_labels")
     if state is not None and not isinstance(state, FieldState):
         msg = f"state must be a FieldState (a previous FieldResult.state) or None, got {type(state).__name__}"
         raise ValueError(msg)
     batched = xa.ndim == 3
-    xb = np.ascontiguousarray(xa if batched else xa[None])
-    pb = np.ascontiguousarray(pa if batched else pa[None])
-    lab = None if klab is None or qlab is None else (qlab, klab)
+    # a torch tensor x runs on torch, on its device and in its precision (meanfield.backend)
+    be = bk.get_backend(like=x, dtype=None) if not bk.is_numpy(x) and hasattr(x, "device") else None
+    conv = np.ascontiguousarray if be is None else be.asarray
+    xb = conv(xa if batched else xa[None])
+    pb = conv(pa if batched else pa[None])
+    lab = None if klab is None or qlab is None else (conv(qlab), conv(klab))
     deriv = "none" if not divergence else "both" if geometry == "sphere" else "trace"
     F, tr, xdx, new_state = ambient_field(
-        model, pb, xb, np.ascontiguousarray(w), labels=lab, derivatives=deriv, state=state,
+        model, pb, xb, conv(w), labels=lab, derivatives=deriv, state=state,
         memory_limit=memory_limit)
     return _finish(pb, F, tr, xdx, geometry, batched, new_state)
 
@@ -417,6 +430,7 @@ __all__ = [
     "FieldResult",
     "FieldState",
     "ambient_field",
+    "check_measure",
     "field_at",
     "project_tangent",
     "weighted_field",

@@ -30,6 +30,7 @@ import numpy as np
 import xarray as xr
 
 from .. import attention as attention_registry
+from .. import backend as bk
 from ..checks import output_times
 from ..integrate import (
     ConstantStep,
@@ -47,7 +48,7 @@ from ..integrate import (
 from ..kernels import DEFAULT_MEMORY_LIMIT
 from ..model import Model
 from .energy import has_energy, weighted_energy
-from .field import _finish, ambient_field, weighted_field
+from .field import _finish, ambient_field, check_measure, weighted_field
 
 
 class LagrangianError(IntegrationError):
@@ -74,9 +75,9 @@ def _project(sphere: bool, d: int) -> Any:
     if not sphere:
         return None
 
-    def project(y: np.ndarray) -> np.ndarray:
+    def project(y: Any) -> Any:
         x = y[:, :d]
-        x /= np.sqrt(np.einsum("ij,ij->i", x, x))[:, None]
+        x /= bk.namespace(y).sqrt(bk.rows_dot(x, x))[:, None]
         return y
 
     return project
@@ -99,6 +100,9 @@ def solve_lagrangian(
     out: str | Path | None = None,
     overwrite: bool = False,
     handover: dict[str, Any] | None = None,
+    backend: str = "numpy",
+    device: Any = None,
+    dtype: str = "float64",
 ) -> xr.Dataset:
     """Evolve the measure of ``nodes`` under ``model`` by characteristics (docs/lagrangian.md).
 
@@ -118,6 +122,9 @@ def solve_lagrangian(
             partial Dataset with ``attrs["successful"] = 0``.
         out, overwrite: write the Dataset to this NetCDF file (checked before computing).
         handover: where the run continues another (recorded in ``settings``).
+        backend, device, dtype: where the state ``[x | log J]`` lives and in what precision
+            (:mod:`meanfield.backend`: ``"numpy"`` or ``"torch"`` on ``device``, ``"float64"``
+            or ``"float32"``); the Dataset is host NumPy float64 (docs/backends.md).
 
     Returns:
         ``xarray.Dataset`` with ``x`` (time, node, dim), ``weight`` (node), ``density`` and
@@ -125,6 +132,7 @@ def solve_lagrangian(
         ``energy`` and ``dissipation`` (time); ``label`` (node) for labelled nodes.
     """
     _check_model(model, nodes)
+    be = bk.get_backend(backend, device, dtype)
     times = output_times(t)
     if out is not None:
         from ..io import check_writable
@@ -145,29 +153,28 @@ def solve_lagrangian(
     labels = None if nodes.labels is None else np.asarray(nodes.labels, dtype=float)
     # validates nodes, weights and labels once; the stages below skip it (a Runge-Kutta stage
     # leaves the sphere by O(h^p) until the accepted state is projected)
-    first = weighted_field(model, x0, weights, geometry=nodes.geometry, labels=labels,
-                           divergence=True, memory_limit=memory_limit)
-    cache: dict[str, Any] = {"state": first.state}
-    wb = np.ascontiguousarray(weights[None])
-    lab = None if labels is None else (labels[None], labels[None])
+    check_measure(model, x0, weights, geometry=nodes.geometry, labels=labels)
+    cache: dict[str, Any] = {"state": None}
+    wb = be.asarray(weights[None])
+    lab = None if labels is None else (be.asarray(labels[None]),) * 2
     deriv = "both" if sphere else "trace"
 
-    def rhs(y: np.ndarray) -> np.ndarray:
-        xb = np.ascontiguousarray(y[None, :, :d])
+    def rhs(y: Any) -> Any:
+        xb = bk.contiguous(y[None, :, :d])
         F, tr, xdx, state = ambient_field(model, xb, xb, wb, labels=lab, derivatives=deriv,
                                           state=cache["state"], memory_limit=memory_limit)
         res = _finish(xb, F, tr, xdx, nodes.geometry, False, state)
         cache["state"] = res.state
-        out_ = np.empty_like(y)
+        out_ = bk.namespace(y).empty_like(y)
         out_[:, :d] = res.velocity
         out_[:, d] = res.divergence
         return out_
 
-    y0 = np.concatenate([x0, np.zeros((n, 1))], axis=1)
+    y0 = be.asarray(np.concatenate([x0, np.zeros((n, 1))], axis=1))
     saved: list[tuple[float, np.ndarray]] = []
 
-    def output(k: int, tk: float, y: np.ndarray, _ctx: Any) -> None:
-        saved.append((tk, y.copy()))
+    def output(k: int, tk: float, y: Any, _ctx: Any) -> None:
+        saved.append((tk, np.array(bk.to_numpy(y), dtype=float)))  # a host copy
 
     trackers = list(trackers)
     if progress:
@@ -175,11 +182,15 @@ def solve_lagrangian(
     sol = integrate(RungeKutta(rhs, tab, project=_project(sphere, d)), y0, times,
                     controller=controller, output=output,
                     dt0=dt if tab.adaptive else None, max_steps=max_steps, trackers=trackers)
-    if sol.t_reached > saved[-1][0] and np.all(np.isfinite(sol.y)):
-        saved.append((sol.t_reached, sol.y.copy()))
+    last = np.array(bk.to_numpy(sol.y), dtype=float)
+    if sol.t_reached > saved[-1][0] and np.all(np.isfinite(last)):
+        saved.append((sol.t_reached, last))
     settings = {"geometry": nodes.geometry, "nodes": str(getattr(nodes, "describe", "")),
                 "num_nodes": int(n), "memory_limit": int(memory_limit),
-                "handover": handover}
+                "handover": handover, "backend": be.label()}
+    if be.dtype != "float64" and sphere:  # unit to float64 round-off (from float32's)
+        for _, y in saved:
+            y[:, :d] /= np.linalg.norm(y[:, :d], axis=1)[:, None]
     ds = _assemble(saved, model, nodes, weights, labels, d, memory_limit)
     ds.attrs.update(result_attrs(
         title="meanfield solve_lagrangian (characteristics)",
