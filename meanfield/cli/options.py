@@ -255,6 +255,13 @@ OPTIONS: dict[str, Option] = {
                     shown="OUT with suffix .cells"),
     "keep_cells": Option("--keep-cells", "keep the per-cell files after success", None, False,
                          flag_only=True),
+    # array backend (meanfield.backend, docs/backends.md)
+    "backend": Option("--backend", "array library: numpy, or torch (pip install "
+                      "'meanfield[torch]')", str, "numpy", choices=("numpy", "torch")),
+    "device": Option("--device", "torch device, e.g. cpu, cuda, cuda:1 (with --backend torch)",
+                     str, shown="cpu"),
+    "dtype": Option("--dtype", "floating-point precision of the state", str, "float64",
+                    choices=("float64", "float32")),
     # output
     "out": Option("--out", "file to write", Path, shown="no file written"),
     "plot": Option("--plot", "also draw the result to this PNG", Path, shown="no figure"),
@@ -295,6 +302,8 @@ COMMANDS: dict[str, dict[str, Any]] = {
                     help="modes: uniform + 0.01 cos(k x), k = 1..4 (or l = 1..4); "
                          "von-mises: two von Mises(-Fisher) bumps; uniform"),
         "out": Path("solution.nc"), "plot": None, "overwrite": False, "progress": True,
+        "backend": Use(help="lagrangian only: array library (numpy, or torch)"),
+        "device": _NONE, "dtype": Use(help="lagrangian only: precision of the state"),
     },
     "plot": {
         "out": Use(shown="FILE with suffix .png", help="PNG to write"), "at": None,
@@ -328,7 +337,8 @@ COMMANDS: dict[str, dict[str, Any]] = {
         "dt": Use(help="step of fixed-step methods"), "rtol": 1e-9, "atol": 1e-12,
         "memory_limit_mb": 256.0, "no_observables": False, "out": Path("particles.nc"),
         "plot": Use(help="PNG of the trajectories (circle: angle vs time; S^2: paths)"),
-        "overwrite": False, "progress": True,
+        "overwrite": False, "progress": True, "backend": "numpy", "device": None,
+        "dtype": "float64",
     },
     "validate": {
         "suite": "quick", "only": None, "out": Use(default=Path("meanfield-validation"),
@@ -349,6 +359,7 @@ COMMANDS: dict[str, dict[str, Any]] = {
         "keep_cells": False, "progress": True,
         "out": Use(required=True, help="NetCDF file to write"),
         "plot": Use(help="PNG heat map with the curve (6.12)"), "overwrite": False,
+        "backend": "numpy", "device": None, "dtype": "float64",
     },
     "metastability": {
         "beta": Use(default=[4.0, 9.0], nargs="+", help="inverse temperatures"), "n": 32,
@@ -361,6 +372,7 @@ COMMANDS: dict[str, dict[str, Any]] = {
         "out": Use(required=True, help="NetCDF file to write"),
         "plot": Use(help="PNG of the angles against time (Figure 4)"),
         "plot_clusters": None, "overwrite": False,
+        "backend": "numpy", "device": None, "dtype": "float64",
     },
 }
 """Per command, its options in ``--help`` order: a default, or a :class:`Use`."""

@@ -77,7 +77,8 @@ def run_lagrangian(args: argparse.Namespace, model: Any, t: np.ndarray) -> int:
     start = _nodes(args)
     try:
         ds = solve_lagrangian(model, start, t, rtol=args.rtol, atol=args.atol,
-                              progress=args.progress, out=args.out, overwrite=args.overwrite)
+                              progress=args.progress, out=args.out, overwrite=args.overwrite,
+                              backend=args.backend, device=args.device, dtype=args.dtype)
         code = 0
     except LagrangianError as exc:
         print(f"meanfield: {exc}")
@@ -101,6 +102,10 @@ def run(args: argparse.Namespace) -> int:
     model = meanfield.Model(args.beta, attention=args.attention, value=args.value, noise=args.noise)
     if args.domain == "lagrangian":
         return run_lagrangian(args, model, np.linspace(0.0, args.t_max, args.times))
+    if (args.backend, args.device, args.dtype) != ("numpy", None, "float64"):
+        msg = (f"--backend {args.backend} / --device / --dtype {args.dtype} apply to "
+               f"'meanfield solve lagrangian' only: the spectral solvers run on NumPy float64")
+        raise ValueError(msg)
     domain = _domain(args)
     from meanfield.memory import check_solve_memory
 
