@@ -169,7 +169,7 @@ def simulate(
                f"backend='numpy', dtype='float64', got {bkd.label()!r}")
         raise ValueError(msg)
     t = output_times(t)
-    x0 = as_tokens(bk.to_numpy(x0), "x0", geometry=geometry, normalize=normalize, model=model)
+    x0 = _host_tokens(x0, geometry, normalize, model)
     memory_limit = as_count(memory_limit, "memory_limit")
     batched = x0.ndim == 3
     check_particles_memory(x0.shape[0] if batched else 1, x0.shape[-2], x0.shape[-1], t.size,
@@ -233,6 +233,21 @@ def simulate(
         ds = _dataset(model, times, xs, batched, geometry, observables, memory_limit)
     _settings(ds, model, method, geometry, dt, rtol, atol, memory_limit, sol, seed, bkd)
     return _finish(ds, sol, throw)
+
+
+def _host_tokens(x0: Any, geometry: str, normalize: bool, model: Any) -> np.ndarray:
+    """``x0`` checked on a host copy (:func:`particles.inputs.as_tokens`), float64. Float32
+    tokens (a float32 tensor, say) are on the sphere only to float32 round-off: rounding the
+    ``d`` coordinates and the float32 normalisation that made them move ``|x_i|`` by up to
+    ``~(d + 2) eps32 / 2``; within ``(d + 2) eps32`` of 1 they are projected (in float64)
+    instead of refused."""
+    host = bk.to_numpy(x0)
+    if (geometry == "sphere" and not normalize and getattr(host, "dtype", None) == np.float32
+            and host.ndim in (2, 3) and host.size and np.all(np.isfinite(host))):
+        norms = np.linalg.norm(host.astype(float), axis=-1)
+        normalize = bool(np.max(np.abs(norms - 1.0))
+                         <= (host.shape[-1] + 2) * float(np.finfo(np.float32).eps))
+    return as_tokens(host, "x0", geometry=geometry, normalize=normalize, model=model)
 
 
 def _run(method: str, f: Callable[[Any], Any], x0: Any, t: np.ndarray, *,
