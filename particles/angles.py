@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from meanfield import attention as attention_registry
+from meanfield import backend as bk
 from meanfield.kernels import DEFAULT_MEMORY_LIMIT, Tiling
 
 from .inputs import as_angles
@@ -50,31 +51,37 @@ def from_angles(theta: np.ndarray) -> np.ndarray:
 
 
 def angle_velocity(
-    model: Any, theta: np.ndarray, *, memory_limit: int = DEFAULT_MEMORY_LIMIT
-) -> np.ndarray:
+    model: Any, theta: Any, *, memory_limit: int = DEFAULT_MEMORY_LIMIT, check: bool = True
+) -> Any:
     """``theta_i'`` of (7.1) (USA) or its softmax version (SA); ``theta``: ``(n,)`` or
-    ``(batch, n)``."""
-    check_angle_model(model)
-    th = as_angles(theta, "theta")
-    tb = th if th.ndim == 2 else th[None]
+    ``(batch, n)``, a NumPy array or a torch tensor (:mod:`meanfield.backend`; the result has
+    its backend, dtype and device). ``check``: validate the model and ``theta`` (on a host
+    copy); the integrators validate once and skip it."""
+    if check:
+        check_angle_model(model)
+        host = as_angles(bk.to_numpy(theta), "theta")
+        theta = host if bk.is_numpy(theta) else theta
+    xp = bk.namespace(theta)
+    tb = theta if theta.ndim == 2 else theta[None]
     B, n = tb.shape
-    out = np.empty_like(tb)
+    out = bk.empty(tb, (B, n))
     beta = model.beta
     for bs, rs in Tiling(memory_limit, buffers=3).tiles(B, n, n):
         diff = tb[bs, rs, None] - tb[bs, None, :]  # theta_i - theta_j
-        w = np.exp(beta * (np.cos(diff) - 1.0))  # shifted by e^{-beta}; cancels in SA
-        if model.causal:
-            w[:, np.arange(n)[None, :] > np.arange(rs.start, rs.stop)[:, None]] = 0.0
-            count = np.arange(rs.start + 1, rs.stop + 1, dtype=float)
+        w = xp.exp(beta * (xp.cos(diff) - 1.0))  # shifted by e^{-beta}; cancels in SA
+        rows = np.arange(rs.start, rs.stop)
+        if model.causal:  # keep j <= i
+            w = w * bk.like(w, np.arange(n)[None, :] <= rows[:, None])
+            count = rows + 1.0
         else:
-            count = np.full(rs.stop - rs.start, float(n))
-        num = -np.sum(w * np.sin(diff), axis=-1)
+            count = np.full(rows.size, float(n))
+        num = -xp.sum(w * xp.sin(diff), axis=-1)
         if model.attention == "softmax":
-            out[bs, rs] = num / np.sum(w, axis=-1)
+            out[bs, rs] = num / xp.sum(w, axis=-1)
         else:
-            out[bs, rs] = num * np.exp(beta) / count
+            out[bs, rs] = num * float(np.exp(beta)) / bk.like(num, count)
     out *= model.value
-    return out if th.ndim == 2 else out[0]
+    return out if theta.ndim == 2 else out[0]
 
 
 __all__ = ["angle_velocity", "check_angle_model", "from_angles", "to_angles"]

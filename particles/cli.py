@@ -23,13 +23,30 @@ from .simulate import METHODS
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     """Register ``particles`` and set ``func``."""
-    return options.add_parser(
+    parser = options.add_parser(
         sub, "particles", func=run, help="simulate n interacting tokens (the finite-n system)",
         description="Simulate the particle system of docs/equations.md section 2 and write NetCDF.",
         changes={"method": {"choices": tuple(METHODS)}})
+    _add_backend_options(parser)
+    return parser
+
+
+def _add_backend_options(parser: argparse.ArgumentParser) -> None:
+    """``--backend``, ``--device``, ``--dtype``: where the state lives (:mod:`meanfield.backend`)."""
+    from meanfield.backend import BACKENDS, DTYPES
+
+    parser.add_argument("--backend", choices=BACKENDS, default="numpy",
+                        help="array library of the run (default: numpy)")
+    parser.add_argument("--device", default=None,
+                        help="torch device such as cpu or cuda:0 (default: cpu)")
+    parser.add_argument("--dtype", choices=DTYPES, default="float64",
+                        help="precision of the state (default: float64)")
 
 
 def _check(args: argparse.Namespace) -> None:
+    from meanfield.backend import get_backend
+
+    get_backend(args.backend, args.device, args.dtype)  # a ValueError naming the field, early
     if args.init == "gaussian" and args.geometry == "sphere":
         msg = "--init gaussian needs --geometry euclidean (Gaussian tokens are not on the sphere)"
         raise ValueError(msg)
@@ -67,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
         model, x0, t, geometry=args.geometry, method=args.method, dt=args.dt,
         rtol=args.rtol, atol=args.atol, memory_limit=int(args.memory_limit_mb * 2**20),
         observables=not args.no_observables, rng=rng, progress=args.progress, throw=False,
+        backend=args.backend, device=args.device, dtype=args.dtype,
     )
     settings = json.loads(ds.attrs["settings"])
     settings.update(seed=int(args.seed), init=args.init)

@@ -15,6 +15,13 @@ on ``S^{d-1}`` to round-off with ``geometry="sphere"``.
 The result holds ``x`` (time, [batch,] token, dim), ``energy`` and ``dissipation``
 (time[, batch]) and, for ``angles``, ``theta``; ``attrs`` follow the project's one result
 schema (:data:`meanfield.integrate.RESULT_ATTRS`), so that a file alone says how it was made.
+The state lives on one array backend for the whole run (:mod:`meanfield.backend`: NumPy, the
+default, or torch on the CPU or a GPU, in float64 or float32): a ``torch.Tensor`` ``x0`` runs
+on torch on its device, or ``backend="torch", device="cuda"`` says so. ``x0`` is checked on a
+host copy and moved to the backend once; the states are copied to host NumPy (float64) only at
+the output times, so the Dataset is the same whichever backend ran it (``settings`` records
+which, e.g. ``"backend": "torch cuda:0 float32"``).
+
 A run that ends early (a non-finite state, the step limit, Ctrl-C, an energy that moves
 against the flow: :class:`particles.monitors.EnergyMonitor`, or a fixed step far beyond the
 stability bound of its scheme: :class:`particles.monitors.StepSizeMonitor`) keeps its results
@@ -29,6 +36,7 @@ from typing import Any, Callable
 import numpy as np
 import xarray as xr
 
+from meanfield import backend as bk
 from meanfield.checks import output_times
 from meanfield.integrate import (
     IntegrationError,
@@ -115,6 +123,9 @@ def simulate(
     max_steps: int = 1_000_000,
     progress: bool = False,
     throw: bool = True,
+    backend: str | None = "numpy",
+    device: Any = None,
+    dtype: Any = None,
 ) -> xr.Dataset:
     """Evolve tokens under the model's self-attention dynamics (docs/equations.md section 2).
 
@@ -134,6 +145,12 @@ def simulate(
         progress: show a ``tqdm`` progress bar.
         throw: raise :class:`SimulationError` when the run ends early (a non-finite state,
             the step limit); else return the partial Dataset with ``attrs["successful"] = 0``.
+        backend: ``"numpy"`` or ``"torch"`` (:data:`meanfield.backend.BACKENDS`); a torch
+            tensor ``x0`` selects ``"torch"`` on its device. ``dop853`` (scipy's
+            ``solve_ivp``) is the NumPy float64 reference and runs on NumPy only.
+        device: a torch device (``"cpu"``, ``"cuda:0"``); default: ``x0``'s, else the CPU.
+        dtype: ``"float64"`` or ``"float32"`` for the whole state; default: ``x0``'s for a
+            torch tensor, else ``"float64"``.
 
     Returns:
         ``xarray.Dataset`` with ``x``, ``energy``, ``dissipation`` (and ``theta`` for
@@ -146,8 +163,13 @@ def simulate(
     """
     check_geometry(geometry)
     _check_method(method)
+    bkd = bk.get_backend(backend, device, dtype, like=x0)
+    if method == "dop853" and (not bkd.is_numpy or bkd.dtype != "float64"):
+        msg = ("method='dop853' (scipy's solve_ivp) is the NumPy float64 reference: it needs "
+               f"backend='numpy', dtype='float64', got {bkd.label()!r}")
+        raise ValueError(msg)
     t = output_times(t)
-    x0 = as_tokens(x0, "x0", geometry=geometry, normalize=normalize, model=model)
+    x0 = _host_tokens(x0, geometry, normalize, model)
     memory_limit = as_count(memory_limit, "memory_limit")
     batched = x0.ndim == 3
     check_particles_memory(x0.shape[0] if batched else 1, x0.shape[-2], x0.shape[-1], t.size,
@@ -176,13 +198,14 @@ def simulate(
             raise ValueError(msg)
         check_angle_model(model)
 
-        def g(th: np.ndarray) -> np.ndarray:
-            return angle_velocity(model, th, memory_limit=memory_limit)
+        def g(th: Any) -> Any:
+            return angle_velocity(model, th, memory_limit=memory_limit, check=False)
 
-        times, th, sol = _run("angles", g, to_angles(x0), t, dt=dt, sphere=False, rtol=rtol,
+        th0 = bkd.asarray(to_angles(x0))
+        times, th, sol = _run("angles", g, th0, t, dt=dt, sphere=False, rtol=rtol,
                        atol=atol, max_steps=max_steps, progress=progress,
                        monitors=[StepSizeMonitor(g, "angles", float(dt), t, sphere=False,
-                                                 x0=to_angles(x0))])
+                                                 x0=th0)])
         ds = _dataset(model, times, from_angles(th), batched, geometry, observables,
                       memory_limit)
         lead = ("time", "batch") if batched else ("time",)
@@ -191,36 +214,54 @@ def simulate(
         if method == "post_ln":
             _check_layers(t, float(dt))
 
-            def f(x: np.ndarray) -> np.ndarray:
+            def f(x: Any) -> Any:
                 return attention(model, x, memory_limit=memory_limit, check=False)
         else:
-            def f(x: np.ndarray) -> np.ndarray:
+            def f(x: Any) -> Any:
                 return velocity(model, x, geometry, memory_limit=memory_limit, check=False)
+
+        y0 = bkd.asarray(x0)
 
         monitors: list[Any] = ([EnergyMonitor(model, t, memory_limit)]
                                if method in ("rk4", "dopri5") and has_energy(model) else [])
         if method in STABILITY_RADIUS:  # fixed steps: h L against the stability bound
-            monitors.append(StepSizeMonitor(f, method, float(dt), t, sphere=sphere, x0=x0))
-        times, xs, sol = _run(method, f, x0, t, dt=dt, sphere=sphere, rtol=rtol, atol=atol,
+            monitors.append(StepSizeMonitor(f, method, float(dt), t, sphere=sphere, x0=y0))
+        times, xs, sol = _run(method, f, y0, t, dt=dt, sphere=sphere, rtol=rtol, atol=atol,
                        max_steps=max_steps, progress=progress, sigma=model.noise,
                        rng=as_rng(rng) if method == "euler_maruyama" else None,
                        monitors=monitors)
         ds = _dataset(model, times, xs, batched, geometry, observables, memory_limit)
-    _settings(ds, model, method, geometry, dt, rtol, atol, memory_limit, sol, seed)
+    _settings(ds, model, method, geometry, dt, rtol, atol, memory_limit, sol, seed, bkd)
     return _finish(ds, sol, throw)
 
 
-def _run(method: str, f: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, t: np.ndarray, *,
+def _host_tokens(x0: Any, geometry: str, normalize: bool, model: Any) -> np.ndarray:
+    """``x0`` checked on a host copy (:func:`particles.inputs.as_tokens`), float64. Float32
+    tokens (a float32 tensor, say) are on the sphere only to float32 round-off: rounding the
+    ``d`` coordinates and the float32 normalisation that made them move ``|x_i|`` by up to
+    ``~(d + 2) eps32 / 2``; within ``(d + 2) eps32`` of 1 they are projected (in float64)
+    instead of refused."""
+    host = bk.to_numpy(x0)
+    if (geometry == "sphere" and not normalize and getattr(host, "dtype", None) == np.float32
+            and host.ndim in (2, 3) and host.size and np.all(np.isfinite(host))):
+        norms = np.linalg.norm(host.astype(float), axis=-1)
+        normalize = bool(np.max(np.abs(norms - 1.0))
+                         <= (host.shape[-1] + 2) * float(np.finfo(np.float32).eps))
+    return as_tokens(host, "x0", geometry=geometry, normalize=normalize, model=model)
+
+
+def _run(method: str, f: Callable[[Any], Any], x0: Any, t: np.ndarray, *,
          dt: float | None, sphere: bool, rtol: float, atol: float, max_steps: int,
          progress: bool, sigma: float = 0.0, rng: np.random.Generator | None = None,
          monitors: list[Any] | None = None) -> tuple[np.ndarray, np.ndarray, Any]:
     """Integrate; the times reached (the output times, plus the last accepted time when the
-    run ended early), the states there, and the engine's :class:`Solution`."""
-    out = np.empty((t.size,) + x0.shape)
+    run ended early), the states there (host NumPy float64: the state ``x0`` stays on its
+    backend and is copied here at the output times only), and the engine's :class:`Solution`."""
+    out = np.empty((t.size,) + tuple(x0.shape))
     reached = [0]
 
-    def output(k: int, tk: float, x: np.ndarray, _ctx: Any) -> None:
-        out[k] = x
+    def output(k: int, tk: float, x: Any, _ctx: Any) -> None:
+        out[k] = bk.to_numpy(x)
         reached[0] = k + 1
 
     if method == "dop853":
@@ -238,7 +279,7 @@ def _run(method: str, f: Callable[[np.ndarray], np.ndarray], x0: np.ndarray, t: 
     xs = out[:n]
     if sol.t_reached > times[-1]:  # ended between outputs: keep the last accepted state
         times = np.append(times, sol.t_reached)
-        xs = np.concatenate([xs, sol.y[None]])
+        xs = np.concatenate([xs, np.asarray(bk.to_numpy(sol.y), dtype=float)[None]])
     return times, xs, sol
 
 
@@ -272,11 +313,13 @@ def _settings(
     memory_limit: int,
     sol: Any,
     seed: Any,
+    backend: bk.Backend | None = None,
 ) -> None:
     """Fill ``attrs`` with the result schema (NetCDF-safe)."""
     adaptive = METHODS[method]["adaptive"]
     settings: dict[str, Any] = {"method": method, "geometry": geometry,
-                                "memory_limit": int(memory_limit), "seed": seed}
+                                "memory_limit": int(memory_limit), "seed": seed,
+                                "backend": (backend or bk.Backend()).label()}
     ds.attrs.update(result_attrs(
         title=f"particles.simulate ({method})", solver="particles.simulate",
         model=model.to_json(), settings=settings, scheme=METHODS[method]["scheme"],

@@ -142,7 +142,7 @@ def _combine(y: np.ndarray | None, ks: list[np.ndarray], coefs: np.ndarray,
         if not c:
             continue
         if out is None:
-            out = k * c
+            out = k * float(c)  # a Python float keeps a float32 state float32 (NEP 50)
         else:
             bk.multiply(k, float(c), out=scratch)
             out += scratch
@@ -158,7 +158,11 @@ class EulerMaruyama:
 
     On the sphere (``sphere=True``) the noise is projected onto the tangent space and the
     state renormalised, which supplies the Itô drift ``-(d-1) sigma x`` of spherical Brownian
-    motion (docs/equations.md section 3: the generator ``sigma Laplacian``)."""
+    motion (docs/equations.md section 3: the generator ``sigma Laplacian``).
+
+    The state may be a NumPy array or a torch tensor (:mod:`meanfield.backend`); ``xi`` is
+    always drawn from the NumPy ``rng`` on the host (in float64) and moved to the state's
+    backend, dtype and device, so that every backend sees the same noise for a given seed."""
 
     adaptive = False
     error_order = 0
@@ -172,16 +176,18 @@ class EulerMaruyama:
         self.evaluations = 0
 
     def project(self, y: np.ndarray) -> np.ndarray:
-        return y / np.linalg.norm(y, axis=-1, keepdims=True) if self.sphere else y
+        if not self.sphere:
+            return y
+        return y / bk.namespace(y).sqrt(bk.rows_dot(y, y))[..., None]
 
     def init(self, y: np.ndarray) -> None:
         return None
 
     def step(self, y: np.ndarray, h: float, stage: Any) -> tuple[np.ndarray, None, None]:
         self.evaluations += 1
-        xi = self.rng.standard_normal(y.shape) * math.sqrt(2.0 * self.sigma * h)
+        xi = bk.like(y, self.rng.standard_normal(tuple(y.shape)) * math.sqrt(2.0 * self.sigma * h))
         if self.sphere:
-            xi -= np.sum(y * xi, axis=-1, keepdims=True) * y
+            xi = xi - bk.rows_dot(y, xi)[..., None] * y
         return y + h * self.f(y) + xi, None, None
 
 
