@@ -27,20 +27,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         sub, "particles", func=run, help="simulate n interacting tokens (the finite-n system)",
         description="Simulate the particle system of docs/equations.md section 2 and write NetCDF.",
         changes={"method": {"choices": tuple(METHODS)}})
-    _add_backend_options(parser)
     return parser
-
-
-def _add_backend_options(parser: argparse.ArgumentParser) -> None:
-    """``--backend``, ``--device``, ``--dtype``: where the state lives (:mod:`meanfield.backend`)."""
-    from meanfield.backend import BACKENDS, DTYPES
-
-    parser.add_argument("--backend", choices=BACKENDS, default="numpy",
-                        help="array library of the run (default: numpy)")
-    parser.add_argument("--device", default=None,
-                        help="torch device such as cpu or cuda:0 (default: cpu)")
-    parser.add_argument("--dtype", choices=DTYPES, default="float64",
-                        help="precision of the state (default: float64)")
 
 
 def _check(args: argparse.Namespace) -> None:
