@@ -258,7 +258,8 @@ OPTIONS: dict[str, Option] = {
     # array backend (meanfield.backend, docs/backends.md)
     "backend": Option("--backend", "array library: numpy, or torch (pip install "
                       "'meanfield[torch]')", str, "numpy", choices=("numpy", "torch")),
-    "device": Option("--device", "torch device, e.g. cpu, cuda, cuda:1 (with --backend torch)",
+    "device": Option("--device", "torch device, e.g. cpu, cuda:1, or cuda (sweeps: one GPU per "
+                     "Dask worker) (with --backend torch)",
                      str, shown="cpu"),
     "dtype": Option("--dtype", "floating-point precision of the state", str, "float64",
                     choices=("float64", "float32")),

@@ -102,13 +102,7 @@ def test_a_torch_start_runs_on_torch_and_the_output_is_host_numpy():
     np.testing.assert_array_equal(x0t.numpy(), x0)  # the start is not written to
 
 
-@pytest.mark.parametrize("backend", [
-    "torch",
-    pytest.param("numpy", marks=pytest.mark.xfail(
-        strict=True, reason="meanfield.integrate.steppers._combine forms k * c with a NumPy "
-        "float64 coefficient c, which NumPy 2 promotes: float32 states become float64 after "
-        "the first step (torch keeps float32)")),
-])
+@pytest.mark.parametrize("backend", ["torch", "numpy"])
 def test_float32_within_its_round_off(backend):
     x0 = sample_tokens(np.random.default_rng(3), 32, 8, 3)
     t = np.linspace(0, 5.0, 11)
@@ -116,7 +110,8 @@ def test_float32_within_its_round_off(backend):
     out = ensemble_states(x0, 2.0, t, backend=backend, dtype="float32")
     assert out.dtype == np.float32
     err = np.abs(out - ref).max()
-    assert 10 * U32 < err <= FLOAT32, err  # float32 did run, within its bound
+    # a float64 run would be off by ~1e-15, far below U32 / 100: float32 did run, within its bound
+    assert U32 / 100 < err <= FLOAT32, err
 
 
 def test_phase_diagram_same_probabilities_on_numpy_and_torch(tmp_path):
@@ -196,15 +191,13 @@ def test_cli_backend_flags(tmp_path, capsys):
                                                                             "float32")
     assert main([*base, "--overwrite", "--backend", "torch", "--device", "gpu"]) == 2
     assert "device must be a torch device" in capsys.readouterr().err
-    with pytest.raises(SystemExit) as exc:
-        main([*base, "--backend", "jax"])
-    assert exc.value.code == 2
-    assert "--backend" in capsys.readouterr().err
+    assert main([*base, "--overwrite", "--backend", "jax"]) == 2
+    assert "--backend must be one of" in capsys.readouterr().err
     out = tmp_path / "ms.nc"
     assert main(["metastability", "--beta", "4", "--seeds", "4", "--t-max", "2", "--times",
                  "5", "--out", str(out), "--no-progress", "--backend", "torch", "--dtype",
                  "float32"]) == 0
     with xr.open_dataset(out, engine="h5netcdf") as ds:
         assert json.loads(ds.attrs["settings"])["backend"] == "torch"
-    with pytest.raises(SystemExit):
-        main(["metastability", "--out", str(out), "--dtype", "float16"])
+    assert main(["metastability", "--out", str(out), "--overwrite", "--dtype", "float16"]) == 2
+    assert "--dtype must be one of" in capsys.readouterr().err

@@ -14,14 +14,12 @@ from typing import Any
 
 from meanfield.cli import options
 
-from .phase_diagram import add_backend_options
-
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``metastability`` and set ``func``."""
-    return add_backend_options(options.add_parser(
+    return options.add_parser(
         subparsers, "metastability", func=run, description=__doc__.split("\n\n")[0],
-        help="trajectories and cluster counts on the circle, particles and PDE (Figure 4)"))
+        help="trajectories and cluster counts on the circle, particles and PDE (Figure 4)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -18,26 +18,11 @@ from typing import Any
 from meanfield.cli import options
 
 
-def add_backend_options(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """Add ``--backend``, ``--device`` and ``--dtype`` (:mod:`meanfield.backend`); the values
-    are checked by the computation (``ValueError`` naming the field, exit status 2)."""
-    from meanfield.backend import BACKENDS, DTYPES
-
-    parser.add_argument("--backend", choices=BACKENDS, default="numpy",
-                        help="array library of the particle runs (default: numpy)")
-    parser.add_argument("--device", default=None, metavar="DEVICE",
-                        help="torch device: cpu, cuda (one GPU per Dask worker) or cuda:K "
-                             "(default: none, the CPU)")
-    parser.add_argument("--dtype", choices=DTYPES, default="float64",
-                        help="floating-point precision (default: float64)")
-    return parser
-
-
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``phase-diagram`` and set ``func``."""
-    return add_backend_options(options.add_parser(
+    return options.add_parser(
         subparsers, "phase-diagram", func=run, description=__doc__.split("\n\n")[0],
-        help="probability that <x_1(t), x_2(t)> >= 1 - delta over (t, beta), Figure 3"))
+        help="probability that <x_1(t), x_2(t)> >= 1 - delta over (t, beta), Figure 3")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -70,4 +55,4 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["add_backend_options", "add_parser", "run"]
+__all__ = ["add_parser", "run"]
