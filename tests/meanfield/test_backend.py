@@ -53,8 +53,10 @@ def rel(a: Any, b: Any) -> float:
     return float(np.max(np.abs(a - b)) / max(np.max(np.abs(a)), 1e-300))
 
 
-@pytest.mark.parametrize(("kind", "config"), CASES)
-@pytest.mark.parametrize("n", [9, 300])  # one tile; long rows (the component-wise products)
+@pytest.mark.parametrize(("kind", "config", "n"),
+                         [(k, c, 9) for k, c in CASES]  # one tile
+                         # long rows (>= 256: the component-wise products), fewer configurations
+                         + [(k, c, 260) for k, c in CASES if c in ("identity", "qkv", "causal")])
 def test_particle_velocity_agrees(kind: str, config: str, n: int) -> None:
     model = mf.Model(beta=2.5, attention=kind, **CONFIGS[config])
     x = unit((2, n, D), seed=n)
@@ -220,7 +222,7 @@ def test_command_line_lagrangian_on_torch(tmp_path: Any, capsys: pytest.CaptureF
     out = tmp_path / "lag.nc"
     argv = ["solve", "lagrangian", "--d", "2", "--resolution", "16", "--t-max", "0.5",
             "--times", "3", "--beta", "2", "--out", str(out), "--no-progress",
-            "--backend", "torch", "--dtype", "float32"]
+            "--backend", "torch", "--dtype", "float32", "--rtol", "1e-5", "--atol", "1e-7"]
     assert main(argv) == 0
     with xr.open_dataset(out) as ds:
         assert json.loads(ds.attrs["settings"])["backend"] == "torch cpu float32"
