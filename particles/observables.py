@@ -40,6 +40,7 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
 from meanfield.kernels import _SMALL_D, DEFAULT_MEMORY_LIMIT, Tiling, _logits, _weighted_sum, block_for
+from meanfield.lagrangian.energy import EXP_SAFE, exponent_bound, times_exp, weighted_energy
 
 from .inputs import as_tokens, check_geometry
 from .velocity import _apply, _as_batch, velocity
@@ -57,66 +58,15 @@ def _factors(model: Any, d: int) -> list[tuple[np.ndarray, np.ndarray]]:
 def energy(
     model: Any, x: np.ndarray, *, memory_limit: int = DEFAULT_MEMORY_LIMIT
 ) -> float | np.ndarray:
-    """``E_beta(X)`` of docs/equations.md section 2 (``(batch,)`` for a batch), ``beta = 0`` included.
-
-    Each tile sums ``expm1(beta s) / beta``; where ``beta |s| < 1e-8`` (tiny ``beta``, down to
-    subnormal values) it sums the Taylor series ``s + beta s^2 / 2 + beta^2 s^3 / 6`` instead
-    (relative error ``< (beta |s|)^3 / 24``), which tends continuously to the ``beta = 0``
-    limit ``sum s``.
-    """
+    """``E_beta(X)`` of docs/equations.md section 2 (``(batch,)`` for a batch), ``beta = 0`` included:
+    the energy of the empirical measure, :func:`meanfield.lagrangian.energy.weighted_energy`
+    with the weights ``1/n`` (tiled ``expm1(beta s) / beta``, the Taylor series where ``beta
+    |s| < 1e-8``, shifted exponents where ``e^{beta s}`` would overflow)."""
     x = as_tokens(x, "x", model=model)
     xb = _as_batch(x)
-    B, n, d = xb.shape
-    beta = model.beta
-    total = np.zeros(B)
-    extra = np.zeros(B)  # contributions of the shifted tiles, already divided by 2 beta n^2
-    tiling = Tiling(memory_limit, buffers=2, block=block_for(d))
-    for Q, K in _factors(model, d):
-        q, k = _apply(Q, xb), _apply(K, xb)
-        if beta == 0.0:
-            mq, mk = q.mean(axis=1), k.mean(axis=1)
-            total += np.sum(mq * mk, axis=-1) * n * n  # sum_ij s_ij
-            continue
-        kt = np.swapaxes(k, 1, 2)
-        shift = _shift(beta, q, k)
-        big = bool(np.any(shift > _EXP_SAFE))
-        for bs, rs in tiling.tiles(B, n, n):
-            S = _logits(q[bs, rs], kt[bs], np.empty((bs.stop - bs.start, rs.stop - rs.start, n)))
-            if big:  # e^{beta s} would overflow: sum e^{beta s - shift}, scale back once
-                S *= beta
-                S -= shift[bs, None, None]
-                np.exp(S, out=S)
-                scale = 2.0 * beta * n * n
-                extra[bs] += _times_exp(S.sum(axis=(1, 2)) / scale, shift[bs]) - S[0].size / scale
-                continue
-            if beta * np.max(np.abs(S)) < 1e-8:
-                S2 = S * S
-                total[bs] += (S + S2 * (beta / 2) + S2 * S * (beta * beta / 6)).sum(axis=(1, 2))
-                continue
-            S *= beta
-            np.expm1(S, out=S)
-            total[bs] += S.sum(axis=(1, 2)) / beta
-    total /= 2.0 * n * n
-    return _shape_out(x, total + extra)
-
-
-def _times_exp(a: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """``a e^c`` as ``sign(a) e^{log|a| + c}``: finite wherever the product is (``e^c``
-    alone may overflow), ``+-inf`` beyond the float range."""
-    with np.errstate(over="ignore", divide="ignore"):
-        return np.sign(a) * np.exp(np.log(np.abs(a)) + c)
-
-
-_EXP_SAFE = 700.0
-"""Exponents above this (``e^700 ~ 1e304``) are shifted before ``exp``."""
-
-
-def _shift(beta: float, q: np.ndarray, k: np.ndarray) -> np.ndarray:
-    """A bound ``beta max_i |q_i| max_j |k_j| >= beta s_ij`` per batch (Cauchy–Schwarz): the
-    exponent that the weights are divided by when they would overflow."""
-    nq = np.sqrt(np.einsum("bnd,bnd->bn", q, q)).max(axis=1)
-    nk = np.sqrt(np.einsum("bnd,bnd->bn", k, k)).max(axis=1)
-    return beta * nq * nk
+    B, n, _ = xb.shape
+    total, _ = weighted_energy(model, xb, np.full((B, n), 1.0 / n), memory_limit=memory_limit)
+    return _shape_out(x, total)
 
 
 def energy_gradient(
@@ -131,7 +81,7 @@ def energy_gradient(
     x = as_tokens(x, "x", model=model)
     grad, shift = _scaled_gradient(model, _as_batch(x), memory_limit)
     if np.any(shift):
-        grad = _times_exp(grad, shift[:, None, None])
+        grad = times_exp(grad, shift[:, None, None])
     return grad if x.ndim == 3 else grad[0]
 
 
@@ -139,7 +89,7 @@ def _scaled_gradient(model: Any, xb: np.ndarray, memory_limit: int
                      ) -> tuple[np.ndarray, np.ndarray]:
     """``(g, c)`` with ``grad E = e^c g`` per batch: ``c = 0`` unless the weights
     ``e^{beta s}`` would overflow (``beta`` beyond ~700 on the sphere), then ``c`` is the
-    largest exponent bound of :func:`_shift`, so that ``g`` is finite."""
+    largest exponent bound of :func:`meanfield.lagrangian.energy.exponent_bound`, so that ``g`` is finite."""
     B, n, d = xb.shape
     beta = model.beta
     grad = np.zeros_like(xb)
@@ -147,8 +97,8 @@ def _scaled_gradient(model: Any, xb: np.ndarray, memory_limit: int
     pairs = [(_apply(Q, xb), _apply(K, xb), Q, K) for Q, K in _factors(model, d)]
     shift = np.zeros(B)
     for q, k, _, _ in pairs:
-        shift = np.maximum(shift, _shift(beta, q, k))
-    shift = np.where(shift > _EXP_SAFE, shift, 0.0)
+        shift = np.maximum(shift, exponent_bound(beta, q, k))
+    shift = np.where(shift > EXP_SAFE, shift, 0.0)
     for q, k, Q, K in pairs:
         kq = k @ Q  # rows (Q^T K x_j)^T
         symmetric = np.array_equal(Q, K)
@@ -190,7 +140,7 @@ def dissipation(
     v = _as_batch(velocity(model, x, geometry, memory_limit=memory_limit, check=False))
     out = np.sum(g * v, axis=(-2, -1))
     if np.any(shift):  # +-inf only where dE/dt itself leaves the float range
-        out = _times_exp(out, shift)
+        out = times_exp(out, shift)
     return out if x.ndim == 3 else float(out[0])
 
 
