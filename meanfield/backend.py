@@ -68,6 +68,19 @@ class Backend:
         torch = _torch()
         return torch.as_tensor(a, dtype=getattr(torch, self.dtype), device=self.device)
 
+    def check_rtol(self, rtol: float) -> None:
+        """Warn when an adaptive run asks for a relative tolerance its precision cannot give
+        (below ``8 eps``: ``1e-6`` in float32); the step-size controller would then chase
+        round-off, taking many more steps for no accuracy."""
+        eps = float(np.finfo(self.dtype).eps)
+        if rtol < 8 * eps:
+            import warnings
+
+            msg = (f"rtol={rtol:g} is below what {self.dtype} resolves (8 eps = {8 * eps:.2g}): "
+                   f"the step-size controller will chase round-off; use rtol >= {8 * eps:.0e} "
+                   "or dtype='float64'")
+            warnings.warn(msg, UserWarning, stacklevel=3)
+
     def label(self) -> str:
         """``"numpy float64"``, ``"torch cuda:0 float32"``: for the ``settings`` attribute."""
         return " ".join(p for p in (self.name, self.device, self.dtype) if p)

@@ -168,6 +168,8 @@ def simulate(
         msg = ("method='dop853' (scipy's solve_ivp) is the NumPy float64 reference: it needs "
                f"backend='numpy', dtype='float64', got {bkd.label()!r}")
         raise ValueError(msg)
+    if METHODS[method]["adaptive"]:
+        bkd.check_rtol(rtol)
     t = output_times(t)
     x0 = _host_tokens(x0, geometry, normalize, model)
     memory_limit = as_count(memory_limit, "memory_limit")

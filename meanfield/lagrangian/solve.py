@@ -141,6 +141,7 @@ def solve_lagrangian(
     tab = get_scheme(scheme)
     if tab.adaptive:
         controller: PIController | ConstantStep = PIController(rtol=rtol, atol=atol)
+        be.check_rtol(rtol)
     else:
         if dt is None:
             msg = f"scheme {tab.name!r} has no error estimate: give a step dt"

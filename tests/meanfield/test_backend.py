@@ -232,3 +232,23 @@ def test_command_line_lagrangian_on_torch(tmp_path: Any, capsys: pytest.CaptureF
     captured = capsys.readouterr()
     assert "--backend torch" in captured.out + captured.err
     assert not (tmp_path / "c.nc").exists()
+
+
+def test_float32_with_a_float64_tolerance_warns() -> None:
+    """rtol below 8 eps of the precision: a warning that names rtol and the dtype; none in
+    float64 at the default, none in float32 at 1e-5."""
+    import warnings
+
+    import particles
+
+    model = mf.Model(beta=1.0)
+    nodes = mf.nodes.circle(lambda th: np.ones_like(th) / (2 * np.pi), 8)
+    with pytest.warns(UserWarning, match="rtol=1e-09 is below what float32 resolves"):
+        mf.solve_lagrangian(model, nodes, [0.0, 0.1], dtype="float32", rtol=1e-9)
+    x0 = unit((6, 2))
+    with pytest.warns(UserWarning, match="rtol=1e-09 is below what float32"):
+        particles.simulate(model, x0, [0.0, 0.1], method="dopri5", dtype="float32")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        particles.simulate(model, x0, [0.0, 0.1], method="dopri5")
+        particles.simulate(model, x0, [0.0, 0.1], method="dopri5", dtype="float32", rtol=1e-5)
