@@ -3,7 +3,7 @@
 
 **Velocity.** ``particles.velocity.velocity(model, x, check=False)`` (as the integrators call
 it) for softmax attention, ``Q = K = V = I``, ``beta = 1``, one batch of ``n`` uniform tokens
-on ``S^{d-1}``, at ``(n, d)`` in ``--sizes`` (default (256, 64), (2048, 64), (8192, 128)), on
+on ``S^{d-1}``, at ``(n, d)`` = (256, 64), (2048, 64), (8192, 128) (:data:`SIZES`), on
 NumPy float64, torch CPU float64 and float32, CUDA float64 and float32. Printed: the time of
 one evaluation (the least of ``--repeats``, after two warm-up calls; CUDA synchronised) and its
 ratio to the floor, one bare ``torch.nn.functional.scaled_dot_product_attention(x, x, x,
@@ -15,7 +15,8 @@ float64 on the same numbers). The velocity is that call plus the tangent project
 d=D, betas=..., realizations=R, t_max=30, times=200)`` with every other default (RK4,
 dt = 0.3, freezing of clustered realisations, one process) on each backend, and the authors'
 scheme (``authors_scheme.py``: explicit Euler, step 0.1, renormalised, in ``d`` dimensions)
-on the same backend. A token-step is one token advanced by one step of the scheme: ours
+on the same backend (our cells integrate the exact ``min(d, 32)``-dimensional reduction of
+their starts, ``sample_tokens(reduce=True)``). A token-step is one token advanced by one step of the scheme: ours
 is an RK4 step (4 velocity evaluations and the projection), theirs an Euler step (1
 evaluation); token-steps per second = ``32 x R x steps x betas / wall time`` with
 ``steps = ceil(30 / dt)`` (realisations frozen once clustered are counted as stepped).
@@ -30,9 +31,8 @@ every scheme): ``<x_1, x_2>`` from RK4 dt = 0.3 at the 200 output times (our den
 output), from Euler with steps 0.1, 0.05 and 0.025 at the times of the states it reports
 (its rounding of the output times is not counted against it), and from the reference, RK4
 with dt = 0.3/8 at all those times (its own error is 8^4 = 4096 times smaller than that of
-dt = 0.3: fourth order). Errors against the reference: the
-RMS over realisations, times and betas of ``<x_1, x_2>`` (the state; continuous), and the
-largest error of the probability ``P(<x_1, x_2> >= 1 - 1e-3)`` over times and betas (the
+dt = 0.3: fourth order). Errors against the reference: the RMS over realisations, times
+and betas of ``<x_1, x_2>`` (the state; continuous), and the largest error of the probability ``P(<x_1, x_2> >= 1 - 1e-3)`` over times and betas (the
 figure's quantity; a multiple of 1/R). RK4 runs without freezing here (freezing changes no
 indicator, but holds ``<x_1, x_2>`` at its frozen value). Euler at equal accuracy: its cost
 at step 0.1 times ``e_Euler(0.1) / e_RK4`` (first order: cost ~ 1/error), the measured order
