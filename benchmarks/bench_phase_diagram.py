@@ -31,35 +31,13 @@ import os
 import time
 
 import numpy as np
-import xarray as xr
+from authors_scheme import TIMES, euler_cell  # noqa: F401  (bench_engine imports them here)
 
-from validation.phase_diagram import phase_diagram, sample_tokens
+from validation.phase_diagram import phase_diagram
 from validation.sweep import sweep
 
 AUTHORS_S_PER_BETA = {2: 12.0, 128: 29.0}
 DEFAULT_BETAS = np.linspace(0.1, 9.0, 90)
-TIMES = np.linspace(0.0, 30.0, 200)
-
-
-def euler_cell(beta: float, rng: np.random.Generator, *, d: int, realizations: int,
-               step: float) -> xr.Dataset:
-    """The authors' scheme: ``x <- normalize(x + step * softmax(beta X Xᵀ) X)``; the state
-    at output time ``t_k`` is the first one with time ``>= t_k``."""
-    x = sample_tokens(rng, realizations, 32, d)
-    out = np.zeros(TIMES.size)
-    t, k = 0.0, 0
-    thr = 1 - 1e-3
-    while k < TIMES.size:
-        while k < TIMES.size and t >= TIMES[k] - 1e-12:
-            out[k] = np.mean(np.einsum("bd,bd->b", x[:, 0], x[:, 1]) >= thr)
-            k += 1
-        s = beta * (x @ np.ascontiguousarray(x.swapaxes(-1, -2)) - 1.0)
-        np.exp(s, out=s)
-        s /= s.sum(axis=-1, keepdims=True)
-        x = x + step * (s @ x)
-        x /= np.linalg.norm(x, axis=-1, keepdims=True)
-        t += step
-    return xr.Dataset({"probability": ("time", out)}, coords={"time": TIMES})
 
 
 def accuracy_subset(k: int) -> np.ndarray:
