@@ -17,6 +17,11 @@ Freezing of clustered realisations (:class:`FreezeClustered`, a monitor of the e
 ``<x_i', x_j> = Σ_k A_ik (<x_k, x_j> - <x_i, x_k> m) >= 0`` since every ``A_ik >= 0``), for
 SA and USA alike. A realisation with ``m >= 1 - delta`` is thus clustered at every later time
 and is no longer integrated.
+
+Backends (:mod:`meanfield.backend`): the same code runs on NumPy (the default) and on
+PyTorch, CPU or GPU, in float64 or float32 (``backend=``, ``device=``, ``dtype=``; a
+``torch.Tensor`` start selects torch on its device). The state stays on the backend for the
+whole run; ``output`` receives host NumPy arrays, copied off the device at output times only.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from typing import Any, Callable
 import numpy as np
 from numpy.typing import ArrayLike
 
+from meanfield import backend as bk
 from meanfield.attention import require
 from meanfield.checks import output_times
 from meanfield.integrate import ConstantStep, Replace, RungeKutta, Solution, integrate
@@ -34,9 +40,8 @@ from meanfield.integrate import ConstantStep, Replace, RungeKutta, Solution, int
 from .integrators import RK4, normalize_rows_inplace
 
 
-def ensemble_velocity(x: np.ndarray, beta: float, softmax: bool,
-                      bilinear: np.ndarray | None = None, value: np.ndarray | None = None
-                      ) -> tuple[np.ndarray, np.ndarray]:
+def ensemble_velocity(x: Any, beta: float, softmax: bool, bilinear: Any = None,
+                      value: Any = None) -> tuple[Any, Any]:
     """The right-hand side of (SA)/(USA) (docs/equations.md section 2) for ``x`` of shape
     ``(R, n, m)``, and the attention weights ``w`` (identity model: ``w_ij = exp(beta
     (<x_i, x_j> - 1))`` for SA, so that ``min w >= exp(-beta delta)`` iff all inner products
@@ -45,46 +50,47 @@ def ensemble_velocity(x: np.ndarray, beta: float, softmax: bool,
     Work is three batched products: ``[beta x, c] [x, 1]ᵀ`` gives the exponents with their
     shift ``c`` (SA: ``-beta``, so exponents are ``<= 0``; USA: ``-log n``), one in-place
     ``exp``, and ``w [x, 1]`` gives ``Σ_j w_ij x_j`` and the row sums together. Small ``n``
-    only: the ``n x n`` weights of every realisation are formed at once.
+    only: the ``n x n`` weights of every realisation are formed at once. NumPy or torch
+    (``x``'s backend, dtype and device; ``bilinear`` and ``value`` on the same one).
     """
+    xp = bk.namespace(x)
     r, n, m = x.shape
-    xa = np.empty((r, n, m + 1))
+    xa = bk.empty(x, (r, n, m + 1))
     xa[..., :m] = x
     xa[..., m] = 1.0
-    right = np.ascontiguousarray(xa.swapaxes(-1, -2))  # BLAS wants C-contiguous batches
+    right = bk.swap_last(xa)  # BLAS wants C-contiguous batches
     if bilinear is None:
-        left = np.empty((r, n, m + 1))
-        np.multiply(x, beta, out=left[..., :m])
+        left = bk.empty(x, (r, n, m + 1))
+        bk.multiply(x, beta, out=left[..., :m])
         left[..., m] = -beta if softmax else -math.log(n)
         w = left @ right
     else:
-        w = (x @ bilinear) @ np.ascontiguousarray(right[:, :m])
+        w = (x @ bilinear) @ bk.contiguous(right[:, :m])
         w *= beta
         if softmax:
-            w -= w.max(axis=-1, keepdims=True)
+            w -= xp.max(w, axis=-1, keepdims=True)
         else:
             w -= math.log(n)
-    np.exp(w, out=w)
+    bk.exp_(w)
     ya = w @ xa
     y = ya[..., :m]
     if softmax:
         y /= ya[..., m:]
     if value is not None:
-        y = y @ value.swapaxes(-1, -2)
-    y -= np.sum(y * x, axis=-1, keepdims=True) * x
+        y = y @ xp.matrix_transpose(value)
+    y -= xp.sum(y * x, axis=-1, keepdims=True) * x
     return y, w
 
 
 class _Field:
     """The ensemble's right-hand side; keeps the weights of its last evaluation."""
 
-    def __init__(self, beta: float, softmax: bool, bilinear: np.ndarray | None,
-                 value: np.ndarray | None) -> None:
+    def __init__(self, beta: float, softmax: bool, bilinear: Any, value: Any) -> None:
         self.beta, self.softmax = beta, softmax
         self.bilinear, self.value = bilinear, value
-        self.weights: np.ndarray | None = None
+        self.weights: Any = None
 
-    def __call__(self, x: np.ndarray) -> np.ndarray:
+    def __call__(self, x: Any) -> Any:
         y, self.weights = ensemble_velocity(x, self.beta, self.softmax, self.bilinear, self.value)
         return y
 
@@ -93,23 +99,23 @@ class FreezeClustered:
     """A monitor that stops integrating the realisations whose inner products are all
     ``>= threshold >= 0`` (exact for the indicators ``<x_i, x_j> >= threshold``, see the
     module docstring). ``active`` indexes the realisations still integrated; ``full`` holds
-    every realisation, frozen ones at their frozen state."""
+    every realisation, frozen ones at their frozen state (both on ``full``'s backend)."""
 
-    def __init__(self, field: _Field, full: np.ndarray, threshold: float) -> None:
+    def __init__(self, field: _Field, full: Any, threshold: float) -> None:
         self.field = field
         self.full = full
         self.threshold = threshold
-        self.active = np.arange(full.shape[0])
+        self.active = bk.namespace(full).arange(full.shape[0], device=bk.device_of(full))
 
-    def check(self, t: float, y: np.ndarray, stage: np.ndarray | None, context: Any
-              ) -> Replace | None:
+    def check(self, t: float, y: Any, stage: Any, context: Any) -> Replace | None:
+        xp = bk.namespace(y)
         w, beta = self.field.weights, self.field.beta  # weights at y: stage = F(y)
         if beta > 0 and w is not None and w.shape[0] == y.shape[0]:
             shift = -beta if self.field.softmax else -math.log(y.shape[-2])
-            done = w.min(axis=(1, 2)) >= math.exp(beta * self.threshold + shift)
+            done = xp.min(w, axis=(1, 2)) >= math.exp(beta * self.threshold + shift)
         else:
-            done = (y @ y.swapaxes(-1, -2)).min(axis=(1, 2)) >= self.threshold
-        if not done.any():
+            done = xp.min(y @ xp.matrix_transpose(y), axis=(1, 2)) >= self.threshold
+        if not bool(xp.any(done)):
             return None
         self.full[self.active[done]] = y[done]
         keep = ~done
@@ -117,32 +123,48 @@ class FreezeClustered:
         return Replace(y[keep], None if stage is None else stage[keep])
 
 
+def _on(full: Any, a: Any) -> Any:
+    """The matrix ``a`` (``None``, NumPy or torch) on ``full``'s backend, dtype and device."""
+    if a is None:
+        return None
+    return bk.like(full, bk.to_numpy(a) if bk.is_numpy(full) else a)
+
+
 def simulate_ensemble(
-    x0: np.ndarray,
+    x0: Any,
     beta: float,
     times: ArrayLike,
     output: Callable[[int, float, np.ndarray], None],
     *,
     attention: str = "softmax",
-    bilinear: np.ndarray | None = None,
-    value: np.ndarray | None = None,
+    bilinear: Any = None,
+    value: Any = None,
     dt: float = 0.3,
     freeze_above: float | None = None,
+    backend: str | None = "numpy",
+    device: str | None = None,
+    dtype: str = "float64",
 ) -> Solution:
     """Integrate (SA) or (USA) for a batch ``x0`` of shape ``(R, n, m)``; ``output(k, t, x)``
-    receives the whole batch (``x`` reused: copy to keep) at every output time.
+    receives the whole batch as a host NumPy array (``x`` reused: copy to keep) at every
+    output time.
 
     RK4 with ``ceil(t_max/dt)`` equal steps, projection after each, cubic Hermite output.
 
     Args:
-        x0: unit tokens, ``(R, n, m)``.
+        x0: unit tokens, ``(R, n, m)`` (NumPy, or a torch tensor: runs on torch, on its
+            device, unless ``backend`` says otherwise).
         beta: inverse temperature.
         times: increasing output times (``times[0]``: the time of ``x0``).
         attention: ``"softmax"`` (SA) or ``"unnormalized"`` (USA).
-        bilinear, value: optional ``(R, m, m)`` matrices ``Qᵀ K`` and ``V``.
+        bilinear, value: optional ``(R, m, m)`` matrices ``Qᵀ K`` and ``V`` (moved to the
+            backend once).
         dt: largest step.
         freeze_above: with the identity model, stop integrating a realisation once all its
             inner products are ``>= freeze_above >= 0`` (:class:`FreezeClustered`).
+        backend, device, dtype: where the state lives for the whole run
+            (:func:`meanfield.backend.get_backend`: ``"numpy"`` or ``"torch"``; a torch
+            device such as ``"cuda"``; ``"float64"`` or ``"float32"``).
     """
     softmax = require(attention, "ensemble").name == "softmax"
     t = output_times(times, "times")
@@ -152,29 +174,35 @@ def simulate_ensemble(
     if freeze_above is not None and (bilinear is not None or value is not None):
         msg = "freeze_above needs the identity model (Q = K = V = I)"
         raise ValueError(msg)
-    field = _Field(float(beta), softmax, bilinear, value)
-    full = np.array(x0, dtype=float)
+    b = bk.get_backend(backend, device, dtype, like=x0)
+    # a copy of its own on the backend (frozen realisations are written into it)
+    start = b.asarray(x0)
+    xp = bk.namespace(start)
+    full = xp.asarray(start, copy=True)
+    field = _Field(float(beta), softmax, _on(full, bilinear), _on(full, value))
     monitors = []
     freeze = None
     if freeze_above is not None:
         freeze = FreezeClustered(field, full, float(freeze_above))
         monitors.append(freeze)
 
-    def emit(k: int, tk: float, y: np.ndarray, _ctx: Any) -> None:
+    def emit(k: int, tk: float, y: Any, _ctx: Any) -> None:
         if freeze is None:
-            output(k, tk, y)
+            output(k, tk, bk.to_numpy(y))
         else:
             full[freeze.active] = y
-            output(k, tk, full)
+            output(k, tk, bk.to_numpy(full))
 
-    return integrate(RungeKutta(field, RK4, project=normalize_rows_inplace), full.copy(), t,
+    y0 = xp.asarray(full, copy=True)
+    return integrate(RungeKutta(field, RK4, project=normalize_rows_inplace), y0, t,
                      controller=ConstantStep(float(dt)), output=emit, monitors=monitors,
                      dense=True)
 
 
-def ensemble_states(x0: np.ndarray, beta: float, times: ArrayLike, **kwargs: Any) -> np.ndarray:
-    """The states of :func:`simulate_ensemble` at every output time, ``(len(times), R, n, m)``
-    (``ValueError`` if the run does not reach the final time)."""
+def ensemble_states(x0: Any, beta: float, times: ArrayLike, **kwargs: Any) -> np.ndarray:
+    """The states of :func:`simulate_ensemble` at every output time, ``(len(times), R, n, m)``,
+    as one host NumPy array (``kwargs``: those of :func:`simulate_ensemble`, the backend
+    included; ``ValueError`` if the run does not reach the final time)."""
     out: list[np.ndarray] = []
     sol = simulate_ensemble(x0, beta, times, lambda k, tk, x: out.append(x.copy()), **kwargs)
     if not sol.successful:

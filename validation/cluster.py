@@ -4,6 +4,8 @@
    dask_client
    worker_environ
    PinThreads
+   PinGPU
+   gpu_for_worker
    check_main_guard
 
 ``dask_client(workers=K)`` starts a ``distributed.LocalCluster`` of ``K`` single-threaded
@@ -22,7 +24,12 @@ A local worker process is set up to compute as fast as one process does (docs/sw
   threshold: every temporary array above 128 KiB is then mapped and unmapped, and its pages
   are faulted in and zeroed again on every use. Measured on the phase diagram (10 cells, 128
   starts each): 16x the page faults, 18x the system time, 1.7x the CPU time and the wall time
-  of workers without it. :func:`dask_client` leaves it out.
+  of workers without it. :func:`dask_client` leaves it out;
+* with ``device="cuda"`` (no index) it computes on one GPU of its own: worker ``i`` (its
+  name, ``0 .. K-1`` in a ``LocalCluster``) sees GPU ``i mod G`` of the ``G`` GPUs the
+  calling process sees (:func:`gpu_for_worker`), through ``CUDA_VISIBLE_DEVICES`` set by
+  :class:`PinGPU` before torch initialises CUDA in the worker, so that ``"cuda"`` there
+  means that GPU.
 
 Worker processes start by importing the user's script again (the ``spawn`` method): a script
 that starts a cluster at its top level, without an ``if __name__ == "__main__":`` guard,
@@ -37,7 +44,8 @@ import multiprocessing
 import os
 import re
 import sys
-from collections.abc import Iterator
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from distributed import WorkerPlugin
@@ -47,6 +55,9 @@ from meanfield.checks import count
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                     "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
 """Environment variables that size the native thread pools of a worker process."""
+
+GPU_VARIABLE = "CUDA_VISIBLE_DEVICES"
+"""The environment variable that says which GPUs a process sees (read when CUDA starts)."""
 
 DROPPED_VARIABLES = ("MALLOC_TRIM_THRESHOLD_",)
 """Environment variables removed from a local worker's environment (see the module text)."""
@@ -111,6 +122,100 @@ class PinThreads(WorkerPlugin):
         threadpool_limits(limits=self.threads)
 
 
+def visible_gpus(environ: Mapping[str, str], count: int) -> list[str]:
+    """The GPUs a process may use: the entries of ``CUDA_VISIBLE_DEVICES`` when it is set
+    (indices or UUIDs, comma-separated; empty: none), else ``"0" .. str(count - 1)``."""
+    if int(count) < 0:
+        msg = f"count must be >= 0, got {count!r}"
+        raise ValueError(msg)
+    value = environ.get(GPU_VARIABLE)
+    if value is None:
+        return [str(i) for i in range(int(count))]
+    return [g.strip() for g in value.split(",") if g.strip()]
+
+
+def worker_index(name: Any) -> int | None:
+    """A worker's index from its name: ``LocalCluster`` names its workers ``0 .. K-1``, and
+    ``dask worker --nworkers K --name N`` names them ``N-0 .. N-(K-1)`` (the trailing
+    integer); ``None`` for a name without one (an address)."""
+    if isinstance(name, int) and not isinstance(name, bool):
+        return name if name >= 0 else None
+    found = re.search(r"(?:^|-)(\d+)$", str(name))
+    return int(found.group(1)) if found else None
+
+
+def gpu_for_worker(index: int, gpus: Sequence[str] | int) -> str:
+    """The GPU of worker ``index``: ``gpus[index mod len(gpus)]`` (``gpus``: the visible
+    GPUs, or their number ``G`` for ``"0" .. str(G - 1)``), so that ``K`` workers on ``G``
+    GPUs share them round-robin: ``ceil(K / G)`` workers at most on one GPU."""
+    count(index, "index", minimum=0)
+    names = [str(i) for i in range(int(gpus))] if isinstance(gpus, int) else list(gpus)
+    if not names:
+        msg = f"gpus must name at least one GPU, got {gpus!r}"
+        raise ValueError(msg)
+    return names[int(index) % len(names)]
+
+
+def pins_gpus(device: Any) -> bool:
+    """Whether a run on ``device`` gives each worker process its own GPU: a CUDA device
+    without an index (``"cuda"``); an explicit ``"cuda:1"`` is used as given."""
+    return device is not None and str(device) == "cuda"
+
+
+def cuda_device_count() -> int:
+    """The GPUs torch sees in this process (0 without torch or CUDA)."""
+    try:
+        import torch
+    except ImportError:
+        return 0
+    return int(torch.cuda.device_count())
+
+
+class PinGPU(WorkerPlugin):
+    """A Dask worker plugin: gives the worker one GPU, :func:`gpu_for_worker` of its index
+    (:func:`worker_index`) among the GPUs it may use (:func:`visible_gpus`; ``gpus``: their
+    number, as the calling process counted them, when the worker's ``CUDA_VISIBLE_DEVICES``
+    is unset). It sets ``CUDA_VISIBLE_DEVICES`` to that one GPU, which torch reads when it
+    first uses CUDA; in a worker where CUDA already runs it selects the GPU instead
+    (``torch.cuda.set_device``)."""
+
+    name = "meanfield-pin-gpu"
+
+    def __init__(self, gpus: int) -> None:
+        count(gpus, "gpus")
+        self.gpus = int(gpus)
+
+    def setup(self, worker: Any) -> None:
+        index = worker_index(getattr(worker, "name", None))
+        visible = visible_gpus(os.environ, self.gpus)
+        if index is None or not visible:
+            warnings.warn(f"PinGPU: worker {getattr(worker, 'name', None)!r} has no index or "
+                          "sees no GPU; its GPUs are left as they are", RuntimeWarning,
+                          stacklevel=2)
+            return
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_initialized():  # too late for the environment
+            torch.cuda.set_device(index % len(visible))
+            return
+        os.environ[GPU_VARIABLE] = gpu_for_worker(index, visible)
+
+
+def worker_plugins(*, processes: bool, threads: int, device: Any = None,
+                   gpus: int | None = None) -> list[WorkerPlugin]:
+    """The plugins :func:`dask_client` registers on the worker processes of a local cluster:
+    :class:`PinThreads`, and :class:`PinGPU` when ``device`` asks for it (:func:`pins_gpus`)
+    and there are GPUs (``gpus``: default :func:`cuda_device_count`). Thread workers
+    (``processes=False``) share this process and get none."""
+    if not processes:
+        return []
+    plugins: list[WorkerPlugin] = [PinThreads(int(threads))]
+    if pins_gpus(device):
+        gpus = cuda_device_count() if gpus is None else int(gpus)
+        if gpus > 0:
+            plugins.append(PinGPU(gpus))
+    return plugins
+
+
 @contextlib.contextmanager
 def _spawn_environ(threads: int) -> Iterator[None]:
     """While local workers are started: their environment is this one with
@@ -136,10 +241,11 @@ def _spawn_environ(threads: int) -> Iterator[None]:
 
 @contextlib.contextmanager
 def dask_client(*, workers: int = 1, scheduler: Any = None, processes: bool = True,
-                threads: int = 1) -> Iterator[Any]:
+                threads: int = 1, device: Any = None) -> Iterator[Any]:
     """A ``distributed.Client``: on ``scheduler`` (address or ``Client``; its workers are
     left as they are), else on a new ``LocalCluster`` of ``workers`` single-threaded workers
-    (processes or threads) whose native thread pools are pinned to ``threads`` each."""
+    (processes or threads) whose native thread pools are pinned to ``threads`` each; with
+    ``device="cuda"``, worker process ``i`` computes on GPU ``i mod G`` (:class:`PinGPU`)."""
     from distributed import Client, LocalCluster
 
     if scheduler is not None:
@@ -169,7 +275,8 @@ def dask_client(*, workers: int = 1, scheduler: Any = None, processes: bool = Tr
     try:
         client = Client(cluster)
         try:
-            client.register_plugin(PinThreads(int(threads)))
+            for plugin in worker_plugins(processes=True, threads=int(threads), device=device):
+                client.register_plugin(plugin)
             yield client
         finally:
             client.close()
@@ -179,6 +286,8 @@ def dask_client(*, workers: int = 1, scheduler: Any = None, processes: bool = Tr
 
 
 __all__ = [
-    "DROPPED_VARIABLES", "GUARD_MESSAGE", "THREAD_VARIABLES", "MainGuardError", "PinThreads",
-    "check_main_guard", "dask_client", "worker_environ",
+    "DROPPED_VARIABLES", "GPU_VARIABLE", "GUARD_MESSAGE", "THREAD_VARIABLES", "MainGuardError",
+    "PinGPU", "PinThreads", "check_main_guard", "cuda_device_count", "dask_client",
+    "gpu_for_worker", "pins_gpus", "visible_gpus", "worker_environ", "worker_index",
+    "worker_plugins",
 ]

@@ -19,6 +19,9 @@ before they merge (two time scales). This module measures it:
 * :func:`pde_cluster_counts`: the same for the mean-field PDE on the circle, from a
   perturbed uniform density, counting the density's peaks above a threshold, up to the last
   time the solver resolves (point clusters are Dirac masses, which no grid resolves).
+
+The particle runs take the array backend options of :mod:`validation.phase_diagram`
+(``backend``, ``device``, ``dtype``: NumPy, or PyTorch on the CPU or a GPU).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import xarray as xr
 from particles import count_clusters_angles
 from particles.ensemble import simulate_ensemble
 
-from .phase_diagram import CHUNK, sample_tokens, usa_step
+from .phase_diagram import check_backend, chunk_size, sample_tokens, usa_step
 from .sweep import sweep
 
 
@@ -57,14 +60,17 @@ def _angles(x: np.ndarray) -> np.ndarray:
 
 def trajectories(betas: Sequence[float] = (4.0, 9.0), n: int = 32, t_max: float = 30.0,
                  times: int = 301, seed: int = 0, attention: str = "softmax",
-                 dt: float = 0.1) -> xr.Dataset:
+                 dt: float = 0.1, *, backend: str = "numpy", device: str | None = None,
+                 dtype: str = "float64") -> xr.Dataset:
     """Angles of one random uniform start of ``n`` tokens on the circle, for each ``beta``.
 
     The same start for every ``beta`` (drawn from ``seed``), integrated by the batched RK4 of
     :mod:`validation.phase_diagram` (checked against ``particles``). Returns ``theta``
     (beta, time, token), unwrapped in time, and ``clusters`` (beta, time), ``delta = 1e-3``.
+    ``backend``, ``device``, ``dtype``: the array backend of the runs (recorded in ``attrs``).
     """
     _check(n=n, t_max=t_max, times=times, betas=betas)
+    where = check_backend(backend, device, dtype)
     t = np.linspace(0.0, float(t_max), int(times))
     x0 = sample_tokens(np.random.default_rng(seed), 1, int(n), 2)
     theta = np.empty((len(betas), t.size, int(n)))
@@ -73,7 +79,8 @@ def trajectories(betas: Sequence[float] = (4.0, 9.0), n: int = 32, t_max: float 
             theta[b, k] = _angles(x[0])
 
         simulate_ensemble(x0, float(beta), t, record, attention=attention,
-                          dt=usa_step(dt, float(beta), attention))
+                          dt=usa_step(dt, float(beta), attention), backend=where.name,
+                          device=where.device, dtype=where.dtype)
     theta = np.unwrap(theta, axis=1)
     return xr.Dataset(
         {"theta": (("beta", "time", "token"), theta, {"long_name": "angle theta_i(t)"}),
@@ -81,24 +88,29 @@ def trajectories(betas: Sequence[float] = (4.0, 9.0), n: int = 32, t_max: float 
         coords={"beta": ("beta", np.asarray(betas, dtype=float)), "time": ("time", t),
                 "token": np.arange(int(n))},
         attrs={"n": int(n), "seed": int(seed), "attention": attention, "dt": float(dt),
+               "backend": where.label(),
                "title": "trajectories on the circle (Figure 4 of arXiv 2312.10794)"})
 
 
 def metastability_cell(beta: float, rng: np.random.Generator, *, n: int, seeds: int,
-                       times: list[float], attention: str, delta: float, dt: float
-                       ) -> xr.Dataset:
-    """One ``beta`` of :func:`cluster_counts`: ``seeds`` independent starts, vectorised."""
+                       times: list[float], attention: str, delta: float, dt: float,
+                       backend: str = "numpy", device: str | None = None,
+                       dtype: str = "float64") -> xr.Dataset:
+    """One ``beta`` of :func:`cluster_counts`: ``seeds`` independent starts, vectorised, on
+    the array backend ``backend``, ``device``, ``dtype`` (:mod:`meanfield.backend`)."""
     t = np.asarray(times)
     x0 = sample_tokens(rng, seeds, n, 2)
     counts = np.empty((seeds, t.size), dtype=np.int64)
-    for start in range(0, seeds, CHUNK):
-        part = slice(start, start + CHUNK)
+    chunk = chunk_size(seeds, device)
+    for start in range(0, seeds, chunk):
+        part = slice(start, start + chunk)
 
         def record(k: int, _t: float, x: np.ndarray, part: slice = part) -> None:
             counts[part, k] = count_clusters_angles(_angles(x), delta)
 
         simulate_ensemble(x0[part], beta, t, record, attention=attention,
-                          dt=usa_step(dt, beta, attention), freeze_above=1.0 - delta)
+                          dt=usa_step(dt, beta, attention), freeze_above=1.0 - delta,
+                          backend=backend, device=device, dtype=dtype)
     dwell = dwell_times(counts, t, n)
     first = np.where((counts[:, :, None] <= np.arange(1, n + 1)).any(axis=1),
                      t[np.argmax(counts[:, :, None] <= np.arange(1, n + 1), axis=1)], np.nan)
@@ -115,7 +127,8 @@ def cluster_counts(betas: Sequence[float] = (4.0, 9.0), n: int = 32, seeds: int 
                    t_max: float = 30.0, times: int = 301, delta: float = 1e-3,
                    attention: str = "softmax", seed: int = 0, workers: int = 1, *,
                    dt: float = 0.1, scheduler: Any = None, store: str | None = None,
-                   resume: bool = False, progress: bool = True, processes: bool = True
+                   resume: bool = False, progress: bool = True, processes: bool = True,
+                   backend: str = "numpy", device: str | None = None, dtype: str = "float64"
                    ) -> xr.Dataset:
     """Number of clusters against time for ``seeds`` random starts per ``beta`` (a sweep).
 
@@ -125,7 +138,10 @@ def cluster_counts(betas: Sequence[float] = (4.0, 9.0), n: int = 32, seeds: int 
     ``dwell_mean`` and ``dwell_median`` among the seeds that visit ``k`` and
     ``visit_fraction``. The state at ``t_max`` is censored (its dwell is a lower bound).
     Clustered seeds (all inner products ``>= 1 - delta``) are frozen, which is exact for the
-    counts (see :mod:`validation.phase_diagram`).
+    counts (see :mod:`validation.phase_diagram`). ``backend``, ``device``, ``dtype``: the
+    array backend of the cells, as in :func:`validation.phase_diagram.phase_diagram`
+    (recorded in ``settings`` and in every cell's resume key; ``device="cuda"`` gives each
+    Dask worker one GPU).
     """
     _check(n=n, t_max=t_max, times=times, betas=betas)
     if int(seeds) < 1:
@@ -134,12 +150,15 @@ def cluster_counts(betas: Sequence[float] = (4.0, 9.0), n: int = 32, seeds: int 
     if not 0 < delta < 1:
         msg = f"delta must lie in (0, 1), got {delta!r}"
         raise ValueError(msg)
+    b = check_backend(backend, device, dtype, here=scheduler is None)
     t = np.linspace(0.0, float(t_max), int(times))
     out = sweep(metastability_cell, {"beta": np.asarray(betas, dtype=float)}, seed=seed,
                 workers=workers, scheduler=scheduler, store=store, resume=resume,
                 progress=progress, processes=processes, desc="metastability",
                 kwargs=dict(n=int(n), seeds=int(seeds), times=t.tolist(),
-                            attention=attention, delta=float(delta), dt=float(dt)))
+                            attention=attention, delta=float(delta), dt=float(dt),
+                            backend=b.name, device=b.device, dtype=b.dtype),
+                device=b.device)
     dwell = out["dwell"].where(out["dwell"] > 0)
     out["dwell_mean"] = dwell.mean("seed")
     out["dwell_median"] = dwell.median("seed")
@@ -147,7 +166,7 @@ def cluster_counts(betas: Sequence[float] = (4.0, 9.0), n: int = 32, seeds: int 
     out["dwell"].attrs.update(long_name="time spent with k clusters before t_max")
     settings = json.loads(out.attrs["settings"])
     settings.update(n=int(n), seeds=int(seeds), delta=float(delta), attention=attention,
-                    dt=float(dt))
+                    dt=float(dt), backend=b.name, device=b.device, dtype=b.dtype)
     out.attrs.update(title="cluster counts on the circle (metastability, Problem 1)",
                      solver="validation.metastability", settings=json.dumps(settings),
                      scheme="rk4", controller="ConstantStep", dt=float(dt),

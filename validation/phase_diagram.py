@@ -29,6 +29,10 @@ fast, both exact:
 * **Freezing of clustered realisations** (:class:`particles.ensemble.FreezeClustered`): a
   realisation whose inner products are all ``>= 1 - delta`` stays so, and is no longer
   integrated.
+
+Every cell runs on the array backend chosen by ``backend``, ``device`` and ``dtype``
+(:mod:`meanfield.backend`: NumPy, or PyTorch on the CPU or a GPU, float64 or float32); the
+random starts are drawn by NumPy whatever the backend, so two backends see the same starts.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from numpy.typing import ArrayLike
 from scipy.stats import norm
 
 from meanfield import attention as attention_registry
+from meanfield import backend as bk
 from meanfield import theory
 from meanfield.integrate import result_attrs
 from particles.ensemble import simulate_ensemble
@@ -172,6 +177,32 @@ def sample_matrices(rng: np.random.Generator, realizations: int, d: int, qk: str
 # -- the phase diagram ------------------------------------------------------------------
 
 
+def check_backend(backend: str | None, device: str | None, dtype: str | None, *,
+                  here: bool = True) -> bk.Backend:
+    """The cells' :class:`meanfield.backend.Backend`, checked (``ValueError`` naming the
+    field). ``here=False`` (cells on the workers of an existing scheduler): a CUDA device is
+    only parsed, its presence is left to the workers, which may have GPUs this process lacks."""
+    if here or backend != "torch" or device is None:
+        return bk.get_backend(backend, device, dtype)
+    b = bk.get_backend(backend, "cpu", dtype)
+    import torch
+
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        msg = f"device must be a torch device such as 'cpu' or 'cuda:0', got {device!r}"
+        raise ValueError(msg) from None
+    return bk.Backend(b.name, str(dev), b.dtype)
+
+
+def chunk_size(realizations: int, device: str | None) -> int:
+    """Realisations integrated together: :data:`CHUNK` on the CPU (cache), all of them on a
+    GPU (which wants large batches). The numbers do not depend on it (independent
+    realisations, batched products)."""
+    on_gpu = device is not None and not str(device).startswith("cpu")
+    return max(1, int(realizations)) if on_gpu else CHUNK
+
+
 def _check_attention(attention: str) -> str:
     """The canonical name of ``attention``; ``ValueError`` (naming the solvers that support
     it) unless the registry declares it for the phase diagram."""
@@ -210,8 +241,10 @@ def usa_step(dt: float, beta: float, attention: str) -> float:
 
 def phase_cell(beta: float, d: int, rng: np.random.Generator, *, n: int, times: Sequence[float],
                delta: float, realizations: int, attention: str, qk: str, v: str, dt: float,
-               confidence: float) -> xr.Dataset:
-    """One ``(d, beta)`` cell of the phase diagram (used by :func:`phase_diagram`)."""
+               confidence: float, backend: str = "numpy", device: str | None = None,
+               dtype: str = "float64") -> xr.Dataset:
+    """One ``(d, beta)`` cell of the phase diagram (used by :func:`phase_diagram`), on the
+    array backend ``backend``, ``device``, ``dtype`` (:mod:`meanfield.backend`)."""
     identity = qk == "identity" and v == "identity"
     x0 = sample_tokens(rng, realizations, n, d, reduce=identity)
     bilinear, value = sample_matrices(rng, realizations, d, qk, v)
@@ -220,8 +253,9 @@ def phase_cell(beta: float, d: int, rng: np.random.Generator, *, n: int, times: 
     pair12 = np.zeros(t.size, dtype=np.int64)
     pairs = np.zeros((t.size, realizations))
     inner12 = np.zeros(t.size)
-    for start in range(0, realizations, CHUNK):
-        part = slice(start, start + CHUNK)
+    chunk = chunk_size(realizations, device)
+    for start in range(0, realizations, chunk):
+        part = slice(start, start + chunk)
 
         def record(k: int, _t: float, x: np.ndarray, part: slice = part) -> None:
             g12 = np.einsum("bd,bd->b", x[:, 0], x[:, 1])
@@ -234,7 +268,8 @@ def phase_cell(beta: float, d: int, rng: np.random.Generator, *, n: int, times: 
                           bilinear=None if bilinear is None else bilinear[part],
                           value=None if value is None else value[part],
                           dt=usa_step(dt, beta, attention),
-                          freeze_above=thr if identity else None)
+                          freeze_above=thr if identity else None, backend=backend,
+                          device=device, dtype=dtype)
     inner12 /= realizations
     lo, hi = wilson_interval(pair12, realizations, confidence)
     pmean = pairs.mean(axis=-1)
@@ -279,6 +314,9 @@ def phase_diagram(
     progress: bool = True,
     processes: bool = True,
     cells_per_task: int | None = None,
+    backend: str = "numpy",
+    device: str | None = None,
+    dtype: str = "float64",
 ) -> xr.Dataset:
     """The probability that ``<x_1(t), x_2(t)> >= 1 - delta`` over ``(beta, time)``.
 
@@ -305,6 +343,11 @@ def phase_diagram(
         scheduler, store, resume, progress, processes, cells_per_task: passed to the sweep
             (:func:`validation.sweep.sweep`; on how many workers and how many cells a task,
             see docs/sweeps.md, "How many workers, threads per worker, task size").
+        backend, device, dtype: the array backend of the cells (:mod:`meanfield.backend`:
+            ``"numpy"`` or ``"torch"``, a torch device such as ``"cuda"``, ``"float64"`` or
+            ``"float32"``); recorded in ``settings`` and in every cell's resume key. With
+            ``device="cuda"`` and several Dask workers each worker gets one GPU
+            (:class:`validation.cluster.PinGPU`; docs/sweeps.md, "Backends and GPUs").
 
     Returns:
         Dataset on ``(beta, time)`` (``(d, beta, time)`` for a sequence of ``d``):
@@ -340,13 +383,15 @@ def phase_diagram(
     if not dt > 0:
         msg = f"dt must be > 0, got {dt!r}"
         raise ValueError(msg)
+    b = check_backend(backend, device, dtype, here=scheduler is None)
     kwargs = dict(n=int(n), times=time_grid.tolist(), delta=float(delta),
                   realizations=int(realizations), attention=attention, qk=qk, v=v,
-                  dt=float(dt), confidence=float(confidence))
+                  dt=float(dt), confidence=float(confidence), backend=b.name, device=b.device,
+                  dtype=b.dtype)
     out = sweep(phase_cell, {"d": ds_.astype(int), "beta": beta_grid}, seed=seed,
                 workers=workers, scheduler=scheduler, store=store, resume=resume,
                 progress=progress, processes=processes, kwargs=kwargs,
-                desc="phase diagram", cells_per_task=cells_per_task)
+                desc="phase diagram", cells_per_task=cells_per_task, device=b.device)
     lo = first_crossing(out["probability_upper"].values, time_grid)
     hi = first_crossing(out["probability_lower"].values, time_grid)
     out["t_half"] = (("d", "beta"), first_crossing(out["probability"].values, time_grid))
@@ -377,7 +422,8 @@ def phase_diagram(
 
 
 __all__ = [
-    "ATTENTIONS", "CHUNK", "QK_ENSEMBLES", "V_ENSEMBLES", "first_crossing", "gamma", "phase_cell",
+    "ATTENTIONS", "CHUNK", "QK_ENSEMBLES", "V_ENSEMBLES", "check_backend", "chunk_size",
+    "first_crossing", "gamma", "phase_cell",
     "phase_diagram", "sample_matrices", "sample_tokens", "transition_time",
     "usa_step", "wilson_interval",
 ]

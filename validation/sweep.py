@@ -29,6 +29,8 @@ workers; ``scheduler`` may be a scheduler address (``"tcp://host:8786"``), a
 On a cluster the cells go in tasks of several cells each (:func:`task_chunks`: about
 :data:`TASKS_PER_WORKER` tasks per worker, cells interleaved so that every task holds cheap
 and expensive cells alike); each cell is still stored as soon as its task returns.
+``device="cuda"`` pins one GPU per worker process of a local cluster
+(:class:`validation.cluster.PinGPU`).
 """
 
 from __future__ import annotations
@@ -245,6 +247,7 @@ def sweep(
     kwargs: Mapping[str, Any] | None = None,
     desc: str | None = None,
     cells_per_task: int | None = None,
+    device: str | None = None,
 ) -> xr.Dataset:
     """Evaluate ``func`` on every cell of ``grid`` and gather the results in one Dataset.
 
@@ -266,6 +269,10 @@ def sweep(
         desc: label of the progress bar.
         cells_per_task: cells in one task of a cluster (:func:`task_chunks`); ``None``:
             about :data:`TASKS_PER_WORKER` tasks per worker thread.
+        device: the device the cells compute on (a torch device string, ``None`` for the
+            CPU); ``"cuda"`` (no index) gives each worker process of a local cluster one GPU
+            of its own (:func:`validation.cluster.dask_client`). It does not reach ``func``:
+            pass it in ``kwargs`` too, which also puts it in every cell's :func:`cell_key`.
 
     Returns:
         The Dataset over the grid, with the result schema's ``attrs``
@@ -323,7 +330,7 @@ def sweep(
         elif todo:
             _run_distributed(func, grid_, seed, kwargs_, todo, finish, bar,
                              workers=int(workers), scheduler=scheduler, processes=processes,
-                             cells_per_task=cells_per_task)
+                             cells_per_task=cells_per_task, device=device)
     finally:
         bar.close()
     if store_ is not None:
@@ -351,7 +358,8 @@ def sweep(
 def _run_distributed(func: Callable[..., Any], grid: dict[str, np.ndarray], seed: int,
                      kwargs: dict[str, Any], todo: list[int],
                      finish: Callable[[int, xr.Dataset], None], bar: Any, *, workers: int,
-                     scheduler: Any, processes: bool, cells_per_task: int | None = None) -> None:
+                     scheduler: Any, processes: bool, cells_per_task: int | None = None,
+                     device: str | None = None) -> None:
     """Submit the cells in ``todo`` to a cluster in tasks of :func:`task_chunks`; ``finish``
     each cell as its task returns. A cell that raised stops its task: the cells finished
     before it are kept, then its exception is raised."""
@@ -359,7 +367,8 @@ def _run_distributed(func: Callable[..., Any], grid: dict[str, np.ndarray], seed
 
     from .cluster import dask_client
 
-    with dask_client(workers=workers, scheduler=scheduler, processes=processes) as client:
+    with dask_client(workers=workers, scheduler=scheduler, processes=processes,
+                     device=device) as client:
         threads = sum(client.nthreads().values()) or int(workers)
         chunks = task_chunks(todo, threads, cells_per_task)
         futures = [

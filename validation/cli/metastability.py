@@ -3,6 +3,8 @@
 Trajectories of one start, cluster counts of many seeds and the time spent in each
 multi-cluster state (:mod:`validation.metastability`), optionally the peaks of the PDE
 density; writes NetCDF (atomically) and optional PNGs (angles against time; cluster counts).
+The particle runs take ``--backend``, ``--device`` and ``--dtype`` as ``meanfield
+phase-diagram`` does.
 """
 
 from __future__ import annotations
@@ -12,12 +14,14 @@ from typing import Any
 
 from meanfield.cli import options
 
+from .phase_diagram import add_backend_options
+
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``metastability`` and set ``func``."""
-    return options.add_parser(
+    return add_backend_options(options.add_parser(
         subparsers, "metastability", func=run, description=__doc__.split("\n\n")[0],
-        help="trajectories and cluster counts on the circle, particles and PDE (Figure 4)")
+        help="trajectories and cluster counts on the circle, particles and PDE (Figure 4)"))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -29,11 +33,13 @@ def run(args: argparse.Namespace) -> int:
     from validation.plots_phase import plot_cluster_counts, plot_trajectories
 
     traj = trajectories(betas=args.beta, n=args.n, t_max=args.t_max, times=args.times,
-                        seed=args.seed, attention=args.attention, dt=args.dt)
+                        seed=args.seed, attention=args.attention, dt=args.dt,
+                        backend=args.backend, device=args.device, dtype=args.dtype)
     counts = cluster_counts(betas=args.beta, n=args.n, seeds=args.realizations, t_max=args.t_max,
                             times=args.times, delta=args.delta, attention=args.attention,
                             seed=args.seed, workers=args.workers, scheduler=args.scheduler,
-                            dt=args.dt, progress=args.progress)
+                            dt=args.dt, progress=args.progress, backend=args.backend,
+                            device=args.device, dtype=args.dtype)
     parts = [counts, traj.rename(clusters="trajectory_clusters", token="token")]
     if args.pde:
         parts.append(pde_cluster_counts(betas=args.beta, N=args.resolution, t_max=args.t_max,
