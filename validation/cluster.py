@@ -229,7 +229,10 @@ def _spawn_environ(threads: int) -> Iterator[None]:
         os.environ.pop(k, None)
     os.environ.update(worker_environ(threads))  # the nanny lets these win over its config
     try:
-        with dask.config.set({"distributed.nanny.pre-spawn-environ": worker_environ(threads)}):
+        with dask.config.set({"distributed.nanny.pre-spawn-environ": worker_environ(threads),
+                              # Dask samples every worker's stack each 10 ms (its profiler),
+                              # taking the GIL from our many short NumPy calls
+                              "distributed.worker.profile.enabled": False}):
             yield
     finally:
         for k, value in saved.items():

@@ -31,11 +31,13 @@ sweep_module = importlib.import_module("validation.sweep")  # the name `sweep` i
 
 def _worker_state() -> dict:
     """What a worker process runs with: its thread pools and its environment."""
+    import dask
     from threadpoolctl import threadpool_info
 
     return {"pools": [(p["internal_api"], p["num_threads"]) for p in threadpool_info()],
             "environ": {k: os.environ.get(k) for k in (*THREAD_VARIABLES, *DROPPED_VARIABLES)},
-            "pid": os.getpid()}
+            "pid": os.getpid(),
+            "profiling": dask.config.get("distributed.worker.profile.enabled")}
 
 
 def test_local_worker_processes_run_pinned_and_without_dasks_malloc_setting(monkeypatch):
@@ -52,6 +54,7 @@ def test_local_worker_processes_run_pinned_and_without_dasks_malloc_setting(monk
         assert all(n == 1 for _, n in s["pools"]), s["pools"]
         assert s["environ"]["MALLOC_TRIM_THRESHOLD_"] is None
         assert all(s["environ"][k] == "1" for k in THREAD_VARIABLES)
+        assert s["profiling"] is False  # Dask's 10 ms stack sampler is off in our workers
     # this process's environment is as it was (the nanny writes into it while spawning)
     assert {k: os.environ.get(k) for k in before} == before
 
