@@ -66,6 +66,8 @@ class Backend:
         if self.is_numpy:
             return np.asarray(to_numpy(a), dtype=self.dtype)
         torch = _torch()
+        if isinstance(a, np.ndarray) and not a.flags.writeable:
+            a = a.copy()  # torch wants writable memory (a broadcast view, a read-only input)
         return torch.as_tensor(a, dtype=getattr(torch, self.dtype), device=self.device)
 
     def check_rtol(self, rtol: float) -> None:
