@@ -31,6 +31,7 @@ projected by the stepper.
 
 from __future__ import annotations
 
+import cmath
 import enum
 import math
 import time as _time
@@ -238,7 +239,7 @@ def integrate(
                 if not accept:
                     stats["rejected"] += 1
                     continue
-            if not math.isfinite(float(y_new.sum())):  # one pass; NaN and inf propagate to the sum
+            if not cmath.isfinite(complex(y_new.sum())):  # one pass; NaN and inf propagate to the sum
                 raise Stop(StopReason.NON_FINITE, f"non-finite state in the step from t = {t:.6g} "
                            f"to {t + h:.6g}; results are kept up to t = {t:.6g}")
             t_new = target if h == target - t else t + h

@@ -128,6 +128,26 @@ def test_non_finite_state_stops_with_its_time():
     assert np.isfinite(sol.y).all() and sol.t_reached < 20
 
 
+def test_non_finite_imaginary_part_stops_too():
+    """Spectral states are complex: the finiteness check looks at the whole complex sum (not
+    its real part, with NumPy's ComplexWarning), and a blow-up of the imaginary part stops the
+    run like any other."""
+    import warnings
+
+    def imaginary_blowup(y):
+        out = np.zeros_like(y)  # real part exactly 0 (1j * inf would put a NaN there)
+        out.imag = y.imag * y.imag  # Im y = 1/(1 - t) blows up; Re y stays 2
+        return out
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", np.exceptions.ComplexWarning)
+        sol = integrate(RungeKutta(imaginary_blowup, "rk4"), np.array([2.0 + 1.0j]),
+                        np.array([0.0, 20.0]), controller=ConstantStep(0.5), output=Record())
+    assert sol.reason is StopReason.NON_FINITE and "non-finite" in sol.message
+    assert np.isfinite(sol.y).all() and sol.t_reached < 20
+    assert sol.y.real[0] == 2.0
+
+
 def test_max_steps():
     sol, _ = run(rotation, [1.0, 0.0], [0, 100], ConstantStep(0.1), scheme="rk4", max_steps=7)
     assert sol.reason is StopReason.MAX_STEPS and sol.num_steps == 7
