@@ -3,7 +3,6 @@
 .. autosummary::
    Backend
    get_backend
-   backend_of
    namespace
    to_numpy
 
@@ -127,13 +126,6 @@ def get_backend(backend: str | Backend | None = "numpy", device: Any = None,
     return Backend("torch", str(dev), dtype)
 
 
-def backend_of(x: Any) -> Backend:
-    """The backend an array lives on."""
-    if is_torch_array(x):
-        return Backend("torch", str(x.device), str(x.dtype).removeprefix("torch."))
-    return Backend("numpy", None, np.asarray(x).dtype.name)
-
-
 def namespace(*arrays: Any) -> Any:
     """The array namespace (``array_api_compat``) of ``arrays``; ``None`` entries ignored."""
     return array_namespace(*(a for a in arrays if a is not None))
@@ -196,11 +188,6 @@ def exp_(a: Any) -> Any:
     return np.exp(a, out=a) if is_numpy_array(a) else a.exp_()
 
 
-def expm1_(a: Any) -> Any:
-    """``e^a - 1`` in place."""
-    return np.expm1(a, out=a) if is_numpy_array(a) else a.expm1_()
-
-
 def sigmoid_(a: Any) -> Any:
     """The logistic function ``1 / (1 + e^{-a})`` in place (``-inf -> 0``)."""
     if is_numpy_array(a):
@@ -244,7 +231,6 @@ __all__ = [
     "BACKENDS",
     "DTYPES",
     "Backend",
-    "backend_of",
     "contiguous",
     "empty",
     "get_backend",
