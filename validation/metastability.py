@@ -26,6 +26,7 @@ The particle runs take the array backend options of :mod:`validation.phase_diagr
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Sequence
@@ -37,7 +38,7 @@ import xarray as xr
 from particles import count_clusters_angles
 from particles.ensemble import simulate_ensemble
 
-from .phase_diagram import check_backend, chunk_size, sample_tokens, usa_step
+from .phase_diagram import cell_cost, check_backend, chunk_size, sample_tokens, usa_step
 from .sweep import sweep
 
 
@@ -101,7 +102,7 @@ def metastability_cell(beta: float, rng: np.random.Generator, *, n: int, seeds: 
     t = np.asarray(times)
     x0 = sample_tokens(rng, seeds, n, 2)
     counts = np.empty((seeds, t.size), dtype=np.int64)
-    chunk = chunk_size(seeds, device)
+    chunk = chunk_size(seeds, device, n=n, d=2, itemsize=np.dtype(dtype).itemsize)
     for start in range(0, seeds, chunk):
         part = slice(start, start + chunk)
 
@@ -158,7 +159,7 @@ def cluster_counts(betas: Sequence[float] = (4.0, 9.0), n: int = 32, seeds: int 
                 kwargs=dict(n=int(n), seeds=int(seeds), times=t.tolist(),
                             attention=attention, delta=float(delta), dt=float(dt),
                             backend=b.name, device=b.device, dtype=b.dtype),
-                device=b.device)
+                device=b.device, cost=functools.partial(cell_cost, 2))
     dwell = out["dwell"].where(out["dwell"] > 0)
     out["dwell_mean"] = dwell.mean("seed")
     out["dwell_median"] = dwell.median("seed")

@@ -67,9 +67,18 @@ ATTENTIONS = attention_registry.names(solver="phase_diagram")
 :mod:`meanfield.attention` that declare the ``"phase_diagram"`` solver."""
 
 CHUNK = 256
-"""Realisations integrated together: 256 keeps the ``n x n`` weights (2 MiB at n = 32) in
-cache; measured 1.3x faster than 1024 at once on one core (more with two workers sharing
-the L3 cache), while larger than this the per-call overhead of NumPy stays small."""
+"""Most realisations integrated together on the CPU: 256 keeps the ``n x n`` weights (2 MiB
+at n = 32) in cache; measured 1.3x faster than 1024 at once on one core (more with two
+workers sharing the L3 cache), while larger than this the per-call overhead of NumPy stays
+small."""
+
+CHUNK_STATE_BYTES = 2 * 2**20
+"""The most bytes of state (``chunk x n x d`` numbers) integrated together on the CPU. The
+Runge-Kutta stages and their temporaries are a few times the state, so 2 MiB keeps a
+chunk's working set in a core's share of the L3 cache. Measured at n = 32, d = 128 (one
+realisation is 32 KiB): 64 at once (2 MiB) ran a phase-diagram cell 1.4-1.6x faster than
+256 (8 MiB), one worker alone and two side by side (docs/sweeps.md); at d = 2 the cap
+:data:`CHUNK` applies."""
 
 
 # -- the curve (6.12) -------------------------------------------------------------------
@@ -195,12 +204,16 @@ def check_backend(backend: str | None, device: str | None, dtype: str | None, *,
     return bk.Backend(b.name, str(dev), b.dtype)
 
 
-def chunk_size(realizations: int, device: str | None) -> int:
-    """Realisations integrated together: :data:`CHUNK` on the CPU (cache), all of them on a
-    GPU (which wants large batches). The numbers do not depend on it (independent
-    realisations, batched products)."""
+def chunk_size(realizations: int, device: str | None, *, n: int, d: int,
+               itemsize: int = 8) -> int:
+    """Realisations integrated together: on the CPU as many as keep the state within
+    :data:`CHUNK_STATE_BYTES` (``n x d`` numbers of ``itemsize`` bytes each), at least 1 and at
+    most :data:`CHUNK`; on a GPU all of them (it wants large batches). The numbers do not
+    depend on it (independent realisations, batched products)."""
     on_gpu = device is not None and not str(device).startswith("cpu")
-    return max(1, int(realizations)) if on_gpu else CHUNK
+    if on_gpu:
+        return max(1, int(realizations))
+    return max(1, min(CHUNK, CHUNK_STATE_BYTES // (int(n) * int(d) * int(itemsize))))
 
 
 def _check_attention(attention: str) -> str:
@@ -239,6 +252,14 @@ def usa_step(dt: float, beta: float, attention: str) -> float:
     return dt if _check_attention(attention) == "softmax" else dt * math.exp(-beta)
 
 
+def cell_cost(d: int, beta: float) -> float:
+    """An estimate of a cell's relative cost, for the order of work on a cluster
+    (:func:`validation.sweep.task_chunks`): it grows with ``d`` (larger states) and ``beta``
+    (the starts cluster later, so fewer are frozen; measured 3-4x more time at beta = 9 than
+    at 0.1, d = 128, n = 32); only its order matters."""
+    return float(d) * (1.0 + float(beta))
+
+
 def phase_cell(beta: float, d: int, rng: np.random.Generator, *, n: int, times: Sequence[float],
                delta: float, realizations: int, attention: str, qk: str, v: str, dt: float,
                confidence: float, backend: str = "numpy", device: str | None = None,
@@ -253,7 +274,7 @@ def phase_cell(beta: float, d: int, rng: np.random.Generator, *, n: int, times: 
     pair12 = np.zeros(t.size, dtype=np.int64)
     pairs = np.zeros((t.size, realizations))
     inner12 = np.zeros(t.size)
-    chunk = chunk_size(realizations, device)
+    chunk = chunk_size(realizations, device, n=n, d=d, itemsize=np.dtype(dtype).itemsize)
     for start in range(0, realizations, chunk):
         part = slice(start, start + chunk)
 
@@ -391,7 +412,8 @@ def phase_diagram(
     out = sweep(phase_cell, {"d": ds_.astype(int), "beta": beta_grid}, seed=seed,
                 workers=workers, scheduler=scheduler, store=store, resume=resume,
                 progress=progress, processes=processes, kwargs=kwargs,
-                desc="phase diagram", cells_per_task=cells_per_task, device=b.device)
+                desc="phase diagram", cells_per_task=cells_per_task, device=b.device,
+                cost=cell_cost)
     lo = first_crossing(out["probability_upper"].values, time_grid)
     hi = first_crossing(out["probability_lower"].values, time_grid)
     out["t_half"] = (("d", "beta"), first_crossing(out["probability"].values, time_grid))
@@ -422,7 +444,8 @@ def phase_diagram(
 
 
 __all__ = [
-    "ATTENTIONS", "CHUNK", "QK_ENSEMBLES", "V_ENSEMBLES", "check_backend", "chunk_size",
+    "ATTENTIONS", "CHUNK", "CHUNK_STATE_BYTES", "QK_ENSEMBLES", "V_ENSEMBLES", "check_backend",
+    "cell_cost", "chunk_size",
     "first_crossing", "gamma", "phase_cell",
     "phase_diagram", "sample_matrices", "sample_tokens", "transition_time",
     "usa_step", "wilson_interval",

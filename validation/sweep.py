@@ -26,9 +26,10 @@ Execution: ``workers=1`` without ``scheduler`` runs the cells in this process (n
 start); ``workers=K > 1`` starts a ``distributed.LocalCluster`` with ``K`` single-threaded
 workers; ``scheduler`` may be a scheduler address (``"tcp://host:8786"``), a
 ``distributed.Client``, or ``"synchronous"`` (in this process, whatever ``workers``).
-On a cluster the cells go in tasks of several cells each (:func:`task_chunks`: about
-:data:`TASKS_PER_WORKER` tasks per worker, cells interleaved so that every task holds cheap
-and expensive cells alike); each cell is still stored as soon as its task returns.
+On a cluster the cells go in tasks (:func:`task_chunks`: about :data:`TASKS_PER_WORKER` tasks
+per worker, cells interleaved); given ``cost``, an estimate of a cell's relative cost, the
+most expensive cells are sent first, so that the last ones to run, which may leave a worker
+idle, are the cheapest; each cell is still stored as soon as its task returns.
 ``device="cuda"`` pins one GPU per worker process of a local cluster
 (:class:`validation.cluster.PinGPU`).
 """
@@ -54,11 +55,11 @@ from tqdm.auto import tqdm
 from meanfield.integrate import StopReason, result_attrs
 from meanfield.io import write_netcdf, write_text
 
-TASKS_PER_WORKER = 8
+TASKS_PER_WORKER = 32
 """Tasks per worker thread that :func:`task_chunks` aims at: enough for the last tasks to
-balance the workers (a worker idles at most about one task, 1/8 of its share, at the end;
-interleaving makes it much less), few enough that each task is far longer than Dask's cost
-per task (a few milliseconds; docs/sweeps.md)."""
+balance the workers (a worker idles at most about one task, 1/32 of its share, at the end,
+and less when the cheapest cells come last), few enough that each task is far longer than
+Dask's cost per task (a few milliseconds; docs/sweeps.md)."""
 
 _MANIFEST = "sweep.json"
 _KEY = "cell_key"
@@ -101,19 +102,29 @@ def _run_cell(func: Callable[..., Any], params: dict[str, Any], seed: int, index
     return ds.load()
 
 
-def task_chunks(todo: Sequence[int], workers: int, cells_per_task: int | None = None
-                ) -> list[list[int]]:
-    """The cells of ``todo`` grouped into tasks for ``workers`` worker threads.
+def task_chunks(todo: Sequence[int], workers: int, cells_per_task: int | None = None,
+                costs: Sequence[float] | None = None) -> list[list[int]]:
+    """The cells of ``todo`` grouped into tasks for ``workers`` worker threads, in the order
+    to submit them.
 
     ``cells_per_task`` cells a task, by default ``ceil(len(todo) / (TASKS_PER_WORKER *
-    workers))``; the tasks are interleaved (task ``k`` of ``m`` holds ``todo[k::m]``), so
-    that when the cost of a cell grows along the grid (as with ``beta`` in the phase
-    diagram) every task gets a similar share of the cost.
+    workers))``; the tasks are interleaved (task ``k`` of ``m`` holds the ``k``-th, ``k+m``-th,
+    ... cell), so that when the cost of a cell grows along the grid every task gets a
+    similar share of the cost. With ``costs`` (an estimate for each cell of ``todo``, only
+    their order matters) the cells are first sorted by decreasing cost, so that the tasks go
+    most expensive first: the longest-processing-time-first rule, whose last tasks, the
+    ones that may leave a worker idle at the end, are the cheapest.
     """
     from meanfield.checks import count
 
     count(workers, "workers")
     todo = list(todo)
+    if costs is not None:
+        if len(costs) != len(todo):
+            msg = f"costs must give one number per cell: {len(costs)} for {len(todo)} cells"
+            raise ValueError(msg)
+        order = sorted(range(len(todo)), key=lambda k: -float(costs[k]))  # stable
+        todo = [todo[k] for k in order]
     if cells_per_task is None:
         cells_per_task = max(1, math.ceil(len(todo) / (TASKS_PER_WORKER * int(workers))))
     count(cells_per_task, "cells_per_task")
@@ -248,6 +259,7 @@ def sweep(
     desc: str | None = None,
     cells_per_task: int | None = None,
     device: str | None = None,
+    cost: Callable[..., float] | None = None,
 ) -> xr.Dataset:
     """Evaluate ``func`` on every cell of ``grid`` and gather the results in one Dataset.
 
@@ -273,6 +285,9 @@ def sweep(
             CPU); ``"cuda"`` (no index) gives each worker process of a local cluster one GPU
             of its own (:func:`validation.cluster.dask_client`). It does not reach ``func``:
             pass it in ``kwargs`` too, which also puts it in every cell's :func:`cell_key`.
+        cost: ``cost(**cell_params)``, an estimate of a cell's relative cost (only the order
+            matters); a cluster then runs the most expensive cells first
+            (:func:`task_chunks`). It changes the order of work, never the results.
 
     Returns:
         The Dataset over the grid, with the result schema's ``attrs``
@@ -330,7 +345,7 @@ def sweep(
         elif todo:
             _run_distributed(func, grid_, seed, kwargs_, todo, finish, bar,
                              workers=int(workers), scheduler=scheduler, processes=processes,
-                             cells_per_task=cells_per_task, device=device)
+                             cells_per_task=cells_per_task, device=device, cost=cost)
     finally:
         bar.close()
     if store_ is not None:
@@ -359,7 +374,8 @@ def _run_distributed(func: Callable[..., Any], grid: dict[str, np.ndarray], seed
                      kwargs: dict[str, Any], todo: list[int],
                      finish: Callable[[int, xr.Dataset], None], bar: Any, *, workers: int,
                      scheduler: Any, processes: bool, cells_per_task: int | None = None,
-                     device: str | None = None) -> None:
+                     device: str | None = None, cost: Callable[..., float] | None = None
+                     ) -> None:
     """Submit the cells in ``todo`` to a cluster in tasks of :func:`task_chunks`; ``finish``
     each cell as its task returns. A cell that raised stops its task: the cells finished
     before it are kept, then its exception is raised."""
@@ -370,11 +386,13 @@ def _run_distributed(func: Callable[..., Any], grid: dict[str, np.ndarray], seed
     with dask_client(workers=workers, scheduler=scheduler, processes=processes,
                      device=device) as client:
         threads = sum(client.nthreads().values()) or int(workers)
-        chunks = task_chunks(todo, threads, cells_per_task)
+        costs = None if cost is None else [float(cost(**_cell_params(grid, i))) for i in todo]
+        chunks = task_chunks(todo, threads, cells_per_task, costs)
         futures = [
             client.submit(_run_chunk, func, [(i, _cell_params(grid, i)) for i in chunk], seed,
-                          kwargs, pure=False, key=f"sweep-cells-{chunk[0]}-{uuid.uuid4().hex}")
-            for chunk in chunks
+                          kwargs, pure=False, key=f"sweep-cells-{chunk[0]}-{uuid.uuid4().hex}",
+                          priority=len(chunks) - k)
+            for k, chunk in enumerate(chunks)
         ]
         try:
             for fut in as_completed(futures):

@@ -3,6 +3,7 @@ diagram against the curve (6.12), determinism across workers, and input validati
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 
@@ -13,6 +14,9 @@ from scipy import stats
 from meanfield.testing import assert_same_result
 from particles.ensemble import ensemble_states
 from validation.phase_diagram import (
+    CHUNK,
+    CHUNK_STATE_BYTES,
+    chunk_size,
     first_crossing,
     gamma,
     phase_diagram,
@@ -168,6 +172,31 @@ def test_one_and_two_workers_identical():
     # a threaded LocalCluster starts in about a second (see the process variant below)
     two = phase_diagram(workers=2, processes=False, **kw)
     assert_same_result(one, two)
+
+
+@pytest.mark.parametrize(("n", "d", "itemsize", "expected"), [
+    (32, 128, 8, 64), (32, 128, 4, 128), (32, 2, 8, CHUNK), (4096, 128, 8, 1), (10**6, 3, 8, 1)])
+def test_chunk_size_keeps_the_state_within_its_budget(n, d, itemsize, expected):
+    chunk = chunk_size(10_000, None, n=n, d=d, itemsize=itemsize)
+    assert chunk == expected == max(1, min(CHUNK, CHUNK_STATE_BYTES // (n * d * itemsize)))
+    assert chunk_size(10_000, "cuda", n=n, d=d) == 10_000  # a GPU takes them all at once
+
+
+def test_chunks_do_not_change_the_numbers(monkeypatch):
+    """Realisations are independent and the products batched, so integrating them 5 at a time
+    instead of all 32 at once gives the same states (freezing included: identity Q, K, V)."""
+    kw = dict(n=6, d=3, betas=[0.5, 4.0], t_max=4.0, times=9, realizations=32, seed=3,
+              progress=False)
+    whole = phase_diagram(**kw)
+    pd_module = importlib.import_module("validation.phase_diagram")
+    monkeypatch.setattr(pd_module, "CHUNK_STATE_BYTES", 5 * 6 * 3 * 8)  # 5 realisations
+    assert chunk_size(32, None, n=6, d=3) == 5
+    parts = phase_diagram(**kw)
+    for name in ("probability", "pair_probability"):  # per-start counts: the same bits
+        np.testing.assert_array_equal(parts[name].values, whole[name].values)
+    # a sum over the 32 starts, grouped by chunk: round-off of 32 terms of size <= 1
+    np.testing.assert_allclose(parts["mean_inner_product"].values,
+                               whole["mean_inner_product"].values, rtol=0, atol=32 * 2.2e-16)
 
 
 @pytest.mark.benchmark

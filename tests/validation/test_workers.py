@@ -81,6 +81,7 @@ def test_pin_threads_plugin_and_worker_environ():
     (lambda: dask_client(workers=1, threads=0).__enter__(), "threads must be >= 1"),
     (lambda: task_chunks(range(4), 0), "workers must be >= 1"),
     (lambda: task_chunks(range(4), 2, 0), "cells_per_task must be >= 1"),
+    (lambda: task_chunks(range(4), 2, costs=[1.0, 2.0]), "costs must give one number per cell"),
     (lambda: sweep(lambda a, rng: {"x": a}, {"a": [1]}, cells_per_task=0, progress=False),
      "cells_per_task must be >= 1"),
 ])
@@ -105,6 +106,36 @@ def test_task_chunks_explicit_size():
     assert task_chunks([3, 5, 8, 9, 12], 2, cells_per_task=1) == [[3], [5], [8], [9], [12]]
     assert task_chunks(range(5), 4, cells_per_task=2) == [[0, 3], [1, 4], [2]]
     assert task_chunks(range(5), 1, cells_per_task=10) == [[0, 1, 2, 3, 4]]
+
+
+def test_task_chunks_send_the_most_expensive_cells_first():
+    todo = [10, 11, 12, 13, 14, 15, 16]
+    costs = [3.0, 9.0, 1.0, 9.0, 5.0, 0.5, 7.0]
+    # by decreasing cost (ties in grid order): 11, 13, 16, 14, 10, 12, 15
+    assert task_chunks(todo, 2, cells_per_task=1, costs=costs) == [
+        [11], [13], [16], [14], [10], [12], [15]]
+    assert task_chunks(todo, 2, cells_per_task=2, costs=costs) == [
+        [11, 10], [13, 12], [16, 15], [14]]
+    chunks = task_chunks(range(90), 2, costs=list(range(90)))  # cost growing along the grid
+    totals = [sum(c) for c in chunks]
+    assert totals == sorted(totals, reverse=True)  # the cheapest tasks come last
+    assert sorted(i for c in chunks for i in c) == list(range(90))
+
+
+def test_one_worker_runs_the_cells_most_expensive_first(monkeypatch):
+    """The order of submission is the order of work: a one-thread worker runs the tasks in
+    the order of :func:`task_chunks` with the costs, and the numbers are those of one process."""
+    grid = {"a": np.linspace(0, 1, 5), "b": [1, 2]}  # 10 cells, cell i = (a[i // 2], b[i % 2])
+    reference = sweep(grid_cell, grid, seed=4, workers=1, progress=False)
+    monkeypatch.setattr(sweep_module, "_run_chunk", recording_chunk)
+    SUBMITTED.clear()
+    with dask_client(workers=1, processes=False) as client:
+        out = sweep(grid_cell, grid, seed=4, scheduler=client, progress=False,
+                    cells_per_task=1, cost=lambda a, b: a * b)
+    costs = [a * b for a in grid["a"] for b in grid["b"]]
+    assert SUBMITTED == task_chunks(range(10), 1, 1, costs)
+    assert SUBMITTED[0] == [9] and SUBMITTED[-1] in ([0], [1])  # a = 0: cost 0
+    assert_same_result(out, reference)
 
 
 def grid_cell(a: float, b: int, rng: np.random.Generator) -> xr.Dataset:
