@@ -183,6 +183,7 @@ def test_marked_examples_are_listed(example: Example):
     pytest.skip(f"{example.page}:{example.line} {example.skip}: {example.text.splitlines()[0]}")
 
 
+@pytest.mark.long  # all pages together: a few minutes
 @pytest.mark.parametrize("page", sorted(p for p, ex in ALL.items() if any(not e.skip for e in ex)))
 def test_page_examples_run_as_printed(page: str, tmp_path: Path):
     examples = ALL[page]

@@ -50,6 +50,8 @@ def test_gaussian_start_needs_euclidean(tmp_path: Path, capsys) -> None:
     assert not (tmp_path / "x.nc").exists()
 
 
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning",
+                            "ignore:invalid value encountered:RuntimeWarning")  # the blow-up is the point
 def test_a_run_that_blows_up_says_so_and_exits_non_zero(tmp_path: Path, capsys) -> None:
     """USA at beta = 10 in R^d overflows at once: the file holds the finite states, the
     command says the run stopped early and exits 1 (it exited 0 with NaN before)."""

@@ -203,6 +203,7 @@ def test_batch_equals_separate_runs() -> None:
         np.testing.assert_allclose(ds.energy.values[:, b], one.energy.values, rtol=1e-13)
 
 
+@pytest.mark.long
 def test_gaussian_start_follows_the_moment_ode() -> None:
     # docs/equations.md section 4: in R^d with softmax, N(m, S) stays Gaussian with
     # m' = V (I + S A) m, S' = V S A S + S A^T S V^T, A = beta K^T Q.

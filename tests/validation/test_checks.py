@@ -194,9 +194,3 @@ def test_cheap_quick_checks_pass(name: str, tmp_path: Path) -> None:
     pass, in tests/validation/test_quick_suite.py; these two are the cheapest.)"""
     res = _run(name, tmp_path)
     assert status_of(res) == "pass", res
-
-
-@pytest.mark.benchmark
-@pytest.mark.parametrize("name", [e.name for e in QUICK if e.func.__module__ in OWN])
-def test_every_quick_check_passes(name: str, tmp_path: Path) -> None:
-    assert status_of(_run(name, tmp_path)) == "pass"

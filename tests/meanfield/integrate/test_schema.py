@@ -80,6 +80,8 @@ def test_solve_interrupted_writes_and_reraises(tmp_path, monkeypatch):
     assert out.exists() and mf.io.read_netcdf(out).attrs["successful"] == 0
 
 
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning",
+                            "ignore:invalid value encountered:RuntimeWarning")  # the blow-up is the point
 def test_particles_blow_up_stops_with_partial_finite_results():
     """USA in R^d at beta = 3 from spread tokens: |x| grows like e^{beta |x|^2}-ish and
     overflows in finite time; the run must stop, keep finite states and say why."""
