@@ -72,13 +72,14 @@ at n = 32) in cache; measured 1.3x faster than 1024 at once on one core (more wi
 workers sharing the L3 cache), while larger than this the per-call overhead of NumPy stays
 small."""
 
-CHUNK_STATE_BYTES = 2 * 2**20
-"""The most bytes of state (``chunk x n x d`` numbers) integrated together on the CPU. The
-Runge-Kutta stages and their temporaries are a few times the state, so 2 MiB keeps a
-chunk's working set in a core's share of the L3 cache. Measured at n = 32, d = 128 (one
-realisation is 32 KiB): 64 at once (2 MiB) ran a phase-diagram cell 1.4-1.6x faster than
-256 (8 MiB), one worker alone and two side by side (docs/sweeps.md); at d = 2 the cap
-:data:`CHUNK` applies."""
+CHUNK_STATE_BYTES = 2**19
+"""The most bytes of state (``chunk x n x m`` numbers, ``m`` the dimension integrated)
+integrated together on the CPU. The Runge-Kutta stages, the ``n x n`` weights and the
+temporaries are a few times the state, so 512 KiB keeps a chunk's working set in a core's
+share of the L3 cache. Measured on Figure 3 at d = 128, whose identity-matrix cells
+integrate the exact 32-dimensional reduction (:func:`sample_tokens`), so 8 KiB a
+realisation: 64 at once (512 KiB) ran a cell 1.4-1.6x faster than 256 (2 MiB), 32 and 128
+about as fast as 64 (docs/sweeps.md); at d = 2 the cap :data:`CHUNK` applies."""
 
 
 # -- the curve (6.12) -------------------------------------------------------------------
@@ -207,7 +208,8 @@ def check_backend(backend: str | None, device: str | None, dtype: str | None, *,
 def chunk_size(realizations: int, device: str | None, *, n: int, d: int,
                itemsize: int = 8) -> int:
     """Realisations integrated together: on the CPU as many as keep the state within
-    :data:`CHUNK_STATE_BYTES` (``n x d`` numbers of ``itemsize`` bytes each), at least 1 and at
+    :data:`CHUNK_STATE_BYTES` (``n x d`` numbers of ``itemsize`` bytes each a realisation,
+    ``d`` the dimension integrated), at least 1 and at
     most :data:`CHUNK`; on a GPU all of them (it wants large batches). The numbers do not
     depend on it (independent realisations, batched products)."""
     on_gpu = device is not None and not str(device).startswith("cpu")
@@ -274,7 +276,8 @@ def phase_cell(beta: float, d: int, rng: np.random.Generator, *, n: int, times: 
     pair12 = np.zeros(t.size, dtype=np.int64)
     pairs = np.zeros((t.size, realizations))
     inner12 = np.zeros(t.size)
-    chunk = chunk_size(realizations, device, n=n, d=d, itemsize=np.dtype(dtype).itemsize)
+    chunk = chunk_size(realizations, device, n=n, d=x0.shape[-1],
+                       itemsize=np.dtype(dtype).itemsize)
     for start in range(0, realizations, chunk):
         part = slice(start, start + chunk)
 

@@ -175,7 +175,8 @@ def test_one_and_two_workers_identical():
 
 
 @pytest.mark.parametrize(("n", "d", "itemsize", "expected"), [
-    (32, 128, 8, 64), (32, 128, 4, 128), (32, 2, 8, CHUNK), (4096, 128, 8, 1), (10**6, 3, 8, 1)])
+    (32, 32, 8, 64), (32, 128, 8, 16), (32, 128, 4, 32), (32, 2, 8, CHUNK), (4096, 128, 8, 1),
+    (10**6, 3, 8, 1)])
 def test_chunk_size_keeps_the_state_within_its_budget(n, d, itemsize, expected):
     chunk = chunk_size(10_000, None, n=n, d=d, itemsize=itemsize)
     assert chunk == expected == max(1, min(CHUNK, CHUNK_STATE_BYTES // (n * d * itemsize)))
