@@ -1,5 +1,5 @@
 """The authors' scheme for Figure 3, for comparison in the benchmarks: explicit Euler with
-step 0.1 and renormalisation, as in github.com/borjanG/2023-transformers-rotf
+step 0.1 and renormalisation (and Figure 3's grid, shared by the benchmarks), as in github.com/borjanG/2023-transformers-rotf
 ``phase-diagrams.py``: ``x <- normalize(x + step * softmax(beta X Xᵀ) X)`` (SA with
 ``Q = K = V = I``, docs/equations.md section 2, without the tangent projection, which the
 renormalisation replaces to first order).
@@ -20,6 +20,16 @@ from validation.phase_diagram import sample_tokens
 
 TIMES = np.linspace(0.0, 30.0, 200)
 """Figure 3's output times."""
+
+FIG3_BETAS = np.linspace(0.1, 9.0, 90)
+"""Figure 3's betas."""
+
+
+def beta_subset(k: int, grid: np.ndarray = FIG3_BETAS) -> np.ndarray:
+    """``k`` of ``grid`` spread evenly (both ends included); all of them for ``k >= grid.size``."""
+    if k >= grid.size:
+        return grid
+    return grid[np.round(np.linspace(0, grid.size - 1, k)).astype(int)]
 
 
 def euler_pair_inner(x0: Any, beta: float, times: np.ndarray, step: float

@@ -63,7 +63,7 @@ from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from authors_scheme import euler_pair_inner  # noqa: E402
+from authors_scheme import FIG3_BETAS, beta_subset, euler_pair_inner  # noqa: E402
 
 from meanfield import Model  # noqa: E402
 from meanfield import backend as bk  # noqa: E402
@@ -72,7 +72,6 @@ from particles.velocity import velocity  # noqa: E402
 from validation.phase_diagram import phase_diagram, sample_tokens  # noqa: E402
 
 SIZES = ((256, 64), (2048, 64), (8192, 128))
-PAPER_BETAS = np.linspace(0.1, 9.0, 90)
 N_TOKENS = 32
 DELTA = 1e-3
 DT = 0.3
@@ -96,8 +95,12 @@ def backends(cuda: bool, *, velocity_rows: bool) -> list[bk.Backend]:
     return rows
 
 
+def _on_cuda(b: bk.Backend) -> bool:
+    return b.device is not None and b.device.startswith("cuda")
+
+
 def _sync(b: bk.Backend) -> None:
-    if b.device is not None and b.device.startswith("cuda"):
+    if _on_cuda(b):
         torch.cuda.synchronize()
 
 
@@ -115,18 +118,13 @@ def best_time(fn: Callable[[], Any], repeats: int, b: bk.Backend) -> float:
     return best
 
 
-def uniform_tokens(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-    x = rng.standard_normal(shape)
-    return x / np.linalg.norm(x, axis=-1, keepdims=True)
-
-
 def bench_velocity(sizes: Sequence[tuple[int, int]], repeats: int, cuda: bool,
                    beta: float = 1.0) -> list[dict]:
     model = Model(beta=beta)
     sdpa = torch.nn.functional.scaled_dot_product_attention
     rows = []
     for n, d in sizes:
-        x0 = uniform_tokens(np.random.default_rng(0), (1, n, d))
+        x0 = sample_tokens(np.random.default_rng(0), 1, n, d, reduce=False)
         for b in backends(cuda, velocity_rows=True):
             x = b.asarray(x0)
             xt = torch.as_tensor(x0, dtype=getattr(torch, b.dtype), device=b.device or "cpu")
@@ -134,18 +132,11 @@ def bench_velocity(sizes: Sequence[tuple[int, int]], repeats: int, cuda: bool,
             floor = best_time(lambda: sdpa(xt, xt, xt, scale=beta), repeats, b)
             rows.append(dict(backend=b.label(), n=n, d=d, velocity_s=t, sdpa_s=floor,
                              ratio=t / floor))
-            if b.device is not None and b.device.startswith("cuda"):
+            if _on_cuda(b):
                 rows[-1]["gpu_target_met"] = bool(t / floor <= VELOCITY_TARGET)
             print(f"velocity n={n} d={d} {b.label()}: {t * 1e3:.3g} ms, "
                   f"sdpa {floor * 1e3:.3g} ms, ratio {t / floor:.2f}", flush=True)
     return rows
-
-
-def beta_subset(k: int, grid: np.ndarray = PAPER_BETAS) -> np.ndarray:
-    """``k`` of ``grid`` spread evenly (both ends included)."""
-    if k >= grid.size:
-        return grid
-    return grid[np.round(np.linspace(0, grid.size - 1, k)).astype(int)]
 
 
 def rk4_pair_inner(x0: np.ndarray, beta: float, times: np.ndarray, dt: float) -> np.ndarray:
@@ -238,16 +229,16 @@ def bench_figure3(d: int, k: int, realizations: int, cuda: bool, t_max: float, n
         r["token_steps_per_s"] = N_TOKENS * realizations * ours_steps * betas.size / r["wall_s"]
         r["euler_token_steps_per_s"] = (N_TOKENS * realizations * eu_steps * betas.size
                                         / r["euler_wall_s"])
-        r["wall_s_90"] = r["wall_s"] * PAPER_BETAS.size / betas.size
+        r["wall_s_90"] = r["wall_s"] * FIG3_BETAS.size / betas.size
         r["ratio_equal_step"] = r["euler_wall_s"] / r["wall_s"]
         r["ratio_equal_accuracy"] = r["ratio_equal_step"] * acc["euler_cost_factor"]
         r["ratio_equal_step_cpu"] = r["euler_cpu_s"] / r["cpu_s"]
         r["ratio_equal_accuracy_cpu"] = r["ratio_equal_step_cpu"] * acc["euler_cost_factor"]
-        if b.device is not None and b.device.startswith("cuda") and d == 128:
+        if _on_cuda(b) and d == 128:
             r["gpu_target_met"] = bool(r["wall_s_90"] < GPU_TARGET_S)
         rows.append(r)
         print(f"d={d} {json.dumps(r)}", flush=True)
-    return dict(d=d, betas=int(betas.size), extrapolated=bool(betas.size < PAPER_BETAS.size),
+    return dict(d=d, betas=int(betas.size), extrapolated=bool(betas.size < FIG3_BETAS.size),
                 realizations=realizations, t_max=t_max, times=ntimes, accuracy=acc, rows=rows)
 
 

@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import importlib  # noqa: E402
 
-from bench_phase_diagram import TIMES, euler_cell  # noqa: E402
+from authors_scheme import TIMES, euler_cell  # noqa: E402
 
 after = importlib.import_module("validation.phase_diagram")
 

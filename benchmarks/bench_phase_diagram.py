@@ -31,24 +31,18 @@ import os
 import time
 
 import numpy as np
-from authors_scheme import TIMES, euler_cell  # noqa: F401  (bench_engine imports them here)
+from authors_scheme import beta_subset, euler_cell
 
 from validation.phase_diagram import phase_diagram
 from validation.sweep import sweep
 
 AUTHORS_S_PER_BETA = {2: 12.0, 128: 29.0}
-DEFAULT_BETAS = np.linspace(0.1, 9.0, 90)
-
-
-def accuracy_subset(k: int) -> np.ndarray:
-    return DEFAULT_BETAS[np.round(np.linspace(0, DEFAULT_BETAS.size - 1, k)).astype(int)]
 
 
 def bench(d: int, workers: int, betas: int, acc_betas: int, realizations: int,
           timing_only: bool = False) -> dict:
     res: dict = {"d": d, "workers": workers, "realizations": realizations}
-    grid = DEFAULT_BETAS if betas >= 90 else DEFAULT_BETAS[
-        np.round(np.linspace(0, 89, betas)).astype(int)]
+    grid = beta_subset(betas)
     t0 = time.perf_counter()
     full = phase_diagram(d=d, betas=grid, realizations=realizations, workers=workers,
                          progress=False)
@@ -64,7 +58,7 @@ def bench(d: int, workers: int, betas: int, acc_betas: int, realizations: int,
     res["load_average_timing"] = os.getloadavg()[0]
     if timing_only:
         return res
-    sub = accuracy_subset(acc_betas)
+    sub = beta_subset(acc_betas)
     kw = dict(d=d, betas=sub, realizations=realizations, workers=workers, progress=False)
     # in this process: CPU seconds per beta, less sensitive than wall time to other load
     c0 = time.process_time()

@@ -42,10 +42,9 @@ from typing import Any
 
 import numpy as np
 import xarray as xr
+from authors_scheme import beta_subset
 
 from validation.phase_diagram import phase_diagram
-
-FIG3_BETAS = np.linspace(0.1, 9.0, 90)
 
 
 def _usage() -> tuple[float, int]:
@@ -119,7 +118,7 @@ def main() -> None:
     p.add_argument("--json", default=None)
     args = p.parse_args()
     w = args.workers
-    betas = FIG3_BETAS[np.round(np.linspace(0, 89, args.betas)).astype(int)]
+    betas = beta_subset(args.betas)
     print(f"Figure 3's computation: n = 32, {betas.size} of the 90 betas in [0.1, 9]"
           f"{'' if betas.size == 90 else ' (spread evenly)'}, {args.realizations} starts, "
           f"200 times in [0, 30]; workers = {w} on {os.cpu_count()} cores; "

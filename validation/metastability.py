@@ -102,7 +102,7 @@ def metastability_cell(beta: float, rng: np.random.Generator, *, n: int, seeds: 
     t = np.asarray(times)
     x0 = sample_tokens(rng, seeds, n, 2)
     counts = np.empty((seeds, t.size), dtype=np.int64)
-    chunk = chunk_size(seeds, device, n=n, d=2, itemsize=np.dtype(dtype).itemsize)
+    chunk = chunk_size(x0.shape, device, dtype)
     for start in range(0, seeds, chunk):
         part = slice(start, start + chunk)
 

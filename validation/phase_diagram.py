@@ -205,17 +205,16 @@ def check_backend(backend: str | None, device: str | None, dtype: str | None, *,
     return bk.Backend(b.name, str(dev), b.dtype)
 
 
-def chunk_size(realizations: int, device: str | None, *, n: int, d: int,
-               itemsize: int = 8) -> int:
-    """Realisations integrated together: on the CPU as many as keep the state within
-    :data:`CHUNK_STATE_BYTES` (``n x d`` numbers of ``itemsize`` bytes each a realisation,
-    ``d`` the dimension integrated), at least 1 and at
-    most :data:`CHUNK`; on a GPU all of them (it wants large batches). The numbers do not
-    depend on it (independent realisations, batched products)."""
-    on_gpu = device is not None and not str(device).startswith("cpu")
-    if on_gpu:
-        return max(1, int(realizations))
-    return max(1, min(CHUNK, CHUNK_STATE_BYTES // (int(n) * int(d) * int(itemsize))))
+def chunk_size(shape: tuple[int, ...], device: str | None, dtype: str = "float64") -> int:
+    """Realisations integrated together, for starts of ``shape`` ``(realisations, n, m)``
+    (``m`` the dimension integrated) in ``dtype``: on the CPU as many as keep the state
+    within :data:`CHUNK_STATE_BYTES`, at least 1 and at most :data:`CHUNK`; on a GPU all of
+    them (it wants large batches). The numbers do not depend on it (independent
+    realisations, batched products)."""
+    realizations, n, m = (int(k) for k in shape)
+    if device is not None and not str(device).startswith("cpu"):  # a GPU
+        return max(1, realizations)
+    return max(1, min(CHUNK, CHUNK_STATE_BYTES // (n * m * np.dtype(dtype).itemsize)))
 
 
 def _check_attention(attention: str) -> str:
@@ -276,8 +275,7 @@ def phase_cell(beta: float, d: int, rng: np.random.Generator, *, n: int, times: 
     pair12 = np.zeros(t.size, dtype=np.int64)
     pairs = np.zeros((t.size, realizations))
     inner12 = np.zeros(t.size)
-    chunk = chunk_size(realizations, device, n=n, d=x0.shape[-1],
-                       itemsize=np.dtype(dtype).itemsize)
+    chunk = chunk_size(x0.shape, device, dtype)
     for start in range(0, realizations, chunk):
         part = slice(start, start + chunk)
 

@@ -386,10 +386,11 @@ def _run_distributed(func: Callable[..., Any], grid: dict[str, np.ndarray], seed
     with dask_client(workers=workers, scheduler=scheduler, processes=processes,
                      device=device) as client:
         threads = sum(client.nthreads().values()) or int(workers)
-        costs = None if cost is None else [float(cost(**_cell_params(grid, i))) for i in todo]
+        params = {i: _cell_params(grid, i) for i in todo}
+        costs = None if cost is None else [float(cost(**params[i])) for i in todo]
         chunks = task_chunks(todo, threads, cells_per_task, costs)
         futures = [
-            client.submit(_run_chunk, func, [(i, _cell_params(grid, i)) for i in chunk], seed,
+            client.submit(_run_chunk, func, [(i, params[i]) for i in chunk], seed,
                           kwargs, pure=False, key=f"sweep-cells-{chunk[0]}-{uuid.uuid4().hex}",
                           priority=len(chunks) - k)
             for k, chunk in enumerate(chunks)

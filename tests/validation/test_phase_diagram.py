@@ -178,9 +178,10 @@ def test_one_and_two_workers_identical():
     (32, 32, 8, 64), (32, 128, 8, 16), (32, 128, 4, 32), (32, 2, 8, CHUNK), (4096, 128, 8, 1),
     (10**6, 3, 8, 1)])
 def test_chunk_size_keeps_the_state_within_its_budget(n, d, itemsize, expected):
-    chunk = chunk_size(10_000, None, n=n, d=d, itemsize=itemsize)
+    dtype = {8: "float64", 4: "float32"}[itemsize]
+    chunk = chunk_size((10_000, n, d), None, dtype)
     assert chunk == expected == max(1, min(CHUNK, CHUNK_STATE_BYTES // (n * d * itemsize)))
-    assert chunk_size(10_000, "cuda", n=n, d=d) == 10_000  # a GPU takes them all at once
+    assert chunk_size((10_000, n, d), "cuda", dtype) == 10_000  # a GPU takes them all at once
 
 
 def test_chunks_do_not_change_the_numbers(monkeypatch):
@@ -191,7 +192,7 @@ def test_chunks_do_not_change_the_numbers(monkeypatch):
     whole = phase_diagram(**kw)
     pd_module = importlib.import_module("validation.phase_diagram")
     monkeypatch.setattr(pd_module, "CHUNK_STATE_BYTES", 5 * 6 * 3 * 8)  # 5 realisations
-    assert chunk_size(32, None, n=6, d=3) == 5
+    assert chunk_size((32, 6, 3), None) == 5
     parts = phase_diagram(**kw)
     for name in ("probability", "pair_probability"):  # per-start counts: the same bits
         np.testing.assert_array_equal(parts[name].values, whole[name].values)

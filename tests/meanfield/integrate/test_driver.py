@@ -122,16 +122,19 @@ def test_step_too_small_keeps_the_last_accepted_state():
     assert rec.t == [0.0]  # no output time was reached
 
 
-@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning",
-                            "ignore:invalid value encountered:RuntimeWarning")  # the blow-up is the point
+BLOWS_UP = pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning",
+                                      "ignore:invalid value encountered:RuntimeWarning")
+"""NumPy's warnings of a run that blows up, which is the point of the tests so marked."""
+
+
+@BLOWS_UP
 def test_non_finite_state_stops_with_its_time():
     sol, _ = run(blowup, [1.0], [0, 20], ConstantStep(0.5), scheme="rk4")
     assert sol.reason is StopReason.NON_FINITE and "non-finite" in sol.message
     assert np.isfinite(sol.y).all() and sol.t_reached < 20
 
 
-@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning",
-                            "ignore:invalid value encountered:RuntimeWarning")  # the blow-up is the point
+@BLOWS_UP
 def test_non_finite_imaginary_part_stops_too():
     """Spectral states are complex: the finiteness check looks at the whole complex sum (not
     its real part, with NumPy's ComplexWarning), and a blow-up of the imaginary part stops the
