@@ -32,12 +32,12 @@ from .integrate import (
     ButcherTableau,
     ConstantStep,
     IntegrationError,
-    Interrupted,
     PIController,
     ProgressTracker,
     RungeKutta,
     StopReason,
     Tracker,
+    finish,
     get_scheme,
     integrate,
     result_attrs,
@@ -261,15 +261,8 @@ def solve(
         except IntegrationError:
             _write(ds, out)  # the spectral part is not lost
             raise
-    _write(ds, out)
-    if sol.reason is StopReason.INTERRUPTED:
-        where = f"; partial results written to {out}" if out is not None else ""
-        msg = f"solve interrupted at t = {sol.t_reached:.6g}{where}"
-        raise Interrupted(msg, ds)
-    if not sol.successful and throw:
-        msg = f"{sol.message}; results are kept up to the last resolved time t = {sol.t_reached:.6g}"
-        raise ResolutionError(msg, ds, sol.t_reached, sol.reason)
-    return ds
+    return finish(sol, ds, name="solve", error=ResolutionError, throw=throw, out=out,
+                  kept="results are kept up to the last resolved time")
 
 
 def _write(ds: xr.Dataset, out: str | Path | None) -> None:
@@ -277,6 +270,7 @@ def _write(ds: xr.Dataset, out: str | Path | None) -> None:
         from .io import write_netcdf
 
         write_netcdf(ds, out)
+
 
 def _assemble(saved: list, model: Model, settings: dict[str, Any], tab: ButcherTableau,
               controller: PIController | ConstantStep, sol: Any) -> xr.Dataset:

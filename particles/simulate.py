@@ -40,9 +40,9 @@ from meanfield import backend as bk
 from meanfield.checks import output_times
 from meanfield.integrate import (
     IntegrationError,
-    Interrupted,
     ProgressTracker,
-    StopReason,
+    check_step_count,
+    finish,
     integrate,
     result_attrs,
 )
@@ -189,6 +189,8 @@ def simulate(
         if not (np.isfinite(dtf) and dtf > 0):
             msg = f"dt must be finite and > 0, got {dt!r}"
             raise ValueError(msg)
+        if not METHODS[method]["adaptive"]:  # refused up front, with the estimate
+            check_step_count(t, dtf, max_steps)
     sphere = geometry == "sphere"
     seed = rng if isinstance(rng, (int, np.integer)) else None
     if method == "angles":
@@ -295,13 +297,7 @@ def _check_layers(t: np.ndarray, dt: float) -> None:
 
 
 def _finish(ds: xr.Dataset, sol: Any, throw: bool) -> xr.Dataset:
-    if sol.reason is StopReason.INTERRUPTED:
-        msg = f"particles interrupted at t = {sol.t_reached:.6g}"
-        raise Interrupted(msg, ds)
-    if not sol.successful and throw:
-        msg = f"{sol.message}; results are kept up to t = {sol.t_reached:.6g}"
-        raise SimulationError(msg, ds, sol.t_reached, sol.reason)
-    return ds
+    return finish(sol, ds, name="particles", error=SimulationError, throw=throw)
 
 
 def _settings(

@@ -9,6 +9,8 @@
    ConstantStep
    StopReason
    Solution
+   finish
+   StepSizeMonitor
 
 One loop (:func:`integrate`), one tableau registry (:data:`SCHEMES`), controllers whose
 ``adapt`` is pure, monitors that may stop or restart a run, trackers with interrupt
@@ -21,7 +23,9 @@ from __future__ import annotations
 
 from .controllers import ConstantStep, PIController, rms_norm
 from .driver import IntegrationError, Interrupted, Monitor, Replace, Solution, Stop, StopReason, integrate
+from .finish import finish
 from .schema import RESULT_ATTRS, result_attrs, settings_of
+from .stability import STABILITY_RADIUS, StepSizeMonitor, check_step_count, stability_radius
 from .steppers import EulerMaruyama, RungeKutta
 from .tableaus import BOSH3, DOPRI5, EULER, RK4, SCHEMES, ButcherTableau, get_scheme, register_scheme
 from .trackers import (
@@ -35,8 +39,9 @@ from .trackers import (
 
 __all__ = [
     "BOSH3", "DOPRI5", "EULER", "RESULT_ATTRS", "RK4", "SCHEMES", "ButcherTableau", "ConstantStep",
-    "EulerMaruyama", "FinishedSimulation", "IntegrationError", "Interrupted", "Interrupts", "Monitor", "PIController",
+    "EulerMaruyama", "FinishedSimulation", "STABILITY_RADIUS", "StepSizeMonitor", "IntegrationError", "Interrupted", "Interrupts", "Monitor", "PIController",
     "ProgressTracker", "Replace", "RungeKutta", "Solution", "SteadyStateTracker", "Stop",
     "StopReason", "Tracker", "TrackerBase", "get_scheme", "integrate", "register_scheme",
-    "result_attrs", "rms_norm", "settings_of",
+    "check_step_count", "finish", "result_attrs", "rms_norm", "settings_of",
+    "stability_radius",
 ]

@@ -35,15 +35,17 @@ from ..checks import output_times
 from ..integrate import (
     ConstantStep,
     IntegrationError,
-    Interrupted,
     PIController,
     ProgressTracker,
     RungeKutta,
-    StopReason,
+    StepSizeMonitor,
     Tracker,
+    check_step_count,
+    finish,
     get_scheme,
     integrate,
     result_attrs,
+    stability_radius,
 )
 from ..kernels import DEFAULT_MEMORY_LIMIT
 from ..model import Model
@@ -56,8 +58,15 @@ class LagrangianError(IntegrationError):
 
 
 def _check_model(model: Model, nodes: Any) -> None:
+    from ..nodes import Nodes
+
     if not isinstance(model, Model):
         msg = f"model must be a meanfield.Model, got {type(model).__name__}"
+        raise ValueError(msg)
+    if not isinstance(nodes, Nodes):
+        msg = (f"nodes must be a meanfield.nodes.Nodes (positions, weights, density), got "
+               f"{type(nodes).__name__}; make them with meanfield.nodes.circle, sphere, "
+               "zonal, gaussian or, from samples, meanfield.nodes.from_samples")
         raise ValueError(msg)
     if model.noise > 0:
         msg = (f"model.noise={model.noise} > 0: noise has no Lagrangian (characteristics) form; "
@@ -81,6 +90,22 @@ def _project(sphere: bool, d: int) -> Any:
         return y
 
     return project
+
+
+def _positions_tangent(sphere: bool, d: int) -> Any:
+    """Directions of the positions only (tangent to the sphere there): the step's stability
+    is the positions' (``log J`` is a quadrature along them, ``d/dt log J = div X(x)``, with
+    no feedback), so the step-size monitor measures the rate of the ``x`` block."""
+
+    def tangent(y: Any, v: Any) -> Any:
+        v = bk.namespace(v).asarray(v, copy=True)
+        v[:, d] = 0.0
+        if sphere:
+            x = y[:, :d]
+            v[:, :d] -= bk.rows_dot(x, v[:, :d])[:, None] * x
+        return v
+
+    return tangent
 
 
 def solve_lagrangian(
@@ -114,7 +139,11 @@ def solve_lagrangian(
         scheme: a Runge–Kutta scheme of :mod:`meanfield.integrate` (``dopri5`` adaptive by
             default; a fixed-step scheme needs ``dt``).
         rtol, atol: tolerances of the adaptive controller on ``[x | log J]``.
-        dt: the step of a fixed-step scheme (first step of an adaptive one).
+        dt: the step of a fixed-step scheme (first step of an adaptive one). A fixed step is
+            watched by :class:`meanfield.integrate.StepSizeMonitor` (the run stops with
+            :attr:`StopReason.UNSTABLE` where ``h L`` exceeds the scheme's stability bound,
+            warns near it) and refused up front when it needs more than ``max_steps`` steps
+            (:func:`meanfield.integrate.check_step_count`).
         max_steps: bound on attempted steps.
         memory_limit: bytes for the ``n x n`` attention tiles.
         trackers, progress: hooks and a ``tqdm`` bar.
@@ -146,6 +175,10 @@ def solve_lagrangian(
         if dt is None:
             msg = f"scheme {tab.name!r} has no error estimate: give a step dt"
             raise ValueError(msg)
+        if not (np.isfinite(dt) and dt > 0):
+            msg = f"dt must be finite and > 0, got {dt!r}"
+            raise ValueError(msg)
+        check_step_count(times, float(dt), max_steps)  # a step too small to ever finish
         controller = ConstantStep(dt)
     x0 = np.asarray(nodes.x, dtype=float)
     n, d = x0.shape
@@ -180,9 +213,15 @@ def solve_lagrangian(
     trackers = list(trackers)
     if progress:
         trackers.append(ProgressTracker(desc="solve_lagrangian", leave=False))
+    monitors = []
+    if not tab.adaptive:  # a fixed step: h L against the stability bound of the scheme
+        monitors.append(StepSizeMonitor(rhs, tab.name, float(dt), times, sphere=False, x0=y0,
+                                        radius=stability_radius(tab),
+                                        tangent=_positions_tangent(sphere, d)))
     sol = integrate(RungeKutta(rhs, tab, project=_project(sphere, d)), y0, times,
                     controller=controller, output=output,
-                    dt0=dt if tab.adaptive else None, max_steps=max_steps, trackers=trackers)
+                    dt0=dt if tab.adaptive else None, max_steps=max_steps, trackers=trackers,
+                    monitors=monitors)
     last = np.array(bk.to_numpy(sol.y), dtype=float)
     if sol.t_reached > saved[-1][0] and np.all(np.isfinite(last)):
         saved.append((sol.t_reached, last))
@@ -204,18 +243,7 @@ def solve_lagrangian(
     if handover is not None:
         ds["handover_time"] = ((), float(handover["t"]), {
             "long_name": f"time at which this run took over from {handover.get('from', 'another run')}"})
-    if out is not None:
-        from ..io import write_netcdf
-
-        write_netcdf(ds, out)
-    if sol.reason is StopReason.INTERRUPTED:
-        where = f"; partial results written to {out}" if out is not None else ""
-        msg = f"solve_lagrangian interrupted at t = {sol.t_reached:.6g}{where}"
-        raise Interrupted(msg, ds)
-    if not sol.successful and throw:
-        msg = f"{sol.message}; results are kept up to t = {sol.t_reached:.6g}"
-        raise LagrangianError(msg, ds, sol.t_reached, sol.reason)
-    return ds
+    return finish(sol, ds, name="solve_lagrangian", error=LagrangianError, throw=throw, out=out)
 
 
 def _assemble(saved: list[tuple[float, np.ndarray]], model: Model, nodes: Any,
