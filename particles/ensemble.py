@@ -5,6 +5,7 @@ r"""Ensembles: many independent systems at once, for the phase diagram and metas
    simulate_ensemble
    ensemble_states
    FreezeClustered
+   EnsembleError
 
 The SA and USA systems of docs/equations.md section 2, batched over realisations ``(R, n, m)``,
 each realisation with its own ``B = Qᵀ K`` and ``V`` if given (Figure 5 of the paper), run on
@@ -17,6 +18,16 @@ Freezing of clustered realisations (:class:`FreezeClustered`, a monitor of the e
 ``<x_i', x_j> = Σ_k A_ik (<x_k, x_j> - <x_i, x_k> m) >= 0`` since every ``A_ik >= 0``), for
 SA and USA alike. A realisation with ``m >= 1 - delta`` is thus clustered at every later time
 and is no longer integrated.
+
+The step is watched (:class:`meanfield.integrate.StepSizeMonitor`, on the realisations still
+integrated): a step with ``h L`` beyond half RK4's stability bound (a local error of a few
+per cent per step, which spoils an ensemble's statistics) stops the run with
+:attr:`meanfield.integrate.StopReason.UNSTABLE`, and a step that would need more than
+``max_steps`` steps is refused up front. :func:`simulate_ensemble` returns the engine's
+:class:`meanfield.integrate.Solution`; its callers end through
+:func:`meanfield.integrate.finish` (an interrupted run raises
+:class:`meanfield.integrate.Interrupted`, one that did not succeed :class:`EnsembleError`),
+so that an output that saw only part of the run is never taken for a result.
 
 Backends (:mod:`meanfield.backend`): the same code runs on NumPy (the default) and on
 PyTorch, CPU or GPU, in float64 or float32 (``backend=``, ``device=``, ``dtype=``; a
@@ -35,7 +46,18 @@ from numpy.typing import ArrayLike
 from meanfield import backend as bk
 from meanfield.attention import require
 from meanfield.checks import output_times
-from meanfield.integrate import ConstantStep, Replace, RungeKutta, Solution, integrate
+from meanfield.integrate import (
+    ConstantStep,
+    IntegrationError,
+    Replace,
+    RungeKutta,
+    Solution,
+    StepSizeMonitor,
+    check_step_count,
+    finish,
+    integrate,
+)
+from meanfield.integrate.stability import WARN_FACTOR
 
 from .integrators import RK4, normalize_rows_inplace
 
@@ -80,6 +102,12 @@ def ensemble_velocity(x: Any, beta: float, softmax: bool, bilinear: Any = None,
         y = y @ xp.matrix_transpose(value)
     y -= xp.sum(y * x, axis=-1, keepdims=True) * x
     return y, w
+
+
+class EnsembleError(IntegrationError):
+    """An ensemble run that did not reach its final time (a non-finite state, a step beyond
+    the stability bound, ...): ``.reason`` and ``.t`` say why and where; ``.dataset`` is
+    ``None`` (an ensemble hands its states to ``output`` as it goes)."""
 
 
 class _Field:
@@ -144,6 +172,7 @@ def simulate_ensemble(
     backend: str | None = "numpy",
     device: str | None = None,
     dtype: str = "float64",
+    max_steps: int = 1_000_000,
 ) -> Solution:
     """Integrate (SA) or (USA) for a batch ``x0`` of shape ``(R, n, m)``; ``output(k, t, x)``
     receives the whole batch as a host NumPy array (``x`` reused: copy to keep) at every
@@ -159,18 +188,28 @@ def simulate_ensemble(
         attention: ``"softmax"`` (SA) or ``"unnormalized"`` (USA).
         bilinear, value: optional ``(R, m, m)`` matrices ``Qᵀ K`` and ``V`` (moved to the
             backend once).
-        dt: largest step.
+        dt: largest step; watched by :class:`meanfield.integrate.StepSizeMonitor`: the run
+            stops with ``UNSTABLE`` where ``h L`` exceeds half RK4's stability bound (an
+            ensemble's statistics need more than stability; measured: the default 0.3 has
+            ``h L <= 0.3`` on the phase diagram up to ``beta = 9``).
+        max_steps: a step needing more steps than this is refused with ``ValueError``
+            (:func:`meanfield.integrate.check_step_count`), before any work.
         freeze_above: with the identity model, stop integrating a realisation once all its
             inner products are ``>= freeze_above >= 0`` (:class:`FreezeClustered`).
         backend, device, dtype: where the state lives for the whole run
             (:func:`meanfield.backend.get_backend`: ``"numpy"`` or ``"torch"``; a torch
             device such as ``"cuda"``; ``"float64"`` or ``"float32"``).
+
+    Returns:
+        The engine's :class:`meanfield.integrate.Solution`: check it (``finish``), the
+        outputs after a stop are missing.
     """
     softmax = require(attention, "ensemble").name == "softmax"
     t = output_times(times, "times")
-    if not dt > 0:
-        msg = f"dt must be > 0, got {dt!r}"
+    if not (math.isfinite(dt) and dt > 0):
+        msg = f"dt must be finite and > 0, got {dt!r}"
         raise ValueError(msg)
+    check_step_count(t, float(dt), max_steps, dense=True)
     if freeze_above is not None and (bilinear is not None or value is not None):
         msg = "freeze_above needs the identity model (Q = K = V = I)"
         raise ValueError(msg)
@@ -180,11 +219,19 @@ def simulate_ensemble(
     xp = bk.namespace(start)
     full = xp.asarray(start, copy=True)
     field = _Field(float(beta), softmax, _on(full, bilinear), _on(full, value))
-    monitors = []
+    monitors: list[Any] = []
     freeze = None
     if freeze_above is not None:
         freeze = FreezeClustered(field, full, float(freeze_above))
         monitors.append(freeze)
+
+    def rate_field(x: Any) -> Any:  # the field without touching the weights freezing reads
+        return ensemble_velocity(x, field.beta, softmax, field.bilinear, field.value)[0]
+
+    y0 = xp.asarray(full, copy=True)
+    if len(t) > 1:  # after the freezing: the realisations still integrated are measured
+        monitors.append(StepSizeMonitor(rate_field, "rk4", float(dt), t, sphere=True, x0=y0,
+                                        dense=True, stop_factor=WARN_FACTOR, advice=None))
 
     def emit(k: int, tk: float, y: Any, _ctx: Any) -> None:
         if freeze is None:
@@ -193,7 +240,6 @@ def simulate_ensemble(
             full[freeze.active] = y
             output(k, tk, bk.to_numpy(full))
 
-    y0 = xp.asarray(full, copy=True)
     return integrate(RungeKutta(field, RK4, project=normalize_rows_inplace), y0, t,
                      controller=ConstantStep(float(dt)), output=emit, monitors=monitors,
                      dense=True)
@@ -202,13 +248,12 @@ def simulate_ensemble(
 def ensemble_states(x0: Any, beta: float, times: ArrayLike, **kwargs: Any) -> np.ndarray:
     """The states of :func:`simulate_ensemble` at every output time, ``(len(times), R, n, m)``,
     as one host NumPy array (``kwargs``: those of :func:`simulate_ensemble`, the backend
-    included; ``ValueError`` if the run does not reach the final time)."""
+    included; :class:`EnsembleError` if the run does not reach the final time,
+    :class:`meanfield.integrate.Interrupted` if it was interrupted)."""
     out: list[np.ndarray] = []
     sol = simulate_ensemble(x0, beta, times, lambda k, tk, x: out.append(x.copy()), **kwargs)
-    if not sol.successful:
-        msg = f"the ensemble run stopped: {sol.message}"
-        raise ValueError(msg)
+    finish(sol, None, name="the ensemble run", error=EnsembleError)
     return np.array(out)
 
 
-__all__ = ["FreezeClustered", "ensemble_states", "ensemble_velocity", "simulate_ensemble"]
+__all__ = ["EnsembleError", "FreezeClustered", "ensemble_states", "ensemble_velocity", "simulate_ensemble"]

@@ -35,11 +35,19 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from meanfield.integrate import Interrupted, finish
 from particles import count_clusters_angles
-from particles.ensemble import simulate_ensemble
+from particles.ensemble import EnsembleError, simulate_ensemble
 
-from .phase_diagram import cell_cost, check_backend, chunk_size, sample_tokens, usa_step
-from .sweep import sweep
+from .phase_diagram import (
+    cell_cost,
+    check_backend,
+    check_cell_steps,
+    chunk_size,
+    sample_tokens,
+    usa_step,
+)
+from .sweep import SweepError, sweep
 
 
 def dwell_times(counts: np.ndarray, times: np.ndarray, max_clusters: int) -> np.ndarray:
@@ -73,15 +81,17 @@ def trajectories(betas: Sequence[float] = (4.0, 9.0), n: int = 32, t_max: float 
     _check(n=n, t_max=t_max, times=times, betas=betas)
     where = check_backend(backend, device, dtype)
     t = np.linspace(0.0, float(t_max), int(times))
+    check_cell_steps(t, float(dt), betas, attention)
     x0 = sample_tokens(np.random.default_rng(seed), 1, int(n), 2)
     theta = np.empty((len(betas), t.size, int(n)))
     for b, beta in enumerate(betas):
         def record(k: int, _t: float, x: np.ndarray, b: int = b) -> None:
             theta[b, k] = _angles(x[0])
 
-        simulate_ensemble(x0, float(beta), t, record, attention=attention,
-                          dt=usa_step(dt, float(beta), attention), backend=where.name,
-                          device=where.device, dtype=where.dtype)
+        sol = simulate_ensemble(x0, float(beta), t, record, attention=attention,
+                                dt=usa_step(dt, float(beta), attention), backend=where.name,
+                                device=where.device, dtype=where.dtype)
+        finish(sol, None, name=f"trajectories at beta = {float(beta):g}", error=EnsembleError)
     theta = np.unwrap(theta, axis=1)
     return xr.Dataset(
         {"theta": (("beta", "time", "token"), theta, {"long_name": "angle theta_i(t)"}),
@@ -98,7 +108,10 @@ def metastability_cell(beta: float, rng: np.random.Generator, *, n: int, seeds: 
                        backend: str = "numpy", device: str | None = None,
                        dtype: str = "float64") -> xr.Dataset:
     """One ``beta`` of :func:`cluster_counts`: ``seeds`` independent starts, vectorised, on
-    the array backend ``backend``, ``device``, ``dtype`` (:mod:`meanfield.backend`)."""
+    the array backend ``backend``, ``device``, ``dtype`` (:mod:`meanfield.backend`).
+    Raises :class:`meanfield.integrate.Interrupted` or
+    :class:`particles.ensemble.EnsembleError` (as :func:`validation.phase_diagram.phase_cell`)
+    unless every seed ran to ``times[-1]``."""
     t = np.asarray(times)
     x0 = sample_tokens(rng, seeds, n, 2)
     counts = np.empty((seeds, t.size), dtype=np.int64)
@@ -109,9 +122,12 @@ def metastability_cell(beta: float, rng: np.random.Generator, *, n: int, seeds: 
         def record(k: int, _t: float, x: np.ndarray, part: slice = part) -> None:
             counts[part, k] = count_clusters_angles(_angles(x), delta)
 
-        simulate_ensemble(x0[part], beta, t, record, attention=attention,
-                          dt=usa_step(dt, beta, attention), freeze_above=1.0 - delta,
-                          backend=backend, device=device, dtype=dtype)
+        sol = simulate_ensemble(x0[part], beta, t, record, attention=attention,
+                                dt=usa_step(dt, beta, attention), freeze_above=1.0 - delta,
+                                backend=backend, device=device, dtype=dtype)
+        # the counts of a block cut short were never written: never a result
+        finish(sol, None, name=f"metastability cell beta = {beta:g} (seeds {start}-"
+               f"{min(start + chunk, seeds) - 1})", error=EnsembleError)
     dwell = dwell_times(counts, t, n)
     first = np.where((counts[:, :, None] <= np.arange(1, n + 1)).any(axis=1),
                      t[np.argmax(counts[:, :, None] <= np.arange(1, n + 1), axis=1)], np.nan)
@@ -129,8 +145,8 @@ def cluster_counts(betas: Sequence[float] = (4.0, 9.0), n: int = 32, seeds: int 
                    attention: str = "softmax", seed: int = 0, workers: int = 1, *,
                    dt: float = 0.1, scheduler: Any = None, store: str | None = None,
                    resume: bool = False, progress: bool = True, processes: bool = True,
-                   backend: str = "numpy", device: str | None = None, dtype: str = "float64"
-                   ) -> xr.Dataset:
+                   backend: str = "numpy", device: str | None = None, dtype: str = "float64",
+                   on_failure: str = "stop") -> xr.Dataset:
     """Number of clusters against time for ``seeds`` random starts per ``beta`` (a sweep).
 
     Returns ``clusters`` (beta, seed, time); ``dwell`` (beta, seed, clusters_state): time
@@ -143,6 +159,13 @@ def cluster_counts(betas: Sequence[float] = (4.0, 9.0), n: int = 32, seeds: int 
     array backend of the cells, as in :func:`validation.phase_diagram.phase_diagram`
     (recorded in ``settings`` and in every cell's resume key; ``device="cuda"`` gives each
     Dask worker one GPU).
+
+    How it ends (:func:`validation.sweep.sweep`): a ``beta`` whose seeds did not all reach
+    ``t_max`` stops the sweep with :class:`validation.sweep.SweepError`, or with
+    ``on_failure="record"`` is NaN (counts become floats), left out of the statistics and
+    counted in ``num_rejected`` (``successful = 0``); an interrupt raises
+    :class:`meanfield.integrate.Interrupted` with the finished cells (kept in ``store``).
+    A step that could not finish is refused before any cell runs.
     """
     _check(n=n, t_max=t_max, times=times, betas=betas)
     if int(seeds) < 1:
@@ -153,21 +176,36 @@ def cluster_counts(betas: Sequence[float] = (4.0, 9.0), n: int = 32, seeds: int 
         raise ValueError(msg)
     b = check_backend(backend, device, dtype, here=scheduler is None)
     t = np.linspace(0.0, float(t_max), int(times))
-    out = sweep(metastability_cell, {"beta": np.asarray(betas, dtype=float)}, seed=seed,
-                workers=workers, scheduler=scheduler, store=store, resume=resume,
-                progress=progress, processes=processes, desc="metastability",
-                kwargs=dict(n=int(n), seeds=int(seeds), times=t.tolist(),
-                            attention=attention, delta=float(delta), dt=float(dt),
-                            backend=b.name, device=b.device, dtype=b.dtype),
-                device=b.device, cost=functools.partial(cell_cost, 2))
+    check_cell_steps(t, float(dt), betas, attention)  # before any cell runs
+    settings = dict(n=int(n), seeds=int(seeds), delta=float(delta), attention=attention,
+                    dt=float(dt), backend=b.name, device=b.device, dtype=b.dtype)
+    try:
+        out = sweep(metastability_cell, {"beta": np.asarray(betas, dtype=float)}, seed=seed,
+                    workers=workers, scheduler=scheduler, store=store, resume=resume,
+                    progress=progress, processes=processes, desc="metastability",
+                    kwargs=dict(n=int(n), seeds=int(seeds), times=t.tolist(),
+                                attention=attention, delta=float(delta), dt=float(dt),
+                                backend=b.name, device=b.device, dtype=b.dtype),
+                    device=b.device, cost=functools.partial(cell_cost, 2),
+                    on_failure=on_failure)
+    except (Interrupted, SweepError) as exc:  # the finished cells, marked unsuccessful
+        if exc.dataset is not None:
+            exc.dataset = _counts_result(exc.dataset, settings, attention, dt)
+        raise
+    return _counts_result(out, settings, attention, dt)
+
+
+def _counts_result(out: xr.Dataset, extra: dict[str, Any], attention: str,
+                   dt: float) -> xr.Dataset:
+    """The sweep's Dataset completed with the statistics over seeds (NaN for a failed or
+    missing cell) and the attrs (``successful``, ``stop_reason`` as the sweep says)."""
     dwell = out["dwell"].where(out["dwell"] > 0)
     out["dwell_mean"] = dwell.mean("seed")
     out["dwell_median"] = dwell.median("seed")
-    out["visit_fraction"] = (out["dwell"] > 0).mean("seed")
+    out["visit_fraction"] = (out["dwell"] > 0).mean("seed").where(out["dwell"].notnull().all("seed"))
     out["dwell"].attrs.update(long_name="time spent with k clusters before t_max")
     settings = json.loads(out.attrs["settings"])
-    settings.update(n=int(n), seeds=int(seeds), delta=float(delta), attention=attention,
-                    dt=float(dt), backend=b.name, device=b.device, dtype=b.dtype)
+    settings.update(extra)
     out.attrs.update(title="cluster counts on the circle (metastability, Problem 1)",
                      solver="validation.metastability", settings=json.dumps(settings),
                      scheme="rk4", controller="ConstantStep", dt=float(dt),

@@ -50,10 +50,10 @@ from scipy.stats import norm
 from meanfield import attention as attention_registry
 from meanfield import backend as bk
 from meanfield import theory
-from meanfield.integrate import result_attrs
-from particles.ensemble import simulate_ensemble
+from meanfield.integrate import Interrupted, check_step_count, finish, result_attrs
+from particles.ensemble import EnsembleError, simulate_ensemble
 
-from .sweep import sweep
+from .sweep import SweepError, sweep
 
 QK_ENSEMBLES = ("identity", "ginibre", "goe")
 """Laws of the bilinear form ``B = Qᵀ K``: identity; ``Q, K`` independent real Ginibre
@@ -246,6 +246,42 @@ def _grid(name: str, value: int | Sequence[float], lo: float, hi: float) -> np.n
     return arr
 
 
+MAX_STEPS = 1_000_000
+"""The most RK4 steps one realisation may take to reach ``t_max``: a step that needs more
+(a tiny ``dt``, or USA's ``dt e^{-beta}`` at a large ``beta``) is refused before any cell
+runs (:func:`check_cell_steps`), with the estimate."""
+
+
+def check_cell_steps(times: Sequence[float], dt: float, betas: Sequence[float],
+                     attention: str, max_steps: int = MAX_STEPS) -> None:
+    """Refuse, before any work, a step whose cells could not finish: ``ValueError`` with the
+    estimated number of steps at the largest ``beta`` (for USA the step is ``dt e^{-beta}``,
+    :func:`usa_step`, counted in logarithms so that ``beta = 1000`` is judged, not rounded to
+    a step of 0). Also refuses a ``dt`` that is not finite and > 0."""
+    if not (math.isfinite(dt) and dt > 0):
+        msg = f"dt must be finite and > 0, got {dt!r}"
+        raise ValueError(msg)
+    t = np.asarray(times, dtype=float)
+    span = float(t[-1] - t[0]) if t.size else 0.0
+    if span <= 0:
+        return
+    if _check_attention(attention) == "softmax":
+        check_step_count(t, float(dt), max_steps, dense=True)
+        return
+    beta = float(np.max(betas))
+    log10_steps = math.log10(span / dt) + beta / math.log(10)
+    if log10_steps > math.log10(max_steps):
+        beta_ok = math.log(max_steps * dt / span)
+        msg = (f"attention='unnormalized' steps dt e^{{-beta}} (usa_step: its stiffest rate "
+               f"grows as e^beta): at beta = {beta:.6g}, dt = {dt:g} needs about "
+               f"10^{log10_steps:.1f} steps to reach t = {t[-1]:.6g}, more than max_steps = "
+               f"{max_steps}: the run could not finish in reasonable time; take beta <= "
+               f"{beta_ok:.3g} for this t_max and dt, or a shorter t_max")
+        raise ValueError(msg)
+    check_step_count(t, usa_step(dt, beta, attention), max_steps, dense=True,
+                     name="dt e^{-beta}", what=f"beta = {beta:.6g}")
+
+
 def usa_step(dt: float, beta: float, attention: str) -> float:
     """The RK4 step: ``dt`` for SA; ``dt * exp(-beta)`` for USA, whose field is ``Z_i / n``
     times the SA one with ``Z_i = Σ_j e^{beta <x_i, x_j>} <= n e^{beta}`` (docs/equations.md section
@@ -266,7 +302,12 @@ def phase_cell(beta: float, d: int, rng: np.random.Generator, *, n: int, times: 
                confidence: float, backend: str = "numpy", device: str | None = None,
                dtype: str = "float64") -> xr.Dataset:
     """One ``(d, beta)`` cell of the phase diagram (used by :func:`phase_diagram`), on the
-    array backend ``backend``, ``device``, ``dtype`` (:mod:`meanfield.backend`)."""
+    array backend ``backend``, ``device``, ``dtype`` (:mod:`meanfield.backend`).
+
+    Raises :class:`meanfield.integrate.Interrupted` when interrupted and
+    :class:`particles.ensemble.EnsembleError` when a block of realisations did not reach
+    the final time (non-finite states, a step beyond the stability bound): a cell is a result
+    only when every realisation ran to ``times[-1]`` (:func:`meanfield.integrate.finish`)."""
     identity = qk == "identity" and v == "identity"
     x0 = sample_tokens(rng, realizations, n, d, reduce=identity)
     bilinear, value = sample_matrices(rng, realizations, d, qk, v)
@@ -286,12 +327,15 @@ def phase_cell(beta: float, d: int, rng: np.random.Generator, *, n: int, times: 
             gram = x @ np.ascontiguousarray(x.swapaxes(-1, -2))
             pairs[k, part] = (np.count_nonzero(gram >= thr, axis=(1, 2)) - n) / (n * (n - 1))
 
-        simulate_ensemble(x0[part], beta, t, record, attention=attention,
-                          bilinear=None if bilinear is None else bilinear[part],
-                          value=None if value is None else value[part],
-                          dt=usa_step(dt, beta, attention),
-                          freeze_above=thr if identity else None, backend=backend,
-                          device=device, dtype=dtype)
+        sol = simulate_ensemble(x0[part], beta, t, record, attention=attention,
+                                bilinear=None if bilinear is None else bilinear[part],
+                                value=None if value is None else value[part],
+                                dt=usa_step(dt, beta, attention),
+                                freeze_above=thr if identity else None, backend=backend,
+                                device=device, dtype=dtype)
+        # a block cut short has counted only part of its outputs: never a result
+        finish(sol, None, name=f"phase diagram cell d = {d}, beta = {beta:g} (realisations "
+               f"{start}-{min(start + chunk, realizations) - 1})", error=EnsembleError)
     inner12 /= realizations
     lo, hi = wilson_interval(pair12, realizations, confidence)
     pmean = pairs.mean(axis=-1)
@@ -339,6 +383,7 @@ def phase_diagram(
     backend: str = "numpy",
     device: str | None = None,
     dtype: str = "float64",
+    on_failure: str = "stop",
 ) -> xr.Dataset:
     """The probability that ``<x_1(t), x_2(t)> >= 1 - delta`` over ``(beta, time)``.
 
@@ -370,6 +415,15 @@ def phase_diagram(
             ``"float32"``); recorded in ``settings`` and in every cell's resume key. With
             ``device="cuda"`` and several Dask workers each worker gets one GPU
             (:class:`validation.cluster.PinGPU`; docs/sweeps.md, "Backends and GPUs").
+        on_failure: a cell whose realisations did not all reach ``t_max`` (non-finite
+            states, a step beyond the stability bound) stops the sweep (``"stop"``:
+            :class:`validation.sweep.SweepError`) or is recorded as failed, NaN and left out
+            of ``t_half`` (``"record"``; counted in ``num_rejected``, ``successful = 0``).
+
+    An interrupt raises :class:`meanfield.integrate.Interrupted` whose ``.dataset`` holds
+    the finished cells (the others NaN, ``successful = 0``); they are also kept in ``store``,
+    from which ``resume=True`` computes only the missing ones. A step that could not finish
+    (:func:`check_cell_steps`) is refused before any cell runs.
 
     Returns:
         Dataset on ``(beta, time)`` (``(d, beta, time)`` for a sequence of ``d``):
@@ -402,19 +456,32 @@ def phase_diagram(
         msg = "times must be sorted and >= 0"
         raise ValueError(msg)
     sample_matrices(np.random.default_rng(0), 0, 2, qk, v)  # validates qk and v
-    if not dt > 0:
-        msg = f"dt must be > 0, got {dt!r}"
-        raise ValueError(msg)
+    check_cell_steps(time_grid, float(dt), beta_grid, attention)  # before any cell runs
     b = check_backend(backend, device, dtype, here=scheduler is None)
     kwargs = dict(n=int(n), times=time_grid.tolist(), delta=float(delta),
                   realizations=int(realizations), attention=attention, qk=qk, v=v,
                   dt=float(dt), confidence=float(confidence), backend=b.name, device=b.device,
                   dtype=b.dtype)
-    out = sweep(phase_cell, {"d": ds_.astype(int), "beta": beta_grid}, seed=seed,
-                workers=workers, scheduler=scheduler, store=store, resume=resume,
-                progress=progress, processes=processes, kwargs=kwargs,
-                desc="phase diagram", cells_per_task=cells_per_task, device=b.device,
-                cost=cell_cost)
+    try:
+        out = sweep(phase_cell, {"d": ds_.astype(int), "beta": beta_grid}, seed=seed,
+                    workers=workers, scheduler=scheduler, store=store, resume=resume,
+                    progress=progress, processes=processes, kwargs=kwargs,
+                    desc="phase diagram", cells_per_task=cells_per_task, device=b.device,
+                    cost=cell_cost, on_failure=on_failure)
+    except (Interrupted, SweepError) as exc:  # the finished cells, marked unsuccessful
+        if exc.dataset is not None:
+            exc.dataset = _phase_result(exc.dataset, time_grid, ds_, d, kwargs, attention, qk,
+                                        v, dt)
+        raise
+    return _phase_result(out, time_grid, ds_, d, kwargs, attention, qk, v, dt)
+
+
+def _phase_result(out: xr.Dataset, time_grid: np.ndarray, ds_: np.ndarray, d: Any,
+                  kwargs: dict[str, Any], attention: str, qk: str, v: str,
+                  dt: float) -> xr.Dataset:
+    """The sweep's Dataset completed: ``t_half`` and its bounds, units, the result schema
+    (``successful`` and ``stop_reason`` as the sweep says: a sweep interrupted, or with
+    failed cells, is not a success)."""
     lo = first_crossing(out["probability_upper"].values, time_grid)
     hi = first_crossing(out["probability_lower"].values, time_grid)
     out["t_half"] = (("d", "beta"), first_crossing(out["probability"].values, time_grid))
@@ -436,17 +503,18 @@ def phase_diagram(
         title="phase diagram of clustering (Figure 3 of arXiv 2312.10794)",
         solver="validation.phase_diagram", model=json.dumps(model), settings=settings,
         scheme="rk4", controller="ConstantStep", rtol=None, atol=None, dt=float(dt),
-        stats={"num_steps": out.attrs["num_steps"], "num_accepted": out.attrs["num_accepted"]},
-        stop_reason=out.attrs["stop_reason"], successful=True, t_reached=float(time_grid[-1]),
-        wall_time_s=out.attrs["wall_time_s"]))
+        stats={"num_steps": out.attrs["num_steps"], "num_accepted": out.attrs["num_accepted"],
+               "num_rejected": out.attrs["num_rejected"]},
+        stop_reason=out.attrs["stop_reason"], successful=bool(out.attrs["successful"]),
+        t_reached=float(time_grid[-1]), wall_time_s=out.attrs["wall_time_s"]))
     if np.ndim(d) == 0:
         out = out.squeeze("d")
     return out
 
 
 __all__ = [
-    "ATTENTIONS", "CHUNK", "CHUNK_STATE_BYTES", "QK_ENSEMBLES", "V_ENSEMBLES", "check_backend",
-    "cell_cost", "chunk_size",
+    "ATTENTIONS", "CHUNK", "CHUNK_STATE_BYTES", "MAX_STEPS", "QK_ENSEMBLES", "V_ENSEMBLES",
+    "cell_cost", "check_backend", "check_cell_steps", "chunk_size",
     "first_crossing", "gamma", "phase_cell",
     "phase_diagram", "sample_matrices", "sample_tokens", "transition_time",
     "usa_step", "wilson_interval",

@@ -32,6 +32,22 @@ most expensive cells are sent first, so that the last ones to run, which may lea
 idle, are the cheapest; each cell is still stored as soon as its task returns.
 ``device="cuda"`` pins one GPU per worker process of a local cluster
 (:class:`validation.cluster.PinGPU`).
+
+How a sweep ends (the one rule of every ensemble; a cell ends through
+:func:`meanfield.integrate.finish`):
+
+* a cell whose integration did not succeed is never stored as done (a resumed sweep computes
+  it again);
+* an interrupt (``KeyboardInterrupt``) ends the sweep with :class:`meanfield.integrate.Interrupted`
+  (the command line exits 130): the finished cells are kept in ``store``, and its
+  ``.dataset`` holds them (the others NaN) with ``successful = 0``;
+* a failed cell (an :class:`meanfield.integrate.IntegrationError`, e.g.
+  :class:`particles.ensemble.EnsembleError`) stops the sweep with :class:`SweepError` (exit
+  1), naming the cell and its reason, the finished cells kept as above; with
+  ``on_failure="record"`` the sweep goes on instead, and the failed cells are NaN in the
+  result (integer variables become floats), left out of every statistic, counted in
+  ``num_rejected`` and listed with their reasons in ``stop_reason`` and ``settings``
+  (``failed_cells``), with ``successful = 0``.
 """
 
 from __future__ import annotations
@@ -52,7 +68,7 @@ import numpy as np
 import xarray as xr
 from tqdm.auto import tqdm
 
-from meanfield.integrate import StopReason, result_attrs
+from meanfield.integrate import IntegrationError, Interrupted, StopReason, result_attrs
 from meanfield.io import write_netcdf, write_text
 
 TASKS_PER_WORKER = 32
@@ -64,6 +80,27 @@ Dask's cost per task (a few milliseconds; docs/sweeps.md)."""
 _MANIFEST = "sweep.json"
 _KEY = "cell_key"
 """The attribute of a stored cell holding :func:`cell_key`."""
+
+
+ON_FAILURE = ("stop", "record")
+"""What :func:`sweep` does with a failed cell: stop with :class:`SweepError`, or record it
+(NaN, counted) and go on."""
+
+
+class SweepError(IntegrationError):
+    """A cell of a sweep did not succeed: ``.cell`` (its index), ``.params``, ``.reason``
+    (the cell's :class:`meanfield.integrate.StopReason`), ``.dataset`` (the finished cells,
+    the others NaN, ``successful = 0``; ``None`` if none finished)."""
+
+    def __init__(self, msg: str, dataset: Any, t: float, reason: Any, cell: int = -1,
+                 params: dict[str, Any] | None = None) -> None:
+        super().__init__(msg, dataset, t, reason)
+        self.cell = cell
+        self.params = params or {}
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (str(self), self.dataset, self.t, self.reason, self.cell, self.params),
+                self.__dict__)
 
 
 def cell_seed(seed: int, index: int) -> np.random.SeedSequence:
@@ -133,13 +170,20 @@ def task_chunks(todo: Sequence[int], workers: int, cells_per_task: int | None = 
 
 
 def _run_chunk(func: Callable[..., Any], cells: list[tuple[int, dict[str, Any]]], seed: int,
-               kwargs: dict[str, Any]) -> tuple[list[tuple[int, xr.Dataset]], BaseException | None]:
-    """Run the cells of one task in order; return the finished ones and the exception that
+               kwargs: dict[str, Any], record: bool = False
+               ) -> tuple[list[tuple[int, xr.Dataset | BaseException]], BaseException | None]:
+    """Run the cells of one task in order; return the finished ones (with ``record``, a
+    failed cell's :class:`IntegrationError` in place of its Dataset) and the exception that
     stopped the task (``None`` if none did), so that the finished cells are kept."""
-    done = []
+    done: list[tuple[int, xr.Dataset | BaseException]] = []
     for index, params in cells:
         try:
             done.append((index, _run_cell(func, params, seed, index, kwargs)))
+        except IntegrationError as exc:
+            exc.sweep_cell = index  # type: ignore[attr-defined]  # pickled with it
+            if not record:
+                return done, exc
+            done.append((index, exc))
         except Exception as exc:  # noqa: BLE001 - given back to the client, which raises it
             if hasattr(exc, "add_note"):  # Python >= 3.11: keep the worker's traceback
                 exc.add_note(f"(in sweep cell {index}, parameters {params}; the worker's "
@@ -221,18 +265,25 @@ def _load_cell(path: Path) -> xr.Dataset:
         return ds.load()
 
 
-def _combine(grid: dict[str, np.ndarray], cells: list[xr.Dataset]) -> xr.Dataset:
+def _combine(grid: dict[str, np.ndarray], cells: list[xr.Dataset | None]) -> xr.Dataset:
+    """The cells on the grid; a missing cell (``None``: failed, or not finished) is NaN, and a
+    variable with a missing cell becomes floating point."""
     shape = tuple(len(v) for v in grid.values())
-    template = cells[0]
+    template = next(ds for ds in cells if ds is not None)
     clash = set(grid) & (set(template.dims) | set(template.variables))
     if clash:
         msg = f"the cell results already use the grid names {sorted(clash)}"
         raise ValueError(msg)
+    missing = any(ds is None for ds in cells)
     data_vars = {}
     for name, var in template.data_vars.items():
-        out = np.empty(shape + var.shape, dtype=var.dtype)
+        dtype = np.result_type(var.dtype, np.float64) if missing and var.dtype.kind in "biu" else var.dtype
+        out = np.empty(shape + var.shape, dtype=dtype)
         flat = out.reshape((-1,) + var.shape)
         for i, ds in enumerate(cells):
+            if ds is None:
+                flat[i] = np.nan if dtype.kind in "fc" else np.zeros(var.shape, dtype)
+                continue
             if ds[name].shape != var.shape:
                 msg = (f"cell {i} returned {name!r} of shape {ds[name].shape}, "
                        f"cell 0 of shape {var.shape}")
@@ -242,6 +293,10 @@ def _combine(grid: dict[str, np.ndarray], cells: list[xr.Dataset]) -> xr.Dataset
     coords = {k: (k, v) for k, v in grid.items()}
     coords.update({str(k): c.variable for k, c in template.coords.items()})
     return xr.Dataset(data_vars, coords=coords)
+
+
+def _describe(index: int, params: dict[str, Any]) -> str:
+    return f"cell {index} (" + ", ".join(f"{k} = {v}" for k, v in params.items()) + ")"
 
 
 def sweep(
@@ -260,6 +315,7 @@ def sweep(
     cells_per_task: int | None = None,
     device: str | None = None,
     cost: Callable[..., float] | None = None,
+    on_failure: str = "stop",
 ) -> xr.Dataset:
     """Evaluate ``func`` on every cell of ``grid`` and gather the results in one Dataset.
 
@@ -288,11 +344,19 @@ def sweep(
         cost: ``cost(**cell_params)``, an estimate of a cell's relative cost (only the order
             matters); a cluster then runs the most expensive cells first
             (:func:`task_chunks`). It changes the order of work, never the results.
+        on_failure: ``"stop"`` (a cell raising :class:`meanfield.integrate.IntegrationError`
+            stops the sweep with :class:`SweepError`) or ``"record"`` (it is recorded as
+            failed and the sweep goes on); see the module docstring, "How a sweep ends".
 
     Returns:
         The Dataset over the grid, with the result schema's ``attrs``
         (:data:`meanfield.integrate.RESULT_ATTRS`); ``settings`` holds the grid, the seed,
-        the fixed keyword arguments and the first cell's own ``attrs``.
+        the fixed keyword arguments, the first cell's own ``attrs`` and ``failed_cells``
+        (``{index: reason}``, empty unless ``on_failure="record"`` met failures).
+
+    Raises:
+        Interrupted: on ``KeyboardInterrupt`` (the finished cells kept; ``.dataset``).
+        SweepError: a failed cell with ``on_failure="stop"``.
     """
     wall0 = time.perf_counter()
     grid_ = _canonical_grid(grid)
@@ -305,6 +369,9 @@ def sweep(
         count(cells_per_task, "cells_per_task")
     if resume and store is None:
         msg = "resume=True needs a store directory"
+        raise ValueError(msg)
+    if on_failure not in ON_FAILURE:
+        msg = f"on_failure must be one of {ON_FAILURE}, got {on_failure!r}"
         raise ValueError(msg)
     n_cells = int(np.prod([len(v) for v in grid_.values()]))
     store_ = Path(store) if store is not None else None
@@ -328,54 +395,116 @@ def sweep(
                           "they are computed again", RuntimeWarning, stacklevel=2)
     todo = [i for i in range(n_cells) if i not in done]
 
-    def finish(index: int, ds: xr.Dataset) -> None:
+    failed: dict[int, tuple[str, Any]] = {}  # index -> (what went wrong, StopReason)
+    finished: set[int] = set(done)
+
+    def finish(index: int, ds: xr.Dataset | BaseException) -> None:
+        if isinstance(ds, BaseException):  # a failed cell (on_failure="record"): not stored
+            failed[index] = (f"{_describe(index, _cell_params(grid_, index))}: {ds}",
+                             getattr(ds, "reason", None))
+            return
         ds.attrs[_KEY] = keys[index]
         if store_ is not None:
             _write_atomic(ds, _cell_path(store_, index))
         else:
             results[index] = ds
+        finished.add(index)
+
+    def gather(indices: set[int]) -> list[xr.Dataset | None]:
+        if store_ is None:
+            return [results.get(i) for i in range(n_cells)]
+        cells: list[xr.Dataset | None] = []
+        for i in range(n_cells):
+            if i not in indices:
+                cells.append(None)
+                continue
+            ds = _load_cell(_cell_path(store_, i))
+            if ds.attrs.get(_KEY) != keys[i]:  # never mix: every cell read must be this computation's
+                msg = (f"the stored cell {_cell_path(store_, i)} was made by another computation "
+                       "(its content hash differs); remove it or use another store")
+                raise ValueError(msg)
+            cells.append(ds)
+        return cells
+
+    def result(stop_reason: str, successful: bool) -> xr.Dataset | None:
+        cells = gather(finished)
+        if all(ds is None for ds in cells):
+            return None
+        out = _combine(grid_, cells)
+        first = next(ds for ds in cells if ds is not None)
+        settings = {"grid": {k: v.tolist() for k, v in grid_.items()}, "seed": int(seed),
+                    "function": f"{func.__module__}.{func.__qualname__}", "kwargs": kwargs_,
+                    "cell_attrs": {k: v for k, v in first.attrs.items() if k != _KEY},
+                    "failed_cells": {str(i): failed[i][0] for i in sorted(failed)},
+                    "finished_cells": len(finished)}
+        t_reached = float(out["time"].values.max()) if "time" in out.coords else math.nan
+        out.attrs = result_attrs(
+            title=desc or "sweep", solver="validation.sweep", model="null", settings=settings,
+            scheme="", controller="", rtol=None, atol=None, dt=None,
+            stats={"num_steps": n_cells, "num_accepted": len(finished),
+                   "num_rejected": len(failed)},
+            stop_reason=stop_reason, successful=successful, t_reached=t_reached,
+            wall_time_s=time.perf_counter() - wall0)
+        return out
 
     bar = tqdm(total=n_cells, initial=len(done), disable=not progress, desc=desc or "sweep")
     try:
         in_process = scheduler == "synchronous" or (scheduler is None and int(workers) == 1)
         if in_process:
             for i in todo:
-                finish(i, _run_cell(func, _cell_params(grid_, i), seed, i, kwargs_))
+                try:
+                    cell: xr.Dataset | BaseException = _run_cell(
+                        func, _cell_params(grid_, i), seed, i, kwargs_)
+                except IntegrationError as exc:
+                    exc.sweep_cell = i  # type: ignore[attr-defined]
+                    if on_failure == "stop":
+                        raise
+                    cell = exc
+                finish(i, cell)
                 bar.update()
         elif todo:
             _run_distributed(func, grid_, seed, kwargs_, todo, finish, bar,
                              workers=int(workers), scheduler=scheduler, processes=processes,
-                             cells_per_task=cells_per_task, device=device, cost=cost)
+                             cells_per_task=cells_per_task, device=device, cost=cost,
+                             record=on_failure == "record")
+    except IntegrationError as exc:  # a failed cell: stop with its reason, keep the others
+        cell_index = int(getattr(exc, "sweep_cell", -1))
+        params = _cell_params(grid_, cell_index) if cell_index >= 0 else {}
+        kept = (f"; the {len(finished)} finished cells are kept in {store_} (resume=True "
+                "computes only the missing ones)") if store_ is not None else ""
+        msg = (f"{desc or 'sweep'}: {_describe(cell_index, params)} failed: {exc}{kept}; "
+               "on_failure='record' records such cells and goes on")
+        partial = result(msg, False)
+        raise SweepError(msg, partial, exc.t, exc.reason, cell_index, params) from exc
+    except KeyboardInterrupt as exc:  # an interrupt: the finished cells are kept
+        kept = (f"; the {len(finished)} finished cells are kept in {store_} (resume=True "
+                "computes only the missing ones)") if store_ is not None else ""
+        msg = (f"{desc or 'sweep'} interrupted after {len(finished)} of {n_cells} cells{kept}")
+        partial = result(f"{StopReason.INTERRUPTED.value}: {msg}", False)
+        raise Interrupted(msg, partial) from exc
     finally:
         bar.close()
-    if store_ is not None:
-        cells = [_load_cell(_cell_path(store_, i)) for i in range(n_cells)]
-        for i, ds in enumerate(cells):  # never mix: every cell read must be this computation's
-            if ds.attrs.get(_KEY) != keys[i]:
-                msg = (f"the stored cell {_cell_path(store_, i)} was made by another computation "
-                       "(its content hash differs); remove it or use another store")
-                raise ValueError(msg)
+    if failed:
+        listed = "; ".join(failed[i][0] for i in sorted(failed)[:5]) + ("; ..." if len(failed) > 5 else "")
+        reason = (f"{len(failed)} of {n_cells} cells failed and are NaN, left out of every "
+                  f"statistic (on_failure='record'): {listed}")
+        if len(finished) == 0:
+            msg = f"{desc or 'sweep'}: every cell failed: {listed}"
+            first = min(failed)
+            raise SweepError(msg, None, math.nan, failed[first][1], first, _cell_params(grid_, first))
+        out = result(reason, False)
     else:
-        cells = [results[i] for i in range(n_cells)]
-    out = _combine(grid_, cells)
-    settings = {"grid": {k: v.tolist() for k, v in grid_.items()}, "seed": int(seed),
-                "function": f"{func.__module__}.{func.__qualname__}", "kwargs": kwargs_,
-                "cell_attrs": {k: v for k, v in cells[0].attrs.items() if k != _KEY}}
-    t_reached = float(out["time"].values.max()) if "time" in out.coords else math.nan
-    out.attrs = result_attrs(
-        title=desc or "sweep", solver="validation.sweep", model="null", settings=settings,
-        scheme="", controller="", rtol=None, atol=None, dt=None,
-        stats={"num_steps": n_cells, "num_accepted": n_cells}, stop_reason=StopReason.SUCCESS.value,
-        successful=True, t_reached=t_reached, wall_time_s=time.perf_counter() - wall0)
+        out = result(StopReason.SUCCESS.value, True)
+    assert out is not None
     return out
 
 
 def _run_distributed(func: Callable[..., Any], grid: dict[str, np.ndarray], seed: int,
                      kwargs: dict[str, Any], todo: list[int],
-                     finish: Callable[[int, xr.Dataset], None], bar: Any, *, workers: int,
+                     finish: Callable[[int, Any], None], bar: Any, *, workers: int,
                      scheduler: Any, processes: bool, cells_per_task: int | None = None,
-                     device: str | None = None, cost: Callable[..., float] | None = None
-                     ) -> None:
+                     device: str | None = None, cost: Callable[..., float] | None = None,
+                     record: bool = False) -> None:
     """Submit the cells in ``todo`` to a cluster in tasks of :func:`task_chunks`; ``finish``
     each cell as its task returns. A cell that raised stops its task: the cells finished
     before it are kept, then its exception is raised."""
@@ -391,7 +520,7 @@ def _run_distributed(func: Callable[..., Any], grid: dict[str, np.ndarray], seed
         chunks = task_chunks(todo, threads, cells_per_task, costs)
         futures = [
             client.submit(_run_chunk, func, [(i, params[i]) for i in chunk], seed,
-                          kwargs, pure=False, key=f"sweep-cells-{chunk[0]}-{uuid.uuid4().hex}",
+                          kwargs, record, pure=False, key=f"sweep-cells-{chunk[0]}-{uuid.uuid4().hex}",
                           priority=len(chunks) - k)
             for k, chunk in enumerate(chunks)
         ]
@@ -408,4 +537,4 @@ def _run_distributed(func: Callable[..., Any], grid: dict[str, np.ndarray], seed
             raise
 
 
-__all__ = ["TASKS_PER_WORKER", "cell_key", "cell_seed", "sweep", "task_chunks"]
+__all__ = ["ON_FAILURE", "TASKS_PER_WORKER", "SweepError", "cell_key", "cell_seed", "sweep", "task_chunks"]

@@ -80,6 +80,9 @@ class IntegrationError(RuntimeError):
         self.t = t
         self.reason = reason
 
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled whole (a Dask worker's cell)
+        return (type(self), (str(self), self.dataset, self.t, self.reason), self.__dict__)
+
 
 class Interrupted(KeyboardInterrupt):
     """``KeyboardInterrupt`` that carries the partial result (``.dataset``, maybe ``None``)."""
@@ -87,6 +90,9 @@ class Interrupted(KeyboardInterrupt):
     def __init__(self, msg: str, dataset: Any = None) -> None:
         super().__init__(msg)
         self.dataset = dataset
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (str(self), self.dataset), self.__dict__)
 
 
 @dataclass

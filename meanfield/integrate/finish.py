@@ -55,7 +55,10 @@ def finish(sol: Solution, result: Any, *, name: str,
         raise Interrupted(msg, result)
     if not sol.successful and throw:
         where = f" (written to {out})" if out is not None else ""
-        msg = f"{name}: {sol.message}; {kept} t = {sol.t_reached:.6g}{where}"
+        if result is None:  # nothing kept (an ensemble cell): only where it stopped
+            kept = "it stopped at"
+        said = "" if kept in sol.message else f"; {kept} t = {sol.t_reached:.6g}"
+        msg = f"{name}: {sol.message}{said}{where}"
         raise error(msg, result, sol.t_reached, sol.reason)
     return result
 

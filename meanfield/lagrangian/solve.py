@@ -217,7 +217,8 @@ def solve_lagrangian(
     if not tab.adaptive:  # a fixed step: h L against the stability bound of the scheme
         monitors.append(StepSizeMonitor(rhs, tab.name, float(dt), times, sphere=False, x0=y0,
                                         radius=stability_radius(tab),
-                                        tangent=_positions_tangent(sphere, d)))
+                                        tangent=_positions_tangent(sphere, d),
+                                        advice="scheme='dopri5'"))
     sol = integrate(RungeKutta(rhs, tab, project=_project(sphere, d)), y0, times,
                     controller=controller, output=output,
                     dt0=dt if tab.adaptive else None, max_steps=max_steps, trackers=trackers,
