@@ -38,7 +38,7 @@ from scipy.integrate import solve_ivp
 
 from . import attention
 from .checks import output_times
-from .integrate import StopReason, result_attrs
+from .integrate import IntegrationError, Solution, StopReason, finish, result_attrs
 from .model import Model
 
 GAUSSIAN_KINDS = attention.names(solver="gaussian")
@@ -50,8 +50,9 @@ _SYMMETRY_RTOL = 1e-10
 covariance), beyond which the input is rejected as not symmetric."""
 
 
-class GaussianFlowError(RuntimeError):
-    """The Gaussian ODE could not be continued; ``partial`` holds the times reached.
+class GaussianFlowError(IntegrationError):
+    """The Gaussian ODE could not be continued; ``partial`` holds the times reached (also
+    ``.dataset``, with ``.t`` and ``.reason`` as every :class:`meanfield.integrate.IntegrationError`).
 
     Attributes:
         time: the time at which integration stopped.
@@ -61,8 +62,9 @@ class GaussianFlowError(RuntimeError):
     """
 
     def __init__(self, msg: str, *, time: float, mean: np.ndarray, cov: np.ndarray,
-                 partial: xr.Dataset | None = None) -> None:
-        super().__init__(msg)
+                 partial: xr.Dataset | None = None,
+                 reason: StopReason = StopReason.STEP_TOO_SMALL) -> None:
+        super().__init__(msg, partial, time, reason)
         self.time = time
         self.mean = mean
         self.cov = cov
@@ -81,6 +83,7 @@ class BlowUpError(GaussianFlowError):
 
     def __init__(self, msg: str, *, eigenvalue: float, eigenvector: np.ndarray,
                  blowup_time: float, **kw: Any) -> None:
+        kw.setdefault("reason", StopReason.BLOW_UP)
         super().__init__(msg, **kw)
         self.eigenvalue = eigenvalue
         self.eigenvector = eigenvector
@@ -286,9 +289,21 @@ def solve_gaussian(model: Model, mean0: Any, cov0: Any, t: Any, *, rtol: float =
         sol_t, sol_y, status, message, events = times, y0[:, None], 0, "single time", None
         nfev = nsteps = 0
     else:
-        with np.errstate(over="ignore", invalid="ignore"):
-            sol = solve_ivp(rhs, (times[0], times[-1]), y0, method=method, t_eval=times,
-                            rtol=rtol, atol=atol, events=blowup, dense_output=True)
+        try:
+            with np.errstate(over="ignore", invalid="ignore"):
+                sol = solve_ivp(rhs, (times[0], times[-1]), y0, method=method, t_eval=times,
+                                rtol=rtol, atol=atol, events=blowup, dense_output=True)
+        except KeyboardInterrupt:  # scipy keeps nothing: the initial state, marked
+            wall = _time.perf_counter() - start
+            ended = Solution(StopReason.INTERRUPTED, "", float(times[0]), y0, None,
+                             wall_time_s=wall)
+            partial = _dataset(model, times[:1], mean[None], cov[None], result_attrs(
+                title="meanfield solve_gaussian", solver="meanfield.solve_gaussian",
+                model=model.to_json(), settings=settings, scheme=f"scipy-{method}",
+                controller="scipy", rtol=rtol, atol=atol, dt=None, stats={},
+                stop_reason=ended.message, successful=False, t_reached=float(times[0]),
+                wall_time_s=wall))
+            return finish(ended, partial, name="solve_gaussian")
         sol_t, sol_y, status, message, nfev = sol.t, sol.y, sol.status, sol.message, sol.nfev
         nsteps = len(sol.sol.ts) - 1 if sol.sol is not None else 0
         events = sol
@@ -352,12 +367,18 @@ def solve_gaussian(model: Model, mean0: Any, cov0: Any, t: Any, *, rtol: float =
         reason = f"the integrator stopped at t = {t_stop:.12g}: {message}"
     settings.update(stop_time=t_stop, blowup_time=t_star)
     partial = _dataset(model, sol_t, means, covs, attrs(reason, False, t_stop))
-    if not throw:
-        return partial
-    if blown:
-        raise BlowUpError(reason, time=t_stop, mean=m_stop, cov=c_stop, partial=partial,
-                          eigenvalue=lam_max, eigenvector=v_max, blowup_time=t_star)
-    raise GaussianFlowError(reason, time=t_stop, mean=m_stop, cov=c_stop, partial=partial)
+    ended = Solution(StopReason.BLOW_UP if blown else StopReason.STEP_TOO_SMALL, reason, t_stop,
+                     y0, None, num_steps=int(nsteps), num_accepted=int(nsteps),
+                     num_evaluations=int(nfev), wall_time_s=wall)
+
+    def error(msg: str, result: Any, t_reached: float, why: StopReason) -> GaussianFlowError:
+        if blown:
+            return BlowUpError(msg, time=t_reached, mean=m_stop, cov=c_stop, partial=result,
+                               eigenvalue=lam_max, eigenvector=v_max, blowup_time=t_star)
+        return GaussianFlowError(msg, time=t_reached, mean=m_stop, cov=c_stop, partial=result,
+                                 reason=why)
+
+    return finish(ended, partial, name="solve_gaussian", error=error, throw=throw)
 
 
 __all__ = [

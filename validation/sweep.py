@@ -98,10 +98,6 @@ class SweepError(IntegrationError):
         self.cell = cell
         self.params = params or {}
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (str(self), self.dataset, self.t, self.reason, self.cell, self.params),
-                self.__dict__)
-
 
 def cell_seed(seed: int, index: int) -> np.random.SeedSequence:
     """The seed of cell ``index``: ``SeedSequence(seed, spawn_key=(index,))``.

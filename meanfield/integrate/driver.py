@@ -54,6 +54,7 @@ class StopReason(enum.Enum):
     STEP_TOO_SMALL = "the step size fell below its minimum"
     NON_FINITE = "the solution became non-finite"
     UNSTABLE = "a monitor found the step too large for the dynamics"
+    BLOW_UP = "the solution blows up in finite time"
     INTERRUPTED = "interrupted by the user"
 
     @property
@@ -81,7 +82,7 @@ class IntegrationError(RuntimeError):
         self.reason = reason
 
     def __reduce__(self) -> tuple[Any, ...]:  # pickled whole (a Dask worker's cell)
-        return (type(self), (str(self), self.dataset, self.t, self.reason), self.__dict__)
+        return (_restore, (type(self), str(self)), self.__dict__)
 
 
 class Interrupted(KeyboardInterrupt):
@@ -92,7 +93,14 @@ class Interrupted(KeyboardInterrupt):
         self.dataset = dataset
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (str(self), self.dataset), self.__dict__)
+        return (_restore, (type(self), str(self)), self.__dict__)
+
+
+def _restore(cls: type[BaseException], msg: str) -> BaseException:
+    """An exception of ``cls`` with message ``msg`` whose attributes come from pickle's state:
+    every subclass of :class:`IntegrationError` and :class:`Interrupted` pickles whole,
+    whatever its ``__init__`` takes."""
+    return cls.__new__(cls, msg)
 
 
 @dataclass

@@ -16,13 +16,14 @@ with ``throw=False``, returns its partial result, whose ``attrs`` (``successful 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from .driver import IntegrationError, Interrupted, Solution, StopReason
 
 
 def finish(sol: Solution, result: Any, *, name: str,
-           error: type[IntegrationError] = IntegrationError, throw: bool = True,
+           error: Callable[[str, Any, float, StopReason], BaseException] = IntegrationError,
+           throw: bool = True,
            out: str | Path | None = None, kept: str = "results are kept up to") -> Any:
     """End a run: write, raise or return (see the module docstring).
 
@@ -32,7 +33,9 @@ def finish(sol: Solution, result: Any, *, name: str,
             the run ended), or ``None`` where there is none (an ensemble cell).
         name: who ran (``"solve"``, ``"particles"``, ``"phase diagram cell beta = 4"``), the
             start of every message.
-        error: the :class:`IntegrationError` subclass raised when the run did not succeed.
+        error: the :class:`IntegrationError` subclass raised when the run did not succeed
+            (or a function of ``(message, result, t_reached, reason)`` that makes it, for
+            an error that carries more, like :class:`meanfield.gaussian.BlowUpError`).
         throw: raise ``error`` (else return ``result``, marked unsuccessful by its ``attrs``).
         out: the NetCDF file the result is written to, whatever the outcome.
         kept: the words before the time reached in the error's message.
