@@ -66,7 +66,7 @@ def stability_radius(tableau: Any) -> float:
     name = getattr(tableau, "name", None)
     if name in STABILITY_RADIUS:
         return STABILITY_RADIUS[name]
-    a = np.asarray(tableau.A, dtype=float)
+    a = np.asarray(tableau.a, dtype=float)
     b = np.asarray(tableau.b, dtype=float)
     one = np.ones(b.size)
 
