@@ -252,7 +252,7 @@ MAX_STEPS = 1_000_000
 runs (:func:`check_cell_steps`), with the estimate."""
 
 
-def check_cell_steps(times: Sequence[float], dt: float, betas: Sequence[float],
+def check_cell_steps(times: ArrayLike, dt: float, betas: ArrayLike,
                      attention: str, max_steps: int = MAX_STEPS) -> None:
     """Refuse, before any work, a step whose cells could not finish: ``ValueError`` with the
     estimated number of steps at the largest ``beta`` (for USA the step is ``dt e^{-beta}``,

@@ -214,7 +214,7 @@ def solve_lagrangian(
     if progress:
         trackers.append(ProgressTracker(desc="solve_lagrangian", leave=False))
     monitors = []
-    if not tab.adaptive:  # a fixed step: h L against the stability bound of the scheme
+    if dt is not None and not tab.adaptive:  # a fixed step: h L against the scheme's bound
         monitors.append(StepSizeMonitor(rhs, tab.name, float(dt), times, sphere=False, x0=y0,
                                         radius=stability_radius(tab),
                                         tangent=_positions_tangent(sphere, d),
