@@ -20,7 +20,7 @@ import pytest
 import xarray as xr
 
 from meanfield.cli import main
-from meanfield.integrate import Interrupted, StopReason
+from meanfield.integrate import IntegrationError, Interrupted, StopReason
 from validation.metastability import cluster_counts
 from validation.phase_diagram import phase_diagram
 from validation.sweep import SweepError, sweep
@@ -224,3 +224,32 @@ def test_interrupted_phase_diagram_in_python_keeps_what_finished(tmp_path, monke
     assert np.isfinite(ds["probability"].sel(beta=1.0).values).all()
     assert np.isnan(ds["probability"].sel(beta=2.0).values).all() and "t_half" in ds
     assert [p.name for p in tmp_path.glob("cell-*.nc")] == ["cell-000000.nc"]
+
+
+def _flaky(a: float, rng: np.random.Generator) -> xr.Dataset:
+    if a in (1.0, 3.0):
+        raise IntegrationError(f"cell a = {a} did not converge", None, 0.5, StopReason.NON_FINITE)
+    return xr.Dataset({"y": ("k", a + rng.standard_normal(2)), "n": ("k", np.arange(2))})
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_failed_cells_stop_or_are_recorded_on_every_scheduler(tmp_path, workers):
+    """The same rule in this process and on a (threaded) cluster: stop with SweepError naming
+    the cell, or record it as NaN (integers become floats) with a count, never stored."""
+    grid = {"a": [0.0, 1.0, 2.0, 3.0]}
+    kw = dict(progress=False, workers=workers, processes=False, seed=3)
+    with pytest.raises(SweepError, match=r"cell (1|3) \(a = (1|3)\.0\) failed: cell a = "
+                                         r"(1|3)\.0 did not converge") as info:
+        sweep(_flaky, grid, store=tmp_path / "stop", **kw)
+    assert info.value.reason is StopReason.NON_FINITE and info.value.cell in (1, 3)
+    stored = {p.name for p in (tmp_path / "stop").glob("cell-*.nc")}
+    assert "cell-000001.nc" not in stored and "cell-000003.nc" not in stored
+    ds = sweep(_flaky, grid, store=tmp_path / "rec", on_failure="record", **kw)
+    assert ds.attrs["successful"] == 0 and ds.attrs["num_rejected"] == 2
+    assert ds.attrs["num_accepted"] == 2 and "2 of 4 cells failed" in ds.attrs["stop_reason"]
+    assert np.isnan(ds["y"].values[[1, 3]]).all() and np.isfinite(ds["y"].values[[0, 2]]).all()
+    assert ds["n"].dtype.kind == "f" and np.isnan(ds["n"].values[1]).all()
+    assert sorted(p.name for p in (tmp_path / "rec").glob("cell-*.nc")) == [
+        "cell-000000.nc", "cell-000002.nc"]
+    with pytest.raises(ValueError, match="on_failure must be one of"):
+        sweep(_flaky, grid, on_failure="ignore", **kw)
