@@ -115,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         ds = meanfield.solve(model, domain, rho0, t, form=args.form, rtol=args.rtol, atol=args.atol,
                              max_resolution=args.max_resolution, progress=args.progress,
-                             out=args.out)
+                             out=args.out, overwrite=args.overwrite)
         code = 0
     except ResolutionError as exc:
         print(f"meanfield: {exc}")

@@ -251,11 +251,15 @@ def test_missing_input_file_is_one_line(capsys) -> None:
     assert err.count("\n") == 1 and "/nonexistent/file.nc" in err
 
 
-def test_debug_shows_the_traceback() -> None:
-    with pytest.raises(ValueError, match="--t-max"):
-        main(["--debug", "solve", "circle", "--t-max", "0"])
-    with pytest.raises(ValueError, match="no such file"):
-        main(["plot", "/nonexistent/file.nc", "--debug"])
+def test_debug_shows_the_traceback_and_keeps_the_exit_code(capsys) -> None:
+    # the same codes as without --debug (2 bad input, 130 interrupted), the traceback before
+    # the one-line error
+    assert main(["--debug", "solve", "zonal", "--times", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" in err and err.endswith("meanfield solve: error: --times must be >= 2, got 1\n")
+    assert main(["plot", "/nonexistent/other.nc", "--debug"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "ValueError: no such file" in err
 
 
 def test_interrupt_is_one_line_and_130(monkeypatch, capsys) -> None:
@@ -266,8 +270,22 @@ def test_interrupt_is_one_line_and_130(monkeypatch, capsys) -> None:
     assert main(["solve", "circle"]) == 130
     err = capsys.readouterr().err
     assert err == "meanfield solve: error: interrupted\n"
-    with pytest.raises(KeyboardInterrupt):
-        main(["solve", "circle", "--debug"])
+    assert main(["solve", "sphere", "--debug"]) == 130
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "KeyboardInterrupt" in err
+    assert err.endswith("meanfield solve: error: interrupted\n")
+
+
+def test_debug_exit_code_in_a_real_process(tmp_path) -> None:
+    # the reproduction exited 1 with --debug (the traceback of an uncaught error), 2 without
+    code = "import sys; from meanfield.cli import main; sys.exit(main(sys.argv[1:]))"
+    argv = ["particles", "--n", "0", "--out", str(tmp_path / "p.nc")]
+    for extra in ([], ["--debug"]):
+        proc = subprocess.run([sys.executable, "-c", code, *argv, *extra], capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.endswith("meanfield particles: error: --n must be >= 1, got 0\n")
+        assert ("Traceback" in proc.stderr) == bool(extra)
 
 
 def test_unreadable_output_is_one_line(tmp_path, capsys) -> None:
