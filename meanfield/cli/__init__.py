@@ -98,6 +98,11 @@ _OUTPUTS = {"out": "--out", "plot": "--plot", "plot_clusters": "--plot-clusters"
 """The options that name files a command writes."""
 
 
+FOLDER_KEY = "_meanfield_folder_outputs"
+"""Namespace attribute listing the output options of a command that name folders (checked by
+the command itself, with :func:`meanfield.io.check_folder`, after what needs no output)."""
+
+
 def _check_outputs(args: argparse.Namespace) -> None:
     """Every command that writes files declares ``--overwrite``: its outputs are checked before
     any computation (``meanfield.io.check_writable``: not a folder, not under a file, writable,
@@ -106,9 +111,10 @@ def _check_outputs(args: argparse.Namespace) -> None:
 
     if "overwrite" not in vars(args):
         return
+    folders = getattr(args, FOLDER_KEY, ())
     for dest, flag in _OUTPUTS.items():
         value = vars(args).get(dest)
-        if isinstance(value, Path):
+        if isinstance(value, Path) and dest not in folders:
             check_writable(value, overwrite=args.overwrite, name=flag)
 
 

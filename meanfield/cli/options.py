@@ -149,8 +149,7 @@ OPTIONS: dict[str, Option] = {
     # the model (docs/equations.md sections 2 and 3)
     "beta": Option("--beta", "inverse temperature beta", _float, 4.0, _NONNEGATIVE,
                    "must be finite and >= 0", metavar="BETA"),
-    "attention": Option("--attention", "attention kind (softmax = SA, unnormalized = USA)",
-                        _attention, "softmax"),
+    "attention": Option("--attention", "attention kind", _attention, "softmax"),
     "value": Option("--value", "+1 attractive (V = I), -1 repulsive (V = -I)", _int, 1,
                     choices=(1, -1)),
     "noise": Option("--noise", "sigma of sigma*Laplacian", _float, 0.0, _NONNEGATIVE,
@@ -279,7 +278,9 @@ OPTIONS: dict[str, Option] = {
 @dataclass(frozen=True)
 class Use:
     """What a command changes of an :class:`Option`: its default, choices (or a function
-    that gives them when the parser is built), ``nargs``, help."""
+    that gives them when the parser is built), ``nargs``, help, and a stricter ``check`` with
+    its ``need`` (``--n`` of a study of pairs must be >= 2), so that every bad value is refused
+    in one wording, the option's, before any work."""
 
     default: Any = None
     choices: tuple[Any, ...] | Callable[[], tuple[Any, ...]] | None = None
@@ -287,9 +288,19 @@ class Use:
     required: bool | None = None
     help: str | None = None
     shown: str | None = None
+    check: Callable[[Any], bool] | None = None
+    need: str | None = None
 
 
 _NONE = Use()
+
+
+def _AT_LEAST_2(v: int) -> bool:  # noqa: N802 (a constant of the table)
+    return v >= 2
+
+
+_PAIRS = Use(default=32, check=_AT_LEAST_2, need="must be >= 2 (clusters are pairs of tokens)")
+"""``--n`` of the studies that count pairs of tokens."""
 
 COMMANDS: dict[str, dict[str, Any]] = {
     "solve": {
@@ -347,10 +358,12 @@ COMMANDS: dict[str, dict[str, Any]] = {
         "seed": 0, "workers": 1, "scheduler": None, "resume": Use(
             help="skip the checks already finished in --out"),
         "list": False, "progress": True,
+        "overwrite": Use(help="replace the records of an earlier run in --out (else a folder "
+                              "holding them is refused before any work)"),
     },
     "phase-diagram": {
-        "n": 32, "d": Use(default=[2], nargs="+",
-                          help="dimension(s) d of S^{d-1} (several give a d axis)"),
+        "n": _PAIRS, "d": Use(default=[2], nargs="+", check=_AT_LEAST_2, need="must be >= 2",
+                              help="dimension(s) d of S^{d-1} (several give a d axis)"),
         "beta_min": 0.1, "beta_max": 9.0, "betas": 90, "t_max": 30.0, "times": 200,
         "delta": 1e-3, "realizations": Use(default=1024, help="random starts per cell"),
         "attention": Use(choices=_kinds("phase_diagram")), "qk": "identity",
@@ -363,7 +376,7 @@ COMMANDS: dict[str, dict[str, Any]] = {
         "backend": "numpy", "device": None, "dtype": "float64",
     },
     "metastability": {
-        "beta": Use(default=[4.0, 9.0], nargs="+", help="inverse temperatures"), "n": 32,
+        "beta": Use(default=[4.0, 9.0], nargs="+", help="inverse temperatures"), "n": _PAIRS,
         "realizations": Use(default=256, help="random starts per beta"), "t_max": 30.0,
         "times": 301, "delta": 1e-3, "attention": Use(choices=_kinds("ensemble")),
         "dt": Use(default=0.1, help="largest RK4 step"), "seed": 0, "workers": 1,
@@ -385,14 +398,19 @@ def option_for(command: str, name: str, **change: Any) -> Option:
     use = COMMANDS.get(command, {}).get(name, _NONE)
     if not isinstance(use, Use):
         use = Use(default=use)
-    fields = {k: getattr(use, k) for k in ("choices", "nargs", "required", "help", "shown")
-              if getattr(use, k) is not None}
+    fields = {k: getattr(use, k) for k in ("choices", "nargs", "required", "help", "shown",
+                                           "check", "need") if getattr(use, k) is not None}
     if use.default is not None:
         fields["default"] = use.default
         fields.setdefault("shown", None)  # the command's own default is shown as it is
     fields.update(change)
     if callable(fields.get("choices")):
         fields["choices"] = tuple(fields["choices"]())
+    if name == "attention" and "help" not in fields:  # the aliases of the kinds offered only
+        offered = fields.get("choices") or opt.choices or attention_registry.names()
+        said = [f"{k} = {a.upper()}" for k in offered
+                for a in attention_registry.resolve(k).aliases]
+        fields["help"] = opt.help + (f" ({', '.join(said)})" if said else "")
     if fields.get("required"):
         fields["default"] = None  # so that check_required sees it missing
     return replace(opt, **fields)

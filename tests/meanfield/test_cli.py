@@ -361,3 +361,59 @@ def test_cli_help_lists_subcommands(capsys) -> None:
     text = capsys.readouterr().out
     for name in ALL:
         assert name in text
+
+
+# -- issue 21: flags passed on, one wording per option ----------------------------------------
+
+
+@pytest.mark.parametrize("domain", ["sphere", "zonal"])
+def test_solve_overwrite_is_passed_on(domain, tmp_path, capsys) -> None:
+    # the reproduction: `meanfield solve DOMAIN --out run.nc --overwrite` refused the file
+    out = tmp_path / "again.nc"
+    argv = ["solve", domain, "--resolution", "8", "--d", "4", "--t-max", "0.05", "--times", "2",
+            "--no-progress", "--out", str(out)]
+    assert main(argv) == 0
+    first = out.stat().st_mtime_ns
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"--out: {out} exists; pass --overwrite to replace it" in err
+    assert "overwrite=True" not in err
+    assert main([*argv, "--overwrite"]) == 0
+    assert out.stat().st_mtime_ns >= first and int(read_netcdf(out).attrs["successful"]) == 1
+
+
+@pytest.mark.parametrize(("command", "extra"), [("phase-diagram", []), ("metastability", [])])
+@pytest.mark.parametrize("n", ["0", "1", "-3"])
+def test_every_too_small_n_is_refused_in_one_wording(command, extra, n, tmp_path, capsys) -> None:
+    assert main([command, "--n", n, "--out", str(tmp_path / "x.nc"), *extra]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"meanfield {command}: error: --n must be >= 2 (clusters are pairs of "
+                   f"tokens), got {n}\n")
+
+
+def test_plot_at_errors_name_the_option(tmp_path, capsys) -> None:
+    out = tmp_path / "c.nc"
+    assert main(["solve", "circle", "--resolution", "16", "--t-max", "0.3", "--times", "3",
+                 "--no-progress", "--out", str(out)]) == 0
+    capsys.readouterr()
+    for at in ("0.7", "-0.1", "nan"):
+        assert main(["plot", str(out), "--at", at, "--out", str(tmp_path / "c.png")]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"meanfield plot: error: --at {float(at):g} is outside the saved "
+                              "times [0, 0.3]"), err
+        assert "times:" not in err and not (tmp_path / "c.png").exists()
+
+
+@pytest.mark.parametrize("command", ALL)
+def test_attention_help_names_only_kinds_offered(command, capsys) -> None:
+    parser = _subparsers(build_parser())[command]
+    for action in parser._actions:
+        if action.dest != "attention":
+            continue
+        for kind in ("softmax", "unnormalized"):
+            if f"{kind} =" in action.help:
+                assert kind in action.option.choices, (command, action.help)
+    # gaussian offers no unnormalized kind: its help said "unnormalized = USA"
+    gaussian = _subparsers(build_parser())["gaussian"]
+    (att,) = [a for a in gaussian._actions if a.dest == "attention"]
+    assert "unnormalized" not in att.option.choices and "USA" not in att.help
