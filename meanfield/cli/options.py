@@ -262,6 +262,19 @@ OPTIONS: dict[str, Option] = {
                      str, shown="cpu"),
     "dtype": Option("--dtype", "floating-point precision of the state", str, "float64",
                     choices=("float64", "float32")),
+    # the token study of a trained model (meanfield tokens, docs/real_model.md)
+    "text": Option("--text", "a UTF-8 text file; passages are its paragraphs (blank-line "
+                   "separated)", Path, metavar="FILE", shown="none"),
+    "corpus": Option("--corpus", "the builtin public-domain passages", str,
+                     choices=("builtin",), shown="builtin, unless --text"),
+    "bins": Option("--bins", "histogram bins on [-1, 1]", _int, 40, lambda v: v >= 1,
+                   "must be >= 1"),
+    "dynamics_passages": Option("--dynamics-passages", "run the dynamics on the first N "
+                                "passages (0: none)", _int, None, lambda v: v >= 0,
+                                "must be >= 0", metavar="N", shown="all"),
+    "no_fit": Option("--no-fit", "skip the toy-model beta fit", None, False, flag_only=True),
+    "passage": Option("--passage", "the passage shown in the per-layer histograms", _int, 0,
+                      lambda v: v >= 0, "must be >= 0"),
     # output
     "out": Option("--out", "file to write", Path, shown="no file written"),
     "plot": Option("--plot", "also draw the result to this PNG", Path, shown="no figure"),
@@ -387,6 +400,20 @@ COMMANDS: dict[str, dict[str, Any]] = {
         "plot": Use(help="PNG of the angles against time (Figure 4)"),
         "plot_clusters": None, "overwrite": False,
         "backend": "numpy", "device": None, "dtype": "float64",
+    },
+    "tokens": {  # the study's defaults are validation.tokens.DEFAULTS (a test keeps them equal)
+        "text": None, "corpus": None, "out": Use(default=Path("meanfield-tokens"),
+                                                 help="output folder"),
+        "bins": 40, "delta": Use(default=0.1, check=lambda v: 0 < v <= 2,
+                                 need="must lie in (0, 2]",
+                                 help="cluster threshold: pairs with <y_i, y_j> >= 1 - delta "
+                                      "are linked"),
+        "dt": Use(default=0.25, check=lambda v: math.isfinite(v) and 0 < v <= 1,
+                  need="must lie in (0, 1]",
+                  help="RK4 step of the dynamics (one layer = one unit of time)"),
+        "dynamics_passages": None, "no_fit": False, "passage": 0, "progress": True,
+        "overwrite": Use(help="replace the files of an earlier study in --out (else they are "
+                              "refused before any work)"),
     },
 }
 """Per command, its options in ``--help`` order: a default, or a :class:`Use`."""
