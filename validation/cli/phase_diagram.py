@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
             n=args.n, d=d, beta_min=args.beta_min, beta_max=args.beta_max, betas=args.betas,
             t_max=args.t_max, times=args.times, delta=args.delta, realizations=args.realizations,
             attention=args.attention, seed=args.seed, workers=args.workers, qk=args.qk, v=args.v,
-            dt=args.dt, scheduler=args.scheduler, store=store, resume=args.resume,
+            dt=args.dt, scheduler=args.scheduler, store=str(store), resume=args.resume,
             progress=args.progress, backend=args.backend, device=args.device, dtype=args.dtype)
     except ResumeMismatch as exc:
         raise _mismatch(exc, store) from exc
