@@ -417,3 +417,25 @@ def test_attention_help_names_only_kinds_offered(command, capsys) -> None:
     gaussian = _subparsers(build_parser())["gaussian"]
     (att,) = [a for a in gaussian._actions if a.dest == "attention"]
     assert "unnormalized" not in att.option.choices and "USA" not in att.help
+
+
+def test_gaussian_writes_the_partial_result_when_the_integrator_gives_up(tmp_path, monkeypatch,
+                                                                         capsys) -> None:
+    # not only on blow-up: any GaussianFlowError with a partial result is written, exit 1
+    import meanfield.gaussian as g
+
+    real = g.solve_gaussian
+
+    def gives_up(model, mean, cov, times, **kw):
+        partial = real(model, mean, cov, times[:2], **kw)
+        partial.attrs.update(successful=0, stop_reason="the integrator stopped (test)")
+        raise g.GaussianFlowError("the integrator stopped (test)", time=float(times[1]),
+                                  mean=mean, cov=cov, partial=partial)
+
+    monkeypatch.setattr(g, "solve_gaussian", gives_up)
+    out = tmp_path / "g.nc"
+    assert main(["gaussian", "--mean", "[0,1]", "--cov", "[[2,0],[0,1]]", "--t-max", "0.3",
+                 "--times", "4", "--out", str(out)]) == 1
+    assert "the integrator stopped (test)" in capsys.readouterr().err
+    ds = read_netcdf(out)
+    assert ds.sizes["time"] == 2 and int(ds.attrs["successful"]) == 0

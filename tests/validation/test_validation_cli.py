@@ -113,3 +113,21 @@ def test_resume_refusal_names_the_options_that_differ(tmp_path, capsys) -> None:
     assert "--resume: the cells in" in err and "--realizations (2 then, 3 now)" in err
     assert "--qk ('identity' then, 'goe' now)" in err
     assert "kwargs" not in err and "resume=False" not in err and "Traceback" not in err
+
+
+def test_metastability_interrupted_writes_the_finished_parts(tmp_path, monkeypatch, capsys) -> None:
+    def interrupted(**kwargs):  # Ctrl-C during the cluster counts
+        raise KeyboardInterrupt
+
+    import validation.metastability
+
+    monkeypatch.setattr(validation.metastability, "cluster_counts", interrupted)
+    out = tmp_path / "ms.nc"
+    assert main(["metastability", "--beta", "2", "5", "--n", "5", "--t-max", "0.4", "--times",
+                 "3", "--no-progress", "--out", str(out)]) == 130
+    err = capsys.readouterr().err
+    assert "error: interrupted: during the cluster counts; the parts computed" in err and str(out) in err
+    with xr.open_dataset(out, engine="h5netcdf") as ds:
+        assert ds.attrs["successful"] == 0 and "interrupted" in ds.attrs["stop_reason"]
+        assert ds["theta"].shape == (2, 3, 5)  # the trajectories, computed before, are kept
+        assert bool(ds["theta"].notnull().all())
