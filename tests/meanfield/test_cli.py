@@ -439,3 +439,13 @@ def test_gaussian_writes_the_partial_result_when_the_integrator_gives_up(tmp_pat
     assert "the integrator stopped (test)" in capsys.readouterr().err
     ds = read_netcdf(out)
     assert ds.sizes["time"] == 2 and int(ds.attrs["successful"]) == 0
+
+
+def test_an_unresolved_start_is_said_with_the_options(tmp_path, capsys) -> None:
+    # the library's words (rho0, tail_tol) are not the command's: --init and --resolution
+    out = tmp_path / "z.nc"
+    assert main(["solve", "zonal", "--d", "5", "--resolution", "5", "--t-max", "0.1",
+                 "--times", "2", "--no-progress", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "--init modes is not resolved at --resolution 5" in err and "raise --resolution" in err
+    assert "rho0" not in err and "tail_tol" not in err and not out.exists()
