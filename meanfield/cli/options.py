@@ -26,6 +26,9 @@ from .. import attention as attention_registry
 REQUIRED_KEY = "_meanfield_required"
 """Namespace attribute listing ``(dest, flag)`` of the options a command requires."""
 
+TYPED_KEY = "_meanfield_typed"
+"""Namespace attribute mapping each option given to the spelling typed (see :func:`typed`)."""
+
 
 @dataclass(frozen=True)
 class Option:
@@ -470,6 +473,16 @@ class _Store(argparse.Action):
             print(f"meanfield: note: {option_string} is now spelled {self.option.flag}; the old "
                   "spelling goes in the next release", file=sys.stderr)
         setattr(namespace, self.dest, self.option.validate(values, option_string))
+        if option_string is not None:
+            spelled = dict(getattr(namespace, TYPED_KEY, None) or {})
+            spelled[self.dest] = option_string
+            setattr(namespace, TYPED_KEY, spelled)
+
+
+def typed(args: argparse.Namespace, name: str) -> str:
+    """Option ``name`` as the user typed it (an old spelling such as ``--times`` for
+    ``--at``), else its flag: the words of a message about its value."""
+    return (getattr(args, TYPED_KEY, None) or {}).get(name) or OPTIONS[name].flag
 
 
 def add_option(parser: argparse.ArgumentParser, command: str, name: str, **change: Any) -> None:
@@ -529,4 +542,4 @@ def add_parser(subparsers: Any, command: str, *, help: str, description: str,  #
 
 
 __all__ = ["COMMANDS", "OPTIONS", "Option", "Use", "add_option", "add_options", "add_parser",
-           "check_required", "option_for"]
+           "check_required", "option_for", "typed"]

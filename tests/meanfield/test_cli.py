@@ -402,6 +402,9 @@ def test_plot_at_errors_name_the_option(tmp_path, capsys) -> None:
         assert err.startswith(f"meanfield plot: error: --at {float(at):g} is outside the saved "
                               "times [0, 0.3]"), err
         assert "times:" not in err and not (tmp_path / "c.png").exists()
+    # the old spelling is the one named
+    assert main(["plot", str(out), "--times", "2", "--out", str(tmp_path / "c.png")]) == 2
+    assert "error: --times 2 is outside the saved times" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("command", ALL)
