@@ -311,11 +311,11 @@ class Use:
 _NONE = Use()
 
 
-def _AT_LEAST_2(v: int) -> bool:  # noqa: N802 (a constant of the table)
+def _at_least_2(v: int) -> bool:
     return v >= 2
 
 
-_PAIRS = Use(default=32, check=_AT_LEAST_2, need="must be >= 2 (clusters are pairs of tokens)")
+_PAIRS = Use(default=32, check=_at_least_2, need="must be >= 2 (clusters are pairs of tokens)")
 """``--n`` of the studies that count pairs of tokens."""
 
 COMMANDS: dict[str, dict[str, Any]] = {
@@ -378,7 +378,7 @@ COMMANDS: dict[str, dict[str, Any]] = {
                               "holding them is refused before any work)"),
     },
     "phase-diagram": {
-        "n": _PAIRS, "d": Use(default=[2], nargs="+", check=_AT_LEAST_2, need="must be >= 2",
+        "n": _PAIRS, "d": Use(default=[2], nargs="+", check=_at_least_2, need="must be >= 2",
                               help="dimension(s) d of S^{d-1} (several give a d axis)"),
         "beta_min": 0.1, "beta_max": 9.0, "betas": 90, "t_max": 30.0, "times": 200,
         "delta": 1e-3, "realizations": Use(default=1024, help="random starts per cell"),
