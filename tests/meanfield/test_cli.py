@@ -452,3 +452,17 @@ def test_an_unresolved_start_is_said_with_the_options(tmp_path, capsys) -> None:
     err = capsys.readouterr().err
     assert "--init modes is not resolved at --resolution 5" in err and "raise --resolution" in err
     assert "rho0" not in err and "tail_tol" not in err and not out.exists()
+
+
+def test_interrupted_convergence_says_nothing_is_written(tmp_path, monkeypatch, capsys) -> None:
+    import meanfield.convergence
+    from meanfield.integrate import Interrupted
+
+    def interrupted(*args, **kwargs):
+        raise Interrupted("spectral solve interrupted at t = 0.25")
+
+    monkeypatch.setattr(meanfield.convergence, "self_convergence", interrupted)
+    out = tmp_path / "study.nc"
+    assert main(["convergence", "--resolution", "16", "--out", str(out)]) == 130
+    err = capsys.readouterr().err
+    assert f"interrupted at t = 0.25; nothing is written to {out}" in err and not out.exists()
