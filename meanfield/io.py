@@ -2,6 +2,7 @@
 
 .. autosummary::
    check_writable
+   check_folder
    write_netcdf
    write_text
    save_png
@@ -14,7 +15,8 @@ The one policy of every writer (library and command line):
 * **Check first.** :func:`check_writable` runs before any computation: a path that is a
   folder, lies under a file, sits in a folder that cannot be written, or exists already
   (without ``overwrite=True``; the commands' ``--overwrite``) is refused with a
-  ``ValueError`` naming it, so no hour of work ends in a failed write.
+  ``ValueError`` naming it, so no hour of work ends in a failed write; an output folder
+  (:func:`check_folder`) must not be a file and must be writable.
 * **Atomic.** A file is written to ``.NAME.tmp-PID`` beside it, then renamed; a killed write
   never leaves a truncated file, and stale temporaries of dead processes are removed on the
   next write to the same path.
@@ -54,18 +56,15 @@ def _mode() -> int:
     return 0o644 & ~mask
 
 
-def check_writable(path: str | os.PathLike, *, overwrite: bool = False,
-                   name: str = "out") -> Path:
-    """``path`` as a ``Path`` if a result can be written there, else ``ValueError`` naming
-    ``name`` and the reason (a folder, under a file, not writable, exists without
-    ``overwrite``). Creates no file; missing parent folders are fine when they can be made."""
-    p = Path(path)
-    if p.is_dir():
-        msg = f"{name}: {p} is a folder; give a file name"
-        raise ValueError(msg)
-    if p.exists() and not overwrite:
-        msg = f"{name}: {p} exists; pass overwrite=True (--overwrite) to replace it"
-        raise ValueError(msg)
+def _again(name: str) -> str:
+    """How to replace an existing output, in the caller's words: ``--overwrite`` for a
+    command-line option (``name`` starting with ``--``), ``overwrite=True`` for a library
+    argument."""
+    return "pass --overwrite" if name.startswith("--") else "pass overwrite=True"
+
+
+def _writable_parent(p: Path, name: str) -> None:
+    """Refuse ``p`` if its nearest existing ancestor is a file or cannot be written in."""
     parent = p.parent
     while not parent.exists():
         parent = parent.parent
@@ -75,9 +74,44 @@ def check_writable(path: str | os.PathLike, *, overwrite: bool = False,
     if not os.access(parent, os.W_OK | os.X_OK):
         msg = f"{name}: cannot write in {parent} (permission denied)"
         raise ValueError(msg)
+
+
+def check_writable(path: str | os.PathLike, *, overwrite: bool = False,
+                   name: str = "out") -> Path:
+    """``path`` as a ``Path`` if a result can be written there, else ``ValueError`` naming
+    ``name`` and the reason (a folder, under a file, not writable, exists without
+    ``overwrite``). Creates no file; missing parent folders are fine when they can be made.
+    ``name`` is the argument as the caller knows it: ``"out"`` (library) or ``"--out"``
+    (command line), which also words the remedy (``overwrite=True`` or ``--overwrite``)."""
+    p = Path(path)
+    if p.is_dir():
+        msg = f"{name}: {p} is a folder; give a file name"
+        raise ValueError(msg)
+    if p.exists() and not overwrite:
+        msg = f"{name}: {p} exists; {_again(name)} to replace it"
+        raise ValueError(msg)
+    _writable_parent(p, name)
     if p.exists() and not os.access(p, os.W_OK) and not os.access(p.parent, os.W_OK):
         msg = f"{name}: {p} is read-only"
         raise ValueError(msg)
+    return p
+
+
+def check_folder(path: str | os.PathLike, *, name: str = "out") -> Path:
+    """``path`` as a ``Path`` if results can be written into it as a folder, else
+    ``ValueError`` naming ``name`` and the reason (a file, under a file, not writable). An
+    existing folder is accepted: whether its contents may be replaced is the caller's rule
+    (check each file with :func:`check_writable`). Creates nothing."""
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        msg = f"{name}: {p} is a file, not a folder"
+        raise ValueError(msg)
+    if p.is_dir():
+        if not os.access(p, os.W_OK | os.X_OK):
+            msg = f"{name}: cannot write in {p} (permission denied)"
+            raise ValueError(msg)
+        return p
+    _writable_parent(p, name)
     return p
 
 
@@ -180,5 +214,5 @@ def domain_of(ds: xr.Dataset) -> Domain:
     return Domain.from_state(settings["domain"])
 
 
-__all__ = ["WriteError", "check_writable", "domain_of", "model_of", "read_netcdf", "save_png",
+__all__ = ["WriteError", "check_folder", "check_writable", "domain_of", "model_of", "read_netcdf", "save_png",
            "write_netcdf", "write_text"]

@@ -50,10 +50,20 @@ def _initial(args: argparse.Namespace, rng: np.random.Generator) -> np.ndarray:
     return sample_sphere(args.n, args.d, rng, batch=batch)
 
 
+def _write(ds: Any, args: argparse.Namespace) -> None:
+    """Record the command's seed and start in ``settings`` and write ``ds`` to ``--out``."""
+    from meanfield.io import write_netcdf
+
+    settings = json.loads(ds.attrs["settings"])
+    settings.update(seed=int(args.seed), init=args.init)
+    ds.attrs["settings"] = json.dumps(settings, sort_keys=True)
+    write_netcdf(ds, args.out)
+
+
 def run(args: argparse.Namespace) -> int:
     """Simulate, write, report; see the module docstring."""
     from meanfield import Model
-    from meanfield.io import write_netcdf
+    from meanfield.integrate import Interrupted
 
     from .simulate import simulate
 
@@ -67,16 +77,20 @@ def run(args: argparse.Namespace) -> int:
     rng = np.random.default_rng(args.seed)
     x0 = _initial(args, rng)
     t = np.linspace(0.0, args.t_max, args.times)
-    ds = simulate(
-        model, x0, t, geometry=args.geometry, method=args.method, dt=args.dt,
-        rtol=args.rtol, atol=args.atol, memory_limit=int(args.memory_limit_mb * 2**20),
-        observables=not args.no_observables, rng=rng, progress=args.progress, throw=False,
-        backend=args.backend, device=args.device, dtype=args.dtype,
-    )
-    settings = json.loads(ds.attrs["settings"])
-    settings.update(seed=int(args.seed), init=args.init)
-    ds.attrs["settings"] = json.dumps(settings, sort_keys=True)
-    write_netcdf(ds, args.out)
+    try:
+        ds = simulate(
+            model, x0, t, geometry=args.geometry, method=args.method, dt=args.dt,
+            rtol=args.rtol, atol=args.atol, memory_limit=int(args.memory_limit_mb * 2**20),
+            observables=not args.no_observables, rng=rng, progress=args.progress, throw=False,
+            backend=args.backend, device=args.device, dtype=args.dtype,
+        )
+    except Interrupted as exc:  # Ctrl-C: the states up to then are written, as solve does
+        if exc.dataset is None:
+            raise
+        _write(exc.dataset, args)
+        msg = f"{exc}; partial results written to {args.out}"
+        raise Interrupted(msg, exc.dataset) from None
+    _write(ds, args)
     print(f"wrote {args.out}: {ds.sizes['time']} times, n = {args.n}, d = {args.d}, "
           f"{ds.attrs['num_steps']} steps in {ds.attrs['wall_time_s']:.3g} s")
     if not ds.attrs["successful"]:  # kept up to the last accepted state; say so, exit 1

@@ -242,16 +242,50 @@ def _manifest(grid: dict[str, np.ndarray], seed: int, func: Callable[..., Any],
     }
 
 
+class ResumeMismatch(ValueError):
+    """``resume=True`` on a store written by another sweep. ``differences`` maps each setting
+    that differs (``seed``, ``function``, a grid axis, a keyword argument, by its name) to its
+    ``(stored, new)`` values, so that a caller can name them as its user spells them."""
+
+    def __init__(self, msg: str, store: Path, differences: dict[str, tuple[Any, Any]]) -> None:
+        super().__init__(msg)
+        self.store = store
+        self.differences = differences
+
+
+def _differences(old: dict[str, Any], new: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """The settings of two manifests that differ: the grid axes and keyword arguments one by
+    one (by name), the other entries whole."""
+    out: dict[str, tuple[Any, Any]] = {}
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        if a == b:
+            continue
+        if key in ("grid", "kwargs") and isinstance(a, dict) and isinstance(b, dict):
+            out.update({k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b))
+                        if a.get(k) != b.get(k)})
+        else:
+            out[key] = (a, b)
+    return out
+
+
+def short(value: Any, most: int = 40) -> str:
+    """``repr(value)``, cut to ``most`` characters (a long grid stays readable)."""
+    text = repr(value)
+    return text if len(text) <= most else text[: most - 3] + "..."
+
+
 def _prepare_store(store: Path, manifest: dict[str, Any], resume: bool) -> None:
     store.mkdir(parents=True, exist_ok=True)
     path = store / _MANIFEST
     if resume and path.exists():
         old = json.loads(path.read_text())
         if old != manifest:
-            diff = sorted(k for k in manifest if old.get(k) != manifest[k])
-            msg = (f"resume: the sweep stored in {store} differs from this one in {diff}; "
+            diff = _differences(old, manifest)
+            said = ", ".join(f"{k} ({short(a)} stored, {short(b)} now)" for k, (a, b) in diff.items())
+            msg = (f"resume: the sweep stored in {store} differs from this one in {said}; "
                    f"use another store or resume=False")
-            raise ValueError(msg)
+            raise ResumeMismatch(msg, store, diff)
         return
     write_text(path, json.dumps(manifest, indent=1))
 
@@ -533,4 +567,5 @@ def _run_distributed(func: Callable[..., Any], grid: dict[str, np.ndarray], seed
             raise
 
 
-__all__ = ["ON_FAILURE", "TASKS_PER_WORKER", "SweepError", "cell_key", "cell_seed", "sweep", "task_chunks"]
+__all__ = ["ON_FAILURE", "TASKS_PER_WORKER", "ResumeMismatch", "SweepError", "cell_key", "cell_seed", "sweep",
+           "task_chunks"]

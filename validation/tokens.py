@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Sequence
 from importlib import resources
 from typing import Any
@@ -166,6 +167,14 @@ def _passages(passages: Sequence[str] | str | None) -> list[str]:
     return passages
 
 
+def _bar(passages: list[str], desc: str, progress: bool) -> Any:
+    """The passages, with a tqdm bar on stderr when ``progress`` (the command line's
+    ``--progress``; off in library calls)."""
+    from tqdm.auto import tqdm
+
+    return tqdm(passages, desc=desc, unit="passage", disable=not progress, file=sys.stderr)
+
+
 def _bin_coords(bins: int) -> dict[str, Any]:
     edges = np.linspace(-1.0, 1.0, bins + 1)
     return {"bin": ("bin", 0.5 * (edges[1:] + edges[:-1]),
@@ -179,6 +188,7 @@ def token_study(
     bins: int = DEFAULTS["bins"],
     betas: Sequence[float] = DEFAULTS["betas"],
     delta: float = DEFAULTS["delta"],
+    progress: bool = False,
 ) -> xr.Dataset:
     """Figure 1 with a real model: hidden states and per-layer statistics of each passage.
 
@@ -186,6 +196,7 @@ def token_study(
         encoder: a :class:`particles.trained.Encoder` (e.g. ``load_minilm()``).
         passages: texts (default: :func:`builtin_corpus`).
         bins, betas, delta: see :func:`cloud_statistics`.
+        progress: show a progress bar over the passages (stderr).
 
     Returns:
         Dataset with ``hidden_states`` (passage, layer, token, dim; float32, NaN past a
@@ -196,7 +207,7 @@ def token_study(
     """
     _check_options(bins, betas, delta)
     passages = _passages(passages)
-    states = [encoder.hidden_states(p) for p in passages]
+    states = [encoder.hidden_states(p) for p in _bar(passages, "tokens", progress)]
     L1, d = states[0].shape[0], states[0].shape[-1]
     P, T = len(passages), max(s.shape[1] for s in states)
     hs = np.full((P, L1, T, d), np.nan, dtype=np.float32)
@@ -339,6 +350,7 @@ def dynamics_study(
     kernel_beta: float = DEFAULTS["kernel_beta"],
     fit_beta: bool = True,
     variants: Sequence[str] = VARIANTS[1:],
+    progress: bool = False,
 ) -> xr.Dataset:
     """Real tokens against the dynamics driven by the model's own weights, layer by layer.
 
@@ -355,6 +367,7 @@ def dynamics_study(
         kernel_beta: ``beta`` of the kernel distance between clouds.
         fit_beta: also fit the toy model's ``beta`` per layer (:func:`fit_toy_beta`).
         variants: dynamics to run, names of :data:`DYNAMICS`.
+        progress: show a progress bar over the passages (stderr).
 
     Returns:
         Dataset over (variant, passage, layer): ``histogram`` (+ bin), ``mean_inner_product``,
@@ -382,7 +395,7 @@ def dynamics_study(
     hist = np.full(shape + (bins,), np.nan)
     toy_beta = np.full((P, L + 1), np.nan)
     toy_w1 = np.full((P, L + 1), np.nan)
-    for p, text in enumerate(passages):
+    for p, text in enumerate(_bar(passages, "dynamics", progress)):
         states = encoder.hidden_states(text)
         real = _unit(states)
         radii = np.linalg.norm(states[:-1], axis=-1).mean(axis=-1)

@@ -9,7 +9,7 @@ cannot be imported stays in ``meanfield --help``, marked broken, and running it 
 
 Exit codes: 0 success, 1 a run that ended early or failed, 2 bad input (a ``ValueError``, a
 missing file), 130 interrupted. Anticipated errors print one line; ``--debug`` shows the
-traceback.
+traceback before it, and the exit code stays the same.
 """
 
 from __future__ import annotations
@@ -85,13 +85,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _fail(command: str, text: str, code: int) -> int:
+def _fail(command: str, text: str, code: int, exc: BaseException | None = None) -> int:
+    """Print the one-line error (after the traceback of ``exc`` when given: ``--debug``) and
+    return ``code``: the exit code is the same with and without ``--debug``."""
+    if exc is not None:
+        traceback.print_exception(type(exc), exc, exc.__traceback__)
     print(f"meanfield{' ' + command if command else ''}: error: {text}", file=sys.stderr)
     return code
 
 
 _OUTPUTS = {"out": "--out", "plot": "--plot", "plot_clusters": "--plot-clusters"}
 """The options that name files a command writes."""
+
+
+FOLDER_KEY = "_meanfield_folder_outputs"
+"""Namespace attribute listing the output options of a command that name folders (checked by
+the command itself, with :func:`meanfield.io.check_folder`, after what needs no output)."""
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
@@ -102,9 +111,10 @@ def _check_outputs(args: argparse.Namespace) -> None:
 
     if "overwrite" not in vars(args):
         return
+    folders = getattr(args, FOLDER_KEY, ())
     for dest, flag in _OUTPUTS.items():
         value = vars(args).get(dest)
-        if isinstance(value, Path):
+        if isinstance(value, Path) and dest not in folders:
             check_writable(value, overwrite=args.overwrite, name=flag)
 
 
@@ -126,23 +136,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         _check_outputs(args)
         return int(args.func(args) or 0)
     except KeyboardInterrupt as exc:
-        if debug:
-            raise
         said = str(exc).strip()  # meanfield.integrate.Interrupted says what was kept
-        return _fail(command, f"interrupted: {said}" if said else "interrupted", 130)
+        return _fail(command, f"interrupted: {said}" if said else "interrupted", 130,
+                     exc if debug else None)
     except ValueError as exc:
-        if debug:
-            raise
-        return _fail(command, str(exc), 2)
+        return _fail(command, str(exc), 2, exc if debug else None)
     except FileNotFoundError as exc:
-        if debug:
-            raise
-        return _fail(command, f"no such file: {exc.filename or exc}", 2)
+        return _fail(command, f"no such file: {exc.filename or exc}", 2, exc if debug else None)
     except OSError as exc:
-        if debug:
-            raise
         where = f": {exc.filename}" if exc.filename else ""
-        return _fail(command, f"{exc.strerror or exc}{where}", 1)
+        return _fail(command, f"{exc.strerror or exc}{where}", 1, exc if debug else None)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 Matrices and vectors are given as JSON (``--Q "[[1,0],[0,1]]"``), or the whole model as a
 JSON file written by ``Model.to_json()`` (``--model model.json``). Writes the Dataset as
 NetCDF (atomically) and, optionally, a PNG of the ellipses (``d = 2``) or eigenvalues.
-Exit code 0 on success, 1 on blow-up (the partial result is still written), 2 on bad input.
+Exit code 0 on success, 1 on blow-up or when the integrator gives up (the partial result is
+still written), 2 on bad input.
 See ``docs/gaussian.md`` and docs/equations.md section 4.
 """
 
@@ -53,7 +54,7 @@ def draw(ds: Any, path: Path) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Solve, report the final state, write the outputs; see the module docstring."""
-    from ..gaussian import BlowUpError, solve_gaussian
+    from ..gaussian import GaussianFlowError, solve_gaussian
     from ..io import write_netcdf
 
     model = _model(args)
@@ -61,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     code = 0
     try:
         ds = solve_gaussian(model, args.mean, args.cov, times, rtol=args.rtol, atol=args.atol)
-    except BlowUpError as exc:
+    except GaussianFlowError as exc:  # a blow-up, or the integrator gave up
         if exc.partial is None:
             raise
         print(f"meanfield gaussian: {exc}", file=sys.stderr)

@@ -26,6 +26,9 @@ from .. import attention as attention_registry
 REQUIRED_KEY = "_meanfield_required"
 """Namespace attribute listing ``(dest, flag)`` of the options a command requires."""
 
+TYPED_KEY = "_meanfield_typed"
+"""Namespace attribute mapping each option given to the spelling typed (see :func:`typed`)."""
+
 
 @dataclass(frozen=True)
 class Option:
@@ -149,8 +152,7 @@ OPTIONS: dict[str, Option] = {
     # the model (docs/equations.md sections 2 and 3)
     "beta": Option("--beta", "inverse temperature beta", _float, 4.0, _NONNEGATIVE,
                    "must be finite and >= 0", metavar="BETA"),
-    "attention": Option("--attention", "attention kind (softmax = SA, unnormalized = USA)",
-                        _attention, "softmax"),
+    "attention": Option("--attention", "attention kind", _attention, "softmax"),
     "value": Option("--value", "+1 attractive (V = I), -1 repulsive (V = -I)", _int, 1,
                     choices=(1, -1)),
     "noise": Option("--noise", "sigma of sigma*Laplacian", _float, 0.0, _NONNEGATIVE,
@@ -263,6 +265,19 @@ OPTIONS: dict[str, Option] = {
                      str, shown="cpu"),
     "dtype": Option("--dtype", "floating-point precision of the state", str, "float64",
                     choices=("float64", "float32")),
+    # the token study of a trained model (meanfield tokens, docs/real_model.md)
+    "text": Option("--text", "a UTF-8 text file; passages are its paragraphs (blank-line "
+                   "separated)", Path, metavar="FILE", shown="none"),
+    "corpus": Option("--corpus", "the builtin public-domain passages", str,
+                     choices=("builtin",), shown="builtin, unless --text"),
+    "bins": Option("--bins", "histogram bins on [-1, 1]", _int, 40, lambda v: v >= 1,
+                   "must be >= 1"),
+    "dynamics_passages": Option("--dynamics-passages", "run the dynamics on the first N "
+                                "passages (0: none)", _int, None, lambda v: v >= 0,
+                                "must be >= 0", metavar="N", shown="all"),
+    "no_fit": Option("--no-fit", "skip the toy-model beta fit", None, False, flag_only=True),
+    "passage": Option("--passage", "the passage shown in the per-layer histograms", _int, 0,
+                      lambda v: v >= 0, "must be >= 0"),
     # output
     "out": Option("--out", "file to write", Path, shown="no file written"),
     "plot": Option("--plot", "also draw the result to this PNG", Path, shown="no figure"),
@@ -279,7 +294,9 @@ OPTIONS: dict[str, Option] = {
 @dataclass(frozen=True)
 class Use:
     """What a command changes of an :class:`Option`: its default, choices (or a function
-    that gives them when the parser is built), ``nargs``, help."""
+    that gives them when the parser is built), ``nargs``, help, and a stricter ``check`` with
+    its ``need`` (``--n`` of a study of pairs must be >= 2), so that every bad value is refused
+    in one wording, the option's, before any work."""
 
     default: Any = None
     choices: tuple[Any, ...] | Callable[[], tuple[Any, ...]] | None = None
@@ -287,9 +304,19 @@ class Use:
     required: bool | None = None
     help: str | None = None
     shown: str | None = None
+    check: Callable[[Any], bool] | None = None
+    need: str | None = None
 
 
 _NONE = Use()
+
+
+def _at_least_2(v: int) -> bool:
+    return v >= 2
+
+
+_PAIRS = Use(default=32, check=_at_least_2, need="must be >= 2 (clusters are pairs of tokens)")
+"""``--n`` of the studies that count pairs of tokens."""
 
 COMMANDS: dict[str, dict[str, Any]] = {
     "solve": {
@@ -347,10 +374,12 @@ COMMANDS: dict[str, dict[str, Any]] = {
         "seed": 0, "workers": 1, "scheduler": None, "resume": Use(
             help="skip the checks already finished in --out"),
         "list": False, "progress": True,
+        "overwrite": Use(help="replace the records of an earlier run in --out (else a folder "
+                              "holding them is refused before any work)"),
     },
     "phase-diagram": {
-        "n": 32, "d": Use(default=[2], nargs="+",
-                          help="dimension(s) d of S^{d-1} (several give a d axis)"),
+        "n": _PAIRS, "d": Use(default=[2], nargs="+", check=_at_least_2, need="must be >= 2",
+                              help="dimension(s) d of S^{d-1} (several give a d axis)"),
         "beta_min": 0.1, "beta_max": 9.0, "betas": 90, "t_max": 30.0, "times": 200,
         "delta": 1e-3, "realizations": Use(default=1024, help="random starts per cell"),
         "attention": Use(choices=_kinds("phase_diagram")), "qk": "identity",
@@ -363,7 +392,7 @@ COMMANDS: dict[str, dict[str, Any]] = {
         "backend": "numpy", "device": None, "dtype": "float64",
     },
     "metastability": {
-        "beta": Use(default=[4.0, 9.0], nargs="+", help="inverse temperatures"), "n": 32,
+        "beta": Use(default=[4.0, 9.0], nargs="+", help="inverse temperatures"), "n": _PAIRS,
         "realizations": Use(default=256, help="random starts per beta"), "t_max": 30.0,
         "times": 301, "delta": 1e-3, "attention": Use(choices=_kinds("ensemble")),
         "dt": Use(default=0.1, help="largest RK4 step"), "seed": 0, "workers": 1,
@@ -375,6 +404,20 @@ COMMANDS: dict[str, dict[str, Any]] = {
         "plot_clusters": None, "overwrite": False,
         "backend": "numpy", "device": None, "dtype": "float64",
     },
+    "tokens": {  # the study's defaults are validation.tokens.DEFAULTS (a test keeps them equal)
+        "text": None, "corpus": None, "out": Use(default=Path("meanfield-tokens"),
+                                                 help="output folder"),
+        "bins": 40, "delta": Use(default=0.1, check=lambda v: 0 < v <= 2,
+                                 need="must lie in (0, 2]",
+                                 help="cluster threshold: pairs with <y_i, y_j> >= 1 - delta "
+                                      "are linked"),
+        "dt": Use(default=0.25, check=lambda v: math.isfinite(v) and 0 < v <= 1,
+                  need="must lie in (0, 1]",
+                  help="RK4 step of the dynamics (one layer = one unit of time)"),
+        "dynamics_passages": None, "no_fit": False, "passage": 0, "progress": True,
+        "overwrite": Use(help="replace the files of an earlier study in --out (else they are "
+                              "refused before any work)"),
+    },
 }
 """Per command, its options in ``--help`` order: a default, or a :class:`Use`."""
 
@@ -385,14 +428,19 @@ def option_for(command: str, name: str, **change: Any) -> Option:
     use = COMMANDS.get(command, {}).get(name, _NONE)
     if not isinstance(use, Use):
         use = Use(default=use)
-    fields = {k: getattr(use, k) for k in ("choices", "nargs", "required", "help", "shown")
-              if getattr(use, k) is not None}
+    fields = {k: getattr(use, k) for k in ("choices", "nargs", "required", "help", "shown",
+                                           "check", "need") if getattr(use, k) is not None}
     if use.default is not None:
         fields["default"] = use.default
         fields.setdefault("shown", None)  # the command's own default is shown as it is
     fields.update(change)
     if callable(fields.get("choices")):
         fields["choices"] = tuple(fields["choices"]())
+    if name == "attention" and "help" not in fields:  # the aliases of the kinds offered only
+        offered = fields.get("choices") or opt.choices or attention_registry.names()
+        said = [f"{k} = {a.upper()}" for k in offered
+                for a in attention_registry.resolve(k).aliases]
+        fields["help"] = opt.help + (f" ({', '.join(said)})" if said else "")
     if fields.get("required"):
         fields["default"] = None  # so that check_required sees it missing
     return replace(opt, **fields)
@@ -425,6 +473,16 @@ class _Store(argparse.Action):
             print(f"meanfield: note: {option_string} is now spelled {self.option.flag}; the old "
                   "spelling goes in the next release", file=sys.stderr)
         setattr(namespace, self.dest, self.option.validate(values, option_string))
+        if option_string is not None:
+            spelled = dict(getattr(namespace, TYPED_KEY, None) or {})
+            spelled[self.dest] = option_string
+            setattr(namespace, TYPED_KEY, spelled)
+
+
+def typed(args: argparse.Namespace, name: str) -> str:
+    """Option ``name`` as the user typed it (an old spelling such as ``--times`` for
+    ``--at``), else its flag: the words of a message about its value."""
+    return (getattr(args, TYPED_KEY, None) or {}).get(name) or OPTIONS[name].flag
 
 
 def add_option(parser: argparse.ArgumentParser, command: str, name: str, **change: Any) -> None:
@@ -484,4 +542,4 @@ def add_parser(subparsers: Any, command: str, *, help: str, description: str,  #
 
 
 __all__ = ["COMMANDS", "OPTIONS", "Option", "Use", "add_option", "add_options", "add_parser",
-           "check_required", "option_for"]
+           "check_required", "option_for", "typed"]

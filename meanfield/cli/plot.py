@@ -10,6 +10,7 @@ imports its users. A file that no drawer accepts (not written by this tool) is r
 from __future__ import annotations
 
 import argparse
+import math
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
@@ -65,9 +66,23 @@ def _read(path: Path) -> Any:
             raise ValueError(msg) from first
 
 
+def _check_at(ds: Any, args: argparse.Namespace) -> None:
+    """Refuse a time of ``--at`` outside the saved times of ``ds`` (named as typed, before
+    drawing; the drawers pick the nearest saved time within round-off of the range)."""
+    if not args.at or "time" not in ds.coords:
+        return
+    t = ds["time"].values
+    for want in args.at:
+        if not (math.isfinite(want) and t[0] - 1e-12 <= want <= t[-1] + 1e-12):
+            msg = (f"{options.typed(args, 'at')} {want:g} is outside the saved times "
+                   f"[{t[0]:g}, {t[-1]:g}] of {args.file}")
+            raise ValueError(msg)
+
+
 def run(args: argparse.Namespace) -> int:
     """Read, pick the drawer for the kind of file, write the PNG."""
     ds = _read(args.file)
+    _check_at(ds, args)
     out = args.out or args.file.with_suffix(".png")
     check_writable(out, overwrite=args.overwrite, name="--out")  # the default name too
     if "log_jacobian" in ds:

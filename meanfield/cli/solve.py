@@ -115,12 +115,19 @@ def run(args: argparse.Namespace) -> int:
     try:
         ds = meanfield.solve(model, domain, rho0, t, form=args.form, rtol=args.rtol, atol=args.atol,
                              max_resolution=args.max_resolution, progress=args.progress,
-                             out=args.out)
+                             out=args.out, overwrite=args.overwrite)
         code = 0
     except ResolutionError as exc:
         print(f"meanfield: {exc}")
         print(f"partial results (up to t = {exc.t:.6g}) written to {args.out}")
         ds, code = exc.dataset, 1
+    except ValueError as exc:  # said in the options' words: the start is the command's
+        if "rho0 is not resolved" not in str(exc):
+            raise
+        tail = domain.tail(domain.forward(rho0))
+        msg = (f"--init {args.init} is not resolved at --resolution {args.resolution} (its "
+               f"spectral tail {tail:.3g} is above the solver's threshold): raise --resolution")
+        raise ValueError(msg) from exc
     print(f"wrote {args.out}: {ds.sizes['time']} times, final resolution "
           f"{int(ds['resolution'][-1])}, {ds.attrs['num_accepted']} steps; {ds.attrs['stop_reason']}")
     if args.plot is not None:

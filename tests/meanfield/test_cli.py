@@ -22,7 +22,7 @@ from meanfield.cli import build_parser, command_entry_points, main, options
 from meanfield.io import read_netcdf
 
 CORE = ("convergence", "gaussian", "plot", "solve")
-ALL = (*CORE, "metastability", "particles", "phase-diagram", "validate")
+ALL = (*CORE, "metastability", "particles", "phase-diagram", "tokens", "validate")
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -35,7 +35,7 @@ def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
 
 def test_every_command_is_registered() -> None:
     # the installed entry points (pyproject.toml) give exactly these commands
-    assert set(ALL) | {"tokens"} <= {ep.name for ep in command_entry_points()}
+    assert set(ALL) <= {ep.name for ep in command_entry_points()}
     assert set(ALL) <= set(_subparsers(build_parser()))
 
 
@@ -251,11 +251,15 @@ def test_missing_input_file_is_one_line(capsys) -> None:
     assert err.count("\n") == 1 and "/nonexistent/file.nc" in err
 
 
-def test_debug_shows_the_traceback() -> None:
-    with pytest.raises(ValueError, match="--t-max"):
-        main(["--debug", "solve", "circle", "--t-max", "0"])
-    with pytest.raises(ValueError, match="no such file"):
-        main(["plot", "/nonexistent/file.nc", "--debug"])
+def test_debug_shows_the_traceback_and_keeps_the_exit_code(capsys) -> None:
+    # the same codes as without --debug (2 bad input, 130 interrupted), the traceback before
+    # the one-line error
+    assert main(["--debug", "solve", "zonal", "--times", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" in err and err.endswith("meanfield solve: error: --times must be >= 2, got 1\n")
+    assert main(["plot", "/nonexistent/other.nc", "--debug"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "ValueError: no such file" in err
 
 
 def test_interrupt_is_one_line_and_130(monkeypatch, capsys) -> None:
@@ -266,8 +270,22 @@ def test_interrupt_is_one_line_and_130(monkeypatch, capsys) -> None:
     assert main(["solve", "circle"]) == 130
     err = capsys.readouterr().err
     assert err == "meanfield solve: error: interrupted\n"
-    with pytest.raises(KeyboardInterrupt):
-        main(["solve", "circle", "--debug"])
+    assert main(["solve", "sphere", "--debug"]) == 130
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "KeyboardInterrupt" in err
+    assert err.endswith("meanfield solve: error: interrupted\n")
+
+
+def test_debug_exit_code_in_a_real_process(tmp_path) -> None:
+    # the reproduction exited 1 with --debug (the traceback of an uncaught error), 2 without
+    code = "import sys; from meanfield.cli import main; sys.exit(main(sys.argv[1:]))"
+    argv = ["particles", "--n", "0", "--out", str(tmp_path / "p.nc")]
+    for extra in ([], ["--debug"]):
+        proc = subprocess.run([sys.executable, "-c", code, *argv, *extra], capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.endswith("meanfield particles: error: --n must be >= 1, got 0\n")
+        assert ("Traceback" in proc.stderr) == bool(extra)
 
 
 def test_unreadable_output_is_one_line(tmp_path, capsys) -> None:
@@ -343,3 +361,108 @@ def test_cli_help_lists_subcommands(capsys) -> None:
     text = capsys.readouterr().out
     for name in ALL:
         assert name in text
+
+
+# -- issue 21: flags passed on, one wording per option ----------------------------------------
+
+
+@pytest.mark.parametrize("domain", ["sphere", "zonal"])
+def test_solve_overwrite_is_passed_on(domain, tmp_path, capsys) -> None:
+    # the reproduction: `meanfield solve DOMAIN --out run.nc --overwrite` refused the file
+    out = tmp_path / "again.nc"
+    argv = ["solve", domain, "--resolution", "8", "--d", "4", "--t-max", "0.05", "--times", "2",
+            "--no-progress", "--out", str(out)]
+    assert main(argv) == 0
+    first = out.stat().st_mtime_ns
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"--out: {out} exists; pass --overwrite to replace it" in err
+    assert "overwrite=True" not in err
+    assert main([*argv, "--overwrite"]) == 0
+    assert out.stat().st_mtime_ns >= first and int(read_netcdf(out).attrs["successful"]) == 1
+
+
+@pytest.mark.parametrize(("command", "extra"), [("phase-diagram", []), ("metastability", [])])
+@pytest.mark.parametrize("n", ["0", "1", "-3"])
+def test_every_too_small_n_is_refused_in_one_wording(command, extra, n, tmp_path, capsys) -> None:
+    assert main([command, "--n", n, "--out", str(tmp_path / "x.nc"), *extra]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"meanfield {command}: error: --n must be >= 2 (clusters are pairs of "
+                   f"tokens), got {n}\n")
+
+
+def test_plot_at_errors_name_the_option(tmp_path, capsys) -> None:
+    out = tmp_path / "c.nc"
+    assert main(["solve", "circle", "--resolution", "16", "--t-max", "0.3", "--times", "3",
+                 "--no-progress", "--out", str(out)]) == 0
+    capsys.readouterr()
+    for at in ("0.7", "-0.1", "nan"):
+        assert main(["plot", str(out), "--at", at, "--out", str(tmp_path / "c.png")]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"meanfield plot: error: --at {float(at):g} is outside the saved "
+                              "times [0, 0.3]"), err
+        assert "times:" not in err and not (tmp_path / "c.png").exists()
+    # the old spelling is the one named
+    assert main(["plot", str(out), "--times", "2", "--out", str(tmp_path / "c.png")]) == 2
+    assert "error: --times 2 is outside the saved times" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ALL)
+def test_attention_help_names_only_kinds_offered(command, capsys) -> None:
+    parser = _subparsers(build_parser())[command]
+    for action in parser._actions:
+        if action.dest != "attention":
+            continue
+        for kind in ("softmax", "unnormalized"):
+            if f"{kind} =" in action.help:
+                assert kind in action.option.choices, (command, action.help)
+    # gaussian offers no unnormalized kind: its help said "unnormalized = USA"
+    gaussian = _subparsers(build_parser())["gaussian"]
+    (att,) = [a for a in gaussian._actions if a.dest == "attention"]
+    assert "unnormalized" not in att.option.choices and "USA" not in att.help
+
+
+def test_gaussian_writes_the_partial_result_when_the_integrator_gives_up(tmp_path, monkeypatch,
+                                                                         capsys) -> None:
+    # not only on blow-up: any GaussianFlowError with a partial result is written, exit 1
+    import meanfield.gaussian as g
+
+    real = g.solve_gaussian
+
+    def gives_up(model, mean, cov, times, **kw):
+        partial = real(model, mean, cov, times[:2], **kw)
+        partial.attrs.update(successful=0, stop_reason="the integrator stopped (test)")
+        raise g.GaussianFlowError("the integrator stopped (test)", time=float(times[1]),
+                                  mean=mean, cov=cov, partial=partial)
+
+    monkeypatch.setattr(g, "solve_gaussian", gives_up)
+    out = tmp_path / "g.nc"
+    assert main(["gaussian", "--mean", "[0,1]", "--cov", "[[2,0],[0,1]]", "--t-max", "0.3",
+                 "--times", "4", "--out", str(out)]) == 1
+    assert "the integrator stopped (test)" in capsys.readouterr().err
+    ds = read_netcdf(out)
+    assert ds.sizes["time"] == 2 and int(ds.attrs["successful"]) == 0
+
+
+def test_an_unresolved_start_is_said_with_the_options(tmp_path, capsys) -> None:
+    # the library's words (rho0, tail_tol) are not the command's: --init and --resolution
+    out = tmp_path / "z.nc"
+    assert main(["solve", "zonal", "--d", "5", "--resolution", "5", "--t-max", "0.1",
+                 "--times", "2", "--no-progress", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "--init modes is not resolved at --resolution 5" in err and "raise --resolution" in err
+    assert "rho0" not in err and "tail_tol" not in err and not out.exists()
+
+
+def test_interrupted_convergence_says_nothing_is_written(tmp_path, monkeypatch, capsys) -> None:
+    import meanfield.convergence
+    from meanfield.integrate import Interrupted
+
+    def interrupted(*args, **kwargs):
+        raise Interrupted("spectral solve interrupted at t = 0.25")
+
+    monkeypatch.setattr(meanfield.convergence, "self_convergence", interrupted)
+    out = tmp_path / "study.nc"
+    assert main(["convergence", "--resolution", "16", "--out", str(out)]) == 130
+    err = capsys.readouterr().err
+    assert f"interrupted at t = 0.25; nothing is written to {out}" in err and not out.exists()

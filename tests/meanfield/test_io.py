@@ -24,7 +24,7 @@ def test_check_writable_refuses_before_any_work(tmp_path):
     cases = {
         tmp_path: "is a folder",
         tmp_path / "file" / "r.nc": "which is a file",
-        tmp_path / "exists.nc": "exists; pass overwrite=True",
+        tmp_path / "exists.nc": "exists; pass overwrite=True to replace",
     }
     for path, match in cases.items():
         with pytest.raises(ValueError, match=match):

@@ -153,6 +153,42 @@ def test_cli_errors(tmp_path, capsys):
     assert "no such file" in capsys.readouterr().err
 
 
+def test_cli_follows_the_conventions_of_the_other_commands(tmp_path, capsys, monkeypatch):
+    # defaults from the study's own table, shown in --help; --progress/--no-progress;
+    # --overwrite; outputs checked before the model is even loaded
+    from meanfield.cli import build_parser, main
+    from particles import trained
+
+    args = build_parser().parse_args(["tokens"])
+    assert (args.bins, args.delta, args.dt) == (T.DEFAULTS["bins"], T.DEFAULTS["delta"],
+                                                T.DEFAULTS["dt"])
+    assert args.progress is True and args.overwrite is False
+    assert build_parser().parse_args(["tokens", "--no-progress"]).progress is False
+    with pytest.raises(SystemExit):
+        main(["tokens", "--help"])
+    text = capsys.readouterr().out
+    for shown in ("(default: 40)", "(default: 0.1)", "(default: 0.25)", "(default: all)",
+                  "(default: meanfield-tokens)", "--no-progress", "--overwrite"):
+        assert shown in text, shown
+    monkeypatch.setattr(trained, "load_minilm", lambda: pytest.fail("loaded the model"))
+    out = tmp_path / "study"
+    out.mkdir()
+    (out / "summary.png").write_bytes(b"old")
+    assert main(["tokens", "--dynamics-passages", "0", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"--out: {out / 'summary.png'} exists; pass --overwrite to replace it" in err
+    assert (out / "summary.png").read_bytes() == b"old"
+    assert main(["tokens", "--out", str(out / "summary.png")]) == 2  # a file, not a folder
+    assert "is a file, not a folder" in capsys.readouterr().err
+    for argv, said in ((["--delta", "3"], "--delta must lie in (0, 2], got 3.0"),
+                       (["--dt", "0"], "--dt must lie in (0, 1], got 0.0"),
+                       (["--bins", "0"], "--bins must be >= 1, got 0"),
+                       (["--text", "t.txt", "--corpus", "builtin"], "exclude each other")):
+        assert main(["tokens", *argv, "--out", str(tmp_path / "new")]) == 2
+        assert said in capsys.readouterr().err
+    assert not (tmp_path / "new").exists()
+
+
 @pytest.mark.skipif(
     not all(importlib.util.find_spec(m) for m in ("safetensors", "tokenizers", "all_minilm_l6_v2")),
     reason=f"the trained model is not installed ({MODELS_EXTRA})")

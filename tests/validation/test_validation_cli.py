@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from importlib.metadata import entry_points
 
+import pytest
 import xarray as xr
 
 from meanfield.cli import GROUP, main
@@ -44,3 +45,89 @@ def test_phase_diagram_interrupt_says_how_to_resume(tmp_path, monkeypatch, capsy
     err = capsys.readouterr().err
     assert "pd.cells" in err and "--resume" in err and "Traceback" not in err
     assert not out.exists()
+
+
+PD = ["phase-diagram", "--n", "3", "--d", "3", "--betas", "2", "--beta-max", "2", "--t-max",
+      "0.5", "--times", "2", "--realizations", "2", "--no-progress"]
+
+
+def test_validate_checks_its_folder_before_any_check(tmp_path, monkeypatch, capsys) -> None:
+    import validation.runner
+
+    monkeypatch.setattr(validation.runner, "run_suite", lambda *a, **k: pytest.fail("ran"))
+    blocker = tmp_path / "plain-file"
+    blocker.write_text("")
+    for out, said in ((blocker, "is a file, not a folder"),
+                      (blocker / "report", "lies under")):
+        assert main(["validate", "--only", "theory.growth_rates", "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert f"--out: {out}" in err and said in err and "Traceback" not in err
+
+
+def test_validate_refuses_an_earlier_run_without_resume_or_overwrite(tmp_path, monkeypatch,
+                                                                     capsys) -> None:
+    import validation.runner
+    from validation.runner import exit_code
+
+    calls = []
+    monkeypatch.setattr(validation.runner, "run_suite", lambda *a, **k: calls.append(k) or [])
+    out = tmp_path / "report"
+    (out / "checks").mkdir(parents=True)
+    argv = ["validate", "--only", "theory.growth_rates", "--no-progress", "--out", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "holds an earlier run" in err and "--resume" in err and "--overwrite" in err
+    assert calls == []
+    ran = exit_code([])  # the runner's code for no results: the command went ahead
+    assert main([*argv, "--resume"]) == ran and calls[-1]["resume"] is True
+    assert main([*argv, "--overwrite"]) == ran and calls[-1]["resume"] is False
+    assert main(["validate", "--list", "--out", str(blocker := tmp_path / "f")]) == 0  # no output
+    assert not blocker.exists()
+
+
+def test_phase_diagram_never_deletes_a_store_without_overwrite(tmp_path, capsys) -> None:
+    out, store = tmp_path / "a.nc", tmp_path / "kept"
+    assert main([*PD, "--out", str(out), "--store", str(store), "--keep-cells"]) == 0
+    cells = sorted(p.name for p in store.iterdir())
+    assert any(name.startswith("cell-") for name in cells)
+    out2 = tmp_path / "b.nc"  # another --out: only the store is in the way
+    assert main([*PD, "--out", str(out2), "--store", str(store)]) == 2
+    err = capsys.readouterr().err
+    assert f"--store: {store} holds the cells of an earlier run" in err
+    assert sorted(p.name for p in store.iterdir()) == cells and not out2.exists()
+    # the default store (OUT.cells) is named with where it comes from
+    (tmp_path / "c.cells").mkdir()
+    (tmp_path / "c.cells" / "cell-000000.nc").write_text("x")
+    assert main([*PD, "--out", str(tmp_path / "c.nc")]) == 2
+    assert "--store (default: " in capsys.readouterr().err
+    assert main([*PD, "--out", str(out2), "--store", str(store), "--overwrite"]) == 0
+    assert not store.exists()  # started again, and removed after success (no --keep-cells)
+
+
+def test_resume_refusal_names_the_options_that_differ(tmp_path, capsys) -> None:
+    out, store = tmp_path / "a.nc", tmp_path / "cells"
+    assert main([*PD, "--out", str(out), "--store", str(store), "--keep-cells"]) == 0
+    assert main([*PD, "--out", str(out), "--store", str(store), "--resume", "--overwrite",
+                 "--realizations", "3", "--qk", "goe"]) == 2
+    err = capsys.readouterr().err
+    assert "--resume: the cells in" in err and "--realizations (2 then, 3 now)" in err
+    assert "--qk ('identity' then, 'goe' now)" in err
+    assert "kwargs" not in err and "resume=False" not in err and "Traceback" not in err
+
+
+def test_metastability_interrupted_writes_the_finished_parts(tmp_path, monkeypatch, capsys) -> None:
+    def interrupted(**kwargs):  # Ctrl-C during the cluster counts
+        raise KeyboardInterrupt
+
+    import validation.metastability
+
+    monkeypatch.setattr(validation.metastability, "cluster_counts", interrupted)
+    out = tmp_path / "ms.nc"
+    assert main(["metastability", "--beta", "2", "5", "--n", "5", "--t-max", "0.4", "--times",
+                 "3", "--no-progress", "--out", str(out)]) == 130
+    err = capsys.readouterr().err
+    assert "error: interrupted: during the cluster counts; the parts computed" in err and str(out) in err
+    with xr.open_dataset(out, engine="h5netcdf") as ds:
+        assert ds.attrs["successful"] == 0 and "interrupted" in ds.attrs["stop_reason"]
+        assert ds["theta"].shape == (2, 3, 5)  # the trajectories, computed before, are kept
+        assert bool(ds["theta"].notnull().all())

@@ -3,7 +3,9 @@
 Runs :func:`validation.phase_diagram.phase_diagram` (optionally on a Dask cluster), writes
 the Dataset as NetCDF (atomically) and, optionally, a PNG heat map with the curve (6.12).
 Each finished (d, beta) cell is saved under ``OUT.cells/`` as it completes; after an
-interruption, the same command with ``--resume`` computes only the missing cells.
+interruption, the same command with ``--resume`` computes only the missing cells. A store
+that holds an earlier run's cells is never deleted or reused silently: without ``--resume``
+the command is refused before any work unless ``--overwrite`` (start again).
 ``--backend torch --device cuda`` runs the cells on a GPU (one GPU per worker with
 ``--workers``), ``--dtype float32`` in single precision.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
+from pathlib import Path
 from typing import Any
 
 from meanfield.cli import options
@@ -25,21 +28,62 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="probability that <x_1(t), x_2(t)> >= 1 - delta over (t, beta), Figure 3")
 
 
+FLAGS = {"n": "--n", "d": "--d", "beta": "--beta-min/--beta-max/--betas",
+         "times": "--t-max/--times", "delta": "--delta", "realizations": "--realizations",
+         "attention": "--attention", "qk": "--qk", "v": "--v", "dt": "--dt", "seed": "--seed",
+         "backend": "--backend", "device": "--device", "dtype": "--dtype"}
+"""The options of this command by the names :func:`validation.phase_diagram.phase_diagram`
+records in its store (the others, such as the code's version, have no option)."""
+
+
+def _store(args: argparse.Namespace) -> Path:
+    """The cell store, checked before any work: a folder that can be written, and one that
+    holds an earlier run's cells only with ``--resume`` (continue) or ``--overwrite`` (whose
+    old cells are then removed: the run starts again)."""
+    from meanfield.io import check_folder
+
+    store = args.store if args.store is not None else args.out.with_suffix(".cells")
+    name = "--store" if args.store is not None else f"--store (default: {store}, from --out)"
+    check_folder(store, name=name)
+    if args.resume or not store.is_dir() or not any(store.iterdir()):
+        return store
+    if not args.overwrite:
+        msg = (f"{name}: {store} holds the cells of an earlier run; pass --resume to continue "
+               "it, or --overwrite to delete them and start again")
+        raise ValueError(msg)
+    shutil.rmtree(store)
+    return store
+
+
+def _mismatch(exc: Any, store: Path) -> ValueError:
+    """The refusal of ``--resume`` in this command's words: the options that differ."""
+    from validation.sweep import short
+
+    said = ", ".join(f"{FLAGS.get(k, k)} ({short(a)} then, {short(b)} now)"
+                     for k, (a, b) in exc.differences.items())
+    return ValueError(f"--resume: the cells in {store} were computed with other settings: "
+                      f"{said}; resume with the options of that run, or pass --overwrite "
+                      "without --resume to start again (or another --store)")
+
+
 def run(args: argparse.Namespace) -> int:
     """Compute, write, plot; see the module docstring."""
     from meanfield.io import write_netcdf
     from validation.phase_diagram import phase_diagram
     from validation.plots_phase import plot_phase_diagram
+    from validation.sweep import ResumeMismatch
 
     d = args.d[0] if len(args.d) == 1 else args.d
-    store = args.store if args.store is not None else args.out.with_suffix(".cells")
+    store = _store(args)
     try:
         ds = phase_diagram(
             n=args.n, d=d, beta_min=args.beta_min, beta_max=args.beta_max, betas=args.betas,
             t_max=args.t_max, times=args.times, delta=args.delta, realizations=args.realizations,
             attention=args.attention, seed=args.seed, workers=args.workers, qk=args.qk, v=args.v,
-            dt=args.dt, scheduler=args.scheduler, store=store, resume=args.resume,
+            dt=args.dt, scheduler=args.scheduler, store=str(store), resume=args.resume,
             progress=args.progress, backend=args.backend, device=args.device, dtype=args.dtype)
+    except ResumeMismatch as exc:
+        raise _mismatch(exc, store) from exc
     except KeyboardInterrupt:
         print(f"meanfield phase-diagram: interrupted; the finished cells are kept in {store}; "
               "run the same command with --resume to compute only the missing ones",

@@ -2,7 +2,10 @@
 
 With no arguments it runs the quick suite into ``meanfield-validation/`` and exits 0 only if
 every check passes (a check that fails, raises, or whose module fails to import makes the
-exit code 1). See ``docs/validation.md``.
+exit code 1). The output folder is checked before any check runs: a file, or a folder that
+cannot be written, is refused (exit 2, naming ``--out``), and so is a folder that holds an
+earlier run's records unless ``--resume`` (continue it) or ``--overwrite`` (replace them).
+See ``docs/validation.md``.
 """
 
 from __future__ import annotations
@@ -13,14 +16,30 @@ import time
 from pathlib import Path
 from typing import Any
 
-from meanfield.cli import options
+from meanfield.cli import FOLDER_KEY, options
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``validate`` and set ``func``."""
-    return options.add_parser(
+    p = options.add_parser(
         subparsers, "validate", func=run, description=__doc__.split("\n\n")[0],
         help="run the validation suite (particles vs PDE vs theory) and write a report")
+    p.set_defaults(**{FOLDER_KEY: ("out",)})  # checked in run, after --list
+    return p
+
+
+def check_out(args: argparse.Namespace) -> Path:
+    """The report folder ``--out``, checked before any work: not a file, writable, and not
+    holding an earlier run's records or report unless ``--resume`` or ``--overwrite``."""
+    from meanfield.io import check_folder
+
+    out = check_folder(args.out, name="--out")
+    earlier = [p for p in (out / "checks", out / "report.md", out / "report.html") if p.exists()]
+    if earlier and not (args.resume or args.overwrite):
+        msg = (f"--out: {out} holds an earlier run ({earlier[0].name}); pass --resume to "
+               "continue it, or --overwrite to replace its records")
+        raise ValueError(msg)
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
@@ -34,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         for e in entries:
             print(f"{e.name:28s} {'IMPORT ERROR' if isinstance(e, BrokenModule) else e.target}")
         return 1 if any(isinstance(e, BrokenModule) for e in entries) else 0
-    out = Path(args.out)
+    out = check_out(args)
     t0 = time.perf_counter()
     interrupted = False
     results = []

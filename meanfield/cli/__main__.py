@@ -1,0 +1,7 @@
+"""``python -m meanfield.cli ARGS``: the ``meanfield`` command (:func:`meanfield.cli.main`)."""
+
+import sys
+
+from . import main
+
+sys.exit(main())
