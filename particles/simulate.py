@@ -37,6 +37,7 @@ import numpy as np
 import xarray as xr
 
 from meanfield import backend as bk
+from meanfield.blowup import BlowupMonitor
 from meanfield.checks import output_times
 from meanfield.finite import DISSIPATION_NOTE, NOTE, energy_variables, note_nonfinite
 from meanfield.integrate import (
@@ -237,6 +238,8 @@ def simulate(
                                if method in ("rk4", "dopri5") and has_energy(model) else [])
         if method in STABILITY_RADIUS:  # fixed steps: h L against the stability bound
             monitors.append(StepSizeMonitor(f, method, float(dt), t, sphere=sphere, x0=y0))
+        if not sphere:  # tokens in R^d: growth past the model's bound, or non-finite
+            monitors.append(BlowupMonitor(model, x0, float(t[0])))
         times, xs, sol = _run(method, f, y0, t, dt=dt, sphere=sphere, rtol=rtol, atol=atol,
                        max_steps=max_steps, progress=progress, sigma=model.noise,
                        rng=as_rng(rng) if method == "euler_maruyama" else None,

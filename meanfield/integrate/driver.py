@@ -17,6 +17,12 @@ output time. It ends on every path with a :class:`StopReason`:
 * success, or a tracker raising :class:`FinishedSimulation` (early, still successful);
 * a monitor raising :class:`Stop` (e.g. the resolution monitor of :func:`meanfield.solve`);
 * a non-finite state, ``max_steps`` attempted steps, a step below ``1e-13 |t|``;
+* an overflow (:attr:`StopReason.OVERFLOW`): a non-finite field at the start, or an adaptive
+  step that shrank below its minimum while every trial state was non-finite (the cause is
+  the overflow, not the step size); numpy's overflow and invalid-value warnings inside a step
+  are silenced, since the loop handles them and its stop message says so in words;
+* a monitor's explanation of a non-finite state (``explain_non_finite``, e.g. the blow-up
+  monitor of tokens in ``R^d``, :mod:`meanfield.blowup`: :attr:`StopReason.BLOWUP`);
 * ``KeyboardInterrupt``, reported as :attr:`StopReason.INTERRUPTED` (the caller saves what it
   has and re-raises :class:`Interrupted`).
 
@@ -55,6 +61,8 @@ class StopReason(enum.Enum):
     NON_FINITE = "the solution became non-finite"
     UNSTABLE = "a monitor found the step too large for the dynamics"
     INTERRUPTED = "interrupted by the user"
+    OVERFLOW = "the computation overflowed the float64 range"
+    BLOWUP = "the solution blew up"
 
     @property
     def successful(self) -> bool:
@@ -104,7 +112,9 @@ class Replace:
 
 class Monitor(Protocol):
     """Checked after every accepted step: return ``None`` (go on) or :class:`Replace`, or
-    raise :class:`Stop`."""
+    raise :class:`Stop`. A monitor may also define ``explain_non_finite(t, y, h)``, called
+    before the loop stops on a non-finite state, which raises :class:`Stop` with a reason
+    more precise than :attr:`StopReason.NON_FINITE` (or returns to leave it at that)."""
 
     def check(self, t: float, y: np.ndarray, stage: np.ndarray | None, context: Any
               ) -> Replace | None: ...
@@ -140,6 +150,12 @@ class Solution:
 
 
 Output = Callable[[int, float, np.ndarray, Any], None]
+
+
+def _finite(y: Any) -> bool:
+    """Whether every entry of ``y`` is finite: one pass (NaN and inf propagate to the sum)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return cmath.isfinite(complex(y.sum()))
 
 
 def _hermite(s: float, h: float, y0: np.ndarray, f0: np.ndarray, y1: np.ndarray,
@@ -199,7 +215,9 @@ def integrate(
     for tr in trackers:
         tr.initialize(t0, t_end)
     output(0, t0, y, context)
-    stage = stepper.init(y)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # checked below
+        stage = stepper.init(y)
+    start_overflow = stage is not None and not _finite(stage)
     if adaptive:
         dt, cstate = controller.init(y, stage, t_end - t0, stepper.error_order)
         if dt0 is not None:
@@ -212,7 +230,11 @@ def integrate(
     if dense and not adaptive:  # equal steps over the whole span
         nsteps = max(1, math.ceil((t_end - t0) / dt - 1e-9))
         dt = (t_end - t0) / nsteps
+    overflowed = False  # the last trial step was rejected with a non-finite state
     try:
+        if start_overflow:
+            raise Stop(StopReason.OVERFLOW, f"the field is non-finite at the start, t = {t:.6g} "
+                       "(e.g. e^{beta <x, y>} beyond float64)")
         while k_out < len(times):
             target = t_end if dense else float(times[k_out])
             if adaptive or dense:
@@ -228,20 +250,31 @@ def integrate(
                 if target - (t + h) < 1e-9 * h:
                     h = target - t
             if h < min_dt and target - t > min_dt:
+                if overflowed:
+                    raise Stop(StopReason.OVERFLOW, f"every trial step from t = {t:.6g} down to "
+                               f"dt = {h:.3g} gave a non-finite state (a field beyond float64)")
                 raise Stop(StopReason.STEP_TOO_SMALL, f"dt = {h:.3g} at t = {t:.6g}")
             if stats["steps"] >= max_steps:
                 raise Stop(StopReason.MAX_STEPS, f"max_steps={max_steps} reached at t = {t:.6g}")
             stats["steps"] += 1
-            y_new, err, stage_new = stepper.step(y, h, stage)
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # checked below
+                y_new, err, stage_new = stepper.step(y, h, stage)
             if isinstance(controller, PIController):
-                error = controller.error_norm(err, y, y_new)
+                with np.errstate(over="ignore", invalid="ignore"):
+                    error = controller.error_norm(err, y, y_new)
                 accept, dt, cstate = controller.adapt(error, h, stepper.error_order, cstate)
                 if not accept:
                     stats["rejected"] += 1
+                    overflowed = not _finite(y_new)
                     continue
-            if not cmath.isfinite(complex(y_new.sum())):  # one pass; NaN and inf propagate to the sum
+            if not _finite(y_new):
+                for mon in monitors:
+                    explain = getattr(mon, "explain_non_finite", None)
+                    if explain is not None:
+                        explain(t, y, h)
                 raise Stop(StopReason.NON_FINITE, f"non-finite state in the step from t = {t:.6g} "
                            f"to {t + h:.6g}; results are kept up to t = {t:.6g}")
+            overflowed = False
             t_new = target if h == target - t else t + h
             y_new = stepper.project(y_new)
             stats["accepted"] += 1

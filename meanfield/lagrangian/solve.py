@@ -31,6 +31,7 @@ import xarray as xr
 
 from .. import attention as attention_registry
 from .. import backend as bk
+from ..blowup import BlowupMonitor
 from ..checks import output_times
 from ..finite import DISSIPATION_NOTE, energy_variables, note_nonfinite
 from ..integrate import (
@@ -181,8 +182,9 @@ def solve_lagrangian(
     trackers = list(trackers)
     if progress:
         trackers.append(ProgressTracker(desc="solve_lagrangian", leave=False))
+    monitors = [] if sphere else [BlowupMonitor(model, x0, float(times[0]), positions=d)]
     sol = integrate(RungeKutta(rhs, tab, project=_project(sphere, d)), y0, times,
-                    controller=controller, output=output,
+                    controller=controller, output=output, monitors=monitors,
                     dt0=dt if tab.adaptive else None, max_steps=max_steps, trackers=trackers)
     last = np.array(bk.to_numpy(sol.y), dtype=float)
     if sol.t_reached > saved[-1][0] and np.all(np.isfinite(last)):
