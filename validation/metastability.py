@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from meanfield.finite import note_nonfinite
 from particles import count_clusters_angles
 from particles.ensemble import simulate_ensemble
 
@@ -118,7 +119,9 @@ def metastability_cell(beta: float, rng: np.random.Generator, *, n: int, seeds: 
     return xr.Dataset(
         {"clusters": (("seed", "time"), counts),
          "dwell": (("seed", "clusters_state"), dwell),
-         "first_time": (("seed", "clusters_state"), first),
+         "first_time": (("seed", "clusters_state"), first, note_nonfinite(
+             {"long_name": "first time at which a seed has at most that many clusters"}, first,
+             "NaN where the seed never had at most that many clusters up to the last time")),
          "final_clusters": ("seed", counts[:, -1])},
         coords={"time": ("time", t), "clusters_state": np.arange(1, n + 1),
                 "seed": np.arange(seeds)})

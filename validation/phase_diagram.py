@@ -50,7 +50,9 @@ from scipy.stats import norm
 from meanfield import attention as attention_registry
 from meanfield import backend as bk
 from meanfield import theory
+from meanfield.finite import note_nonfinite
 from meanfield.integrate import result_attrs
+from meanfield.special import check_exp_beta
 from particles.ensemble import simulate_ensemble
 
 from .sweep import sweep
@@ -250,7 +252,10 @@ def usa_step(dt: float, beta: float, attention: str) -> float:
     """The RK4 step: ``dt`` for SA; ``dt * exp(-beta)`` for USA, whose field is ``Z_i / n``
     times the SA one with ``Z_i = Σ_j e^{beta <x_i, x_j>} <= n e^{beta}`` (docs/equations.md section
     2), so that its stiffest rate (a cluster contracting) is ``e^{beta}`` times larger."""
-    return dt if _check_attention(attention) == "softmax" else dt * math.exp(-beta)
+    if _check_attention(attention) == "softmax":
+        return dt
+    check_exp_beta(beta, "unnormalized attention in the ensembles (the step dt e^-beta)")
+    return dt * math.exp(-beta)
 
 
 def cell_cost(d: int, beta: float) -> float:
@@ -293,6 +298,7 @@ def phase_cell(beta: float, d: int, rng: np.random.Generator, *, n: int, times: 
                           freeze_above=thr if identity else None, backend=backend,
                           device=device, dtype=dtype)
     inner12 /= realizations
+    t_cross = transition_time(beta, n, delta, attention)
     lo, hi = wilson_interval(pair12, realizations, confidence)
     pmean = pairs.mean(axis=-1)
     perr = pairs.std(axis=-1, ddof=1) / math.sqrt(realizations) if realizations > 1 else (
@@ -306,7 +312,9 @@ def phase_cell(beta: float, d: int, rng: np.random.Generator, *, n: int, times: 
             "pair_probability_stderr": ("time", perr),
             "mean_inner_product": ("time", inner12),
             "gamma": ("time", gamma(beta, n, t, attention)),
-            "transition_time": ((), transition_time(beta, n, delta, attention)),
+            "transition_time": ((), t_cross, note_nonfinite(
+                {"long_name": "time at which the curve (6.12) reaches 1 - delta"}, t_cross,
+                "inf: the curve (6.12) does not reach 1 - delta before t = 1e6")),
         },
         coords={"time": ("time", t, {"long_name": "time t", "units": "1"})},
     )
