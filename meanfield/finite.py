@@ -27,7 +27,8 @@ NOTE = "note"
 
 ENERGY_NOTE = ("inf where E_beta exceeds the float64 range (about 1.8e308; e^beta / (2 beta) "
                "beyond beta ~ 710): log_energy holds log E_beta at every time")
-LOG_ENERGY_NOTE = "-inf where E_beta = 0, NaN where E_beta < 0 (energy holds those values)"
+LOG_ENERGY_NOTE = ("+inf where beta <Q x_i, K x_j> itself exceeds float64 (tokens in R^d at "
+                   "huge beta), -inf where E_beta = 0, NaN where E_beta < 0 (energy holds those)")
 DISSIPATION_NOTE = ("non-finite where the dissipation exceeds the float64 range (it carries "
                     "e^beta, e^{2 beta} for unnormalized attention): the energy's overflow, "
                     "see energy and log_energy")

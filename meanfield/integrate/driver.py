@@ -219,7 +219,8 @@ def integrate(
         stage = stepper.init(y)
     start_overflow = stage is not None and not _finite(stage)
     if adaptive:
-        dt, cstate = controller.init(y, stage, t_end - t0, stepper.error_order)
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # a huge field
+            dt, cstate = controller.init(y, stage, t_end - t0, stepper.error_order)
         if dt0 is not None:
             dt = float(dt0)
     else:
@@ -278,7 +279,9 @@ def integrate(
             t_new = target if h == target - t else t + h
             y_new = stepper.project(y_new)
             stats["accepted"] += 1
-            stage_new = stage_new if stage_new is not None else stepper.init(y_new)
+            if stage_new is None:
+                with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                    stage_new = stepper.init(y_new)  # non-finite: the next step stops
             if dense:
                 while k_out < len(times) and times[k_out] <= t_new + 1e-12 * max(1.0, abs(t_end)):
                     s = min(max((float(times[k_out]) - t) / (t_new - t), 0.0), 1.0)

@@ -85,9 +85,12 @@ class EnergyTerms:
         (at ``beta = 1e300`` too); ``-inf`` where ``E_beta = 0``, NaN where it is negative."""
         a = np.stack([np.zeros_like(self.plain), *self.shift])
         b = np.stack([self.plain, *self.scaled])
+        beyond = np.any(np.isinf(a) & (b > 0), axis=0)  # beta s itself beyond float64
+        a = np.where(np.isinf(a), 0.0, a)
         with np.errstate(divide="ignore"):
             value, sign = logsumexp(a, b=b, axis=0, return_sign=True)
-        return np.where(sign > 0, value, np.where(sign == 0, -np.inf, np.nan))
+        out = np.where(sign > 0, value, np.where(sign == 0, -np.inf, np.nan))
+        return np.where(beyond, np.inf, out)
 
 
 def energy_terms(
@@ -121,15 +124,21 @@ def energy_terms(
             if np.any(shift[bs] > EXP_SAFE):  # e^{beta s - c}, scaled back by e^c once
                 # c: the tile's largest exponent (not the bound: at beta = 1e300 the round-off
                 # of s alone moves beta s by ~1e284), merged into the head's running log-sum-exp
-                S *= beta
-                c = S.max(axis=(1, 2))
-                S -= c[:, None, None]
-                np.exp(S, out=S)
+                with np.errstate(over="ignore", invalid="ignore"):  # beta s beyond float64
+                    S *= beta
+                    c = S.max(axis=(1, 2))
+                    S -= c[:, None, None]
+                    np.exp(S, out=S)
+                if not np.all(np.isfinite(c)):  # even log E exceeds float64: E = log E = inf
+                    c = np.where(np.isfinite(c), c, np.inf)
+                    S[~np.isfinite(S)] = 1.0
                 rows = np.einsum("brm,bm->br", S, weights[bs])
                 mass = weights[bs].sum(axis=1)
                 part = np.einsum("br,br->b", rows, weights[bs, rs]) / (2.0 * beta)
                 top = np.maximum(head_shift[bs], c)
-                head_scaled[bs] = head_scaled[bs] * np.exp(head_shift[bs] - top) + part * np.exp(c - top)
+                with np.errstate(invalid="ignore"):  # inf - inf where top = inf: see below
+                    head_scaled[bs] = (head_scaled[bs] * np.nan_to_num(np.exp(head_shift[bs] - top))
+                                       + part * np.nan_to_num(np.exp(c - top), nan=1.0))
                 head_shift[bs] = top
                 total[bs] -= weights[bs, rs].sum(axis=1) * mass / (2.0 * beta)
                 if z is not None and head == 0:
@@ -147,7 +156,7 @@ def energy_terms(
             if z is not None and head == 0:
                 z[bs, rs] = rows * beta
         scaled.append(head_scaled)
-        shifts.append(np.where(np.isfinite(head_shift), head_shift, 0.0))
+        shifts.append(np.where(head_shift == -np.inf, 0.0, head_shift))  # unshifted: e^0
     return EnergyTerms(total, scaled, shifts, z)
 
 
@@ -165,9 +174,10 @@ EXP_SAFE = 700.0
 def exponent_bound(beta: float, q: np.ndarray, k: np.ndarray) -> np.ndarray:
     """A bound ``beta max_i |q_i| max_j |k_j| >= beta s_ij`` per batch (Cauchy–Schwarz): the
     exponent that the weights are divided by when they would overflow."""
-    nq = np.sqrt(np.einsum("bnd,bnd->bn", q, q)).max(axis=1)
-    nk = np.sqrt(np.einsum("bnd,bnd->bn", k, k)).max(axis=1)
-    return beta * nq * nk
+    with np.errstate(over="ignore"):  # inf: beyond float64, shifted all the same
+        nq = np.sqrt(np.einsum("bnd,bnd->bn", q, q)).max(axis=1)
+        nk = np.sqrt(np.einsum("bnd,bnd->bn", k, k)).max(axis=1)
+        return beta * nq * nk
 
 
 __all__ = ["EXP_SAFE", "EnergyTerms", "energy_terms", "exponent_bound", "has_energy", "times_exp",
