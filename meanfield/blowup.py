@@ -109,6 +109,16 @@ class BlowupMonitor:
             raise Stop(StopReason.BLOWUP, f"max |x_i| = {r:.3g} at t = {t:.6g} is beyond "
                        f"{self._why(t)}")
 
+    def explain_small_step(self, t: float, y: Any, h: float) -> None:
+        """Unnormalised attention only (the kinds of :data:`ROW_BOUNDED` cannot blow up): a
+        step that collapses while the tokens have grown is the finite-time blow-up of the
+        flow (its speed ``~ e^{beta |x|^2}``); other collapses keep their own reason."""
+        r = _max_norm(y[..., : self.d])
+        if self.rate is None and math.isfinite(self.radius) and r > self.r0:
+            raise Stop(StopReason.BLOWUP, f"the step collapsed to dt = {h:.3g} at t = {t:.6g} "
+                       f"while max |x_i| grew from {self.r0:.3g} to {r:.3g}: the finite-time "
+                       "blow-up of unnormalized attention")
+
     def explain_non_finite(self, t: float, y: Any, h: float) -> None:
         """A non-finite state in ``R^d`` is a blow-up: say so, with the last finite norm."""
         r = _max_norm(y[..., : self.d])

@@ -274,11 +274,11 @@ class GradientFlow(Flow):
         """``log E``, finite where ``E`` overflows float64 (``beta`` beyond ~710, up to
         ``1e300``). For the exponential kernel (docs/equations.md (3.5), -1 convention)::
 
-            E = (e^beta / (2 beta)) (s_0 M^2 + sum_{l >= 1} s_l |c_l|^2) - M^2 / (2 beta)
+            E = (e^beta / (2 beta)) (s_0 M^2 / |S| + sum_{l >= 1} s_l |c_l|^2) - M^2 / (2 beta)
 
-        with ``s_l = lambda_l e^{-beta} / |S|`` (:meth:`Domain.scaled_kernel_multipliers`,
-        finite at any ``beta``) and ``|c_l|^2`` in the Parseval weights: one log-sum-exp of
-        the two terms."""
+        with ``s_l = lambda_l e^{-beta}`` (:meth:`Domain.scaled_kernel_multipliers`, finite
+        at any ``beta``) and ``|c_l|^2`` in the Parseval weights: one log-sum-exp of the two
+        terms."""
         energy = self.energy(c)
         if math.isfinite(energy) or self.energy_functional.kernel is not None:
             return _log(energy)
@@ -290,7 +290,7 @@ class GradientFlow(Flow):
         mass = d.mass(c)
         scaled = d.scaled_kernel_multipliers(beta)
         lead = float(np.sum(d.parseval_weights * scaled * np.abs(c) ** 2 * (d.degrees > 0)))
-        lead += float(np.ravel(scaled[d.degrees == 0])[0]) * mass**2
+        lead += float(np.ravel(scaled[d.degrees == 0])[0]) / d.area * mass**2
         log_2beta = math.log(2.0) + math.log(beta)
         value, sign = logsumexp([beta - log_2beta, -log_2beta], b=[lead, -mass**2],
                                 return_sign=True)

@@ -112,9 +112,11 @@ class Replace:
 
 class Monitor(Protocol):
     """Checked after every accepted step: return ``None`` (go on) or :class:`Replace`, or
-    raise :class:`Stop`. A monitor may also define ``explain_non_finite(t, y, h)``, called
-    before the loop stops on a non-finite state, which raises :class:`Stop` with a reason
-    more precise than :attr:`StopReason.NON_FINITE` (or returns to leave it at that)."""
+    raise :class:`Stop`. A monitor may also define ``explain_non_finite(t, y, h)`` and
+    ``explain_small_step(t, y, h)``, called before the loop stops on a non-finite state or a
+    step below its minimum, which raise :class:`Stop` with a more precise reason than
+    :attr:`StopReason.NON_FINITE` or :attr:`StopReason.STEP_TOO_SMALL` (or return to leave
+    it at that)."""
 
     def check(self, t: float, y: np.ndarray, stage: np.ndarray | None, context: Any
               ) -> Replace | None: ...
@@ -150,6 +152,15 @@ class Solution:
 
 
 Output = Callable[[int, float, np.ndarray, Any], None]
+
+
+def _explain(monitors: list[Any], hook: str, t: float, y: Any, h: float) -> None:
+    """Let the monitors that define ``hook`` (``explain_non_finite``, ``explain_small_step``)
+    replace a generic stop by a precise one: they raise :class:`Stop` or return."""
+    for mon in monitors:
+        explain = getattr(mon, hook, None)
+        if explain is not None:
+            explain(t, y, h)
 
 
 def _finite(y: Any) -> bool:
@@ -254,6 +265,7 @@ def integrate(
                 if overflowed:
                     raise Stop(StopReason.OVERFLOW, f"every trial step from t = {t:.6g} down to "
                                f"dt = {h:.3g} gave a non-finite state (a field beyond float64)")
+                _explain(monitors, "explain_small_step", t, y, h)
                 raise Stop(StopReason.STEP_TOO_SMALL, f"dt = {h:.3g} at t = {t:.6g}")
             if stats["steps"] >= max_steps:
                 raise Stop(StopReason.MAX_STEPS, f"max_steps={max_steps} reached at t = {t:.6g}")
@@ -269,10 +281,7 @@ def integrate(
                     overflowed = not _finite(y_new)
                     continue
             if not _finite(y_new):
-                for mon in monitors:
-                    explain = getattr(mon, "explain_non_finite", None)
-                    if explain is not None:
-                        explain(t, y, h)
+                _explain(monitors, "explain_non_finite", t, y, h)
                 raise Stop(StopReason.NON_FINITE, f"non-finite state in the step from t = {t:.6g} "
                            f"to {t + h:.6g}; results are kept up to t = {t:.6g}")
             overflowed = False
