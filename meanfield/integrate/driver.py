@@ -18,11 +18,12 @@ output time. It ends on every path with a :class:`StopReason`:
 * a monitor raising :class:`Stop` (e.g. the resolution monitor of :func:`meanfield.solve`);
 * a non-finite state, ``max_steps`` attempted steps, a step below ``1e-13 |t|``;
 * an overflow (:attr:`StopReason.OVERFLOW`): a non-finite field at the start, or an adaptive
-  step that shrank below its minimum while every trial state was non-finite (the cause is
+  step that shrank below its minimum while its trial states stayed non-finite (the cause is
   the overflow, not the step size); numpy's overflow and invalid-value warnings inside a step
   are silenced, since the loop handles them and its stop message says so in words;
-* a monitor's explanation of a non-finite state (``explain_non_finite``, e.g. the blow-up
-  monitor of tokens in ``R^d``, :mod:`meanfield.blowup`: :attr:`StopReason.BLOWUP`);
+* a monitor's explanation of a non-finite state or of a collapsing step
+  (``explain_non_finite``, ``explain_small_step``; e.g. the blow-up monitor of tokens in
+  ``R^d``, :mod:`meanfield.blowup`: :attr:`StopReason.BLOWUP`);
 * ``KeyboardInterrupt``, reported as :attr:`StopReason.INTERRUPTED` (the caller saves what it
   has and re-raises :class:`Interrupted`).
 
@@ -263,8 +264,9 @@ def integrate(
                     h = target - t
             if h < min_dt and target - t > min_dt:
                 if overflowed:
-                    raise Stop(StopReason.OVERFLOW, f"every trial step from t = {t:.6g} down to "
-                               f"dt = {h:.3g} gave a non-finite state (a field beyond float64)")
+                    raise Stop(StopReason.OVERFLOW, f"the step shrank to dt = {h:.3g} at t = "
+                               f"{t:.6g} and still gave a non-finite state (a field beyond "
+                               "float64)")
                 _explain(monitors, "explain_small_step", t, y, h)
                 raise Stop(StopReason.STEP_TOO_SMALL, f"dt = {h:.3g} at t = {t:.6g}")
             if stats["steps"] >= max_steps:

@@ -129,9 +129,9 @@ def energy_terms(
                     c = S.max(axis=(1, 2))
                     S -= c[:, None, None]
                     np.exp(S, out=S)
-                if not np.all(np.isfinite(c)):  # even log E exceeds float64: E = log E = inf
-                    c = np.where(np.isfinite(c), c, np.inf)
-                    S[~np.isfinite(S)] = 1.0
+                bad = np.isnan(S)  # inf - inf: c = +inf (then E = log E = inf), the largest
+                if np.any(bad):  # entries count 1; c = -inf (every weight 0), they count 0
+                    S[bad] = np.broadcast_to((c == np.inf)[:, None, None], S.shape)[bad]
                 rows = np.einsum("brm,bm->br", S, weights[bs])
                 mass = weights[bs].sum(axis=1)
                 part = np.einsum("br,br->b", rows, weights[bs, rs]) / (2.0 * beta)
