@@ -3,6 +3,7 @@
 .. autosummary::
    NOTE
    note_nonfinite
+   note_variables
    energy_variables
    unexplained_nonfinite
 
@@ -47,6 +48,16 @@ def note_nonfinite(attrs: dict[str, Any], values: Any, note: str) -> dict[str, A
     return attrs
 
 
+def note_variables(ds: xr.Dataset, notes: dict[str, str]) -> xr.Dataset:
+    """Add ``notes[name]`` to each variable of ``ds`` named there that holds a NaN or an inf
+    (in place; ``ds`` is returned): for Datasets assembled from parts (a sweep's cells), whose
+    parts carried a note only where their own values were not finite."""
+    for name, note in notes.items():
+        if name in ds and _nonfinite(ds[name].values):
+            ds[name].attrs[NOTE] = note
+    return ds
+
+
 def energy_variables(dims: str | tuple[str, ...], energy: np.ndarray, log_energy: np.ndarray,
                      attrs: dict[str, Any]) -> dict[str, tuple[Any, np.ndarray, dict[str, Any]]]:
     """The data variables of an energy: ``energy`` (with ``attrs``), and, when some value
@@ -79,4 +90,4 @@ def unexplained_nonfinite(ds: xr.Dataset) -> list[str]:
 
 
 __all__ = ["DISSIPATION_NOTE", "ENERGY_NOTE", "NOTE", "energy_variables", "note_nonfinite",
-           "unexplained_nonfinite"]
+           "note_variables", "unexplained_nonfinite"]

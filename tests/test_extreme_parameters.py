@@ -24,8 +24,8 @@ from meanfield.finite import unexplained_nonfinite
 from meanfield.gaussian import solve_gaussian
 from meanfield.integrate import ConstantStep
 from meanfield.lagrangian import solve_lagrangian
-from validation.metastability import metastability_cell
-from validation.phase_diagram import phase_cell
+from validation.metastability import cluster_counts, metastability_cell
+from validation.phase_diagram import phase_cell, phase_diagram
 
 BETAS = (1e3, 1e300)
 STEPS = (None, 5.0, 20.0)  # None: the solver's default (adaptive, or rk4's default step)
@@ -101,6 +101,15 @@ def _cases() -> list[Any]:
                         attention=kind, delta=0.1, dt=dt),
                         id=f"metastability-cell-{kind}-beta={beta:g}-dt={dt}"),
                 ]
+    # the studies assembled from those cells by the sweep (a cell's note covers its own values)
+    cases += [
+        pytest.param(lambda: phase_diagram(n=4, d=2, betas=[1.0, *BETAS], t_max=5.0, times=3,
+                                           realizations=2, progress=False, processes=False),
+                     id="phase-diagram"),
+        pytest.param(lambda: cluster_counts(betas=[1.0, *BETAS], n=4, seeds=2, t_max=5.0,
+                                            times=3, progress=False, processes=False),
+                     id="cluster-counts"),
+    ]
     # the issue's own examples: USA at beta = 6 to t = 5 by characteristics (densities beyond
     # float64 in a successful file); SA at beta = 100 in R^d (energy e^{beta |x|^2})
     cases += [

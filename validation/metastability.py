@@ -35,12 +35,15 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from meanfield.finite import note_nonfinite
+from meanfield.finite import note_nonfinite, note_variables
 from particles import count_clusters_angles
 from particles.ensemble import simulate_ensemble
 
 from .phase_diagram import cell_cost, check_backend, chunk_size, sample_tokens, usa_step
 from .sweep import sweep
+
+NEVER_CLUSTERED = "NaN where the seed never had at most that many clusters up to the last time"
+"""The note on ``first_time`` (:mod:`meanfield.finite`)."""
 
 
 def dwell_times(counts: np.ndarray, times: np.ndarray, max_clusters: int) -> np.ndarray:
@@ -121,7 +124,7 @@ def metastability_cell(beta: float, rng: np.random.Generator, *, n: int, seeds: 
          "dwell": (("seed", "clusters_state"), dwell),
          "first_time": (("seed", "clusters_state"), first, note_nonfinite(
              {"long_name": "first time at which a seed has at most that many clusters"}, first,
-             "NaN where the seed never had at most that many clusters up to the last time")),
+             NEVER_CLUSTERED)),
          "final_clusters": ("seed", counts[:, -1])},
         coords={"time": ("time", t), "clusters_state": np.arange(1, n + 1),
                 "seed": np.arange(seeds)})
@@ -168,6 +171,10 @@ def cluster_counts(betas: Sequence[float] = (4.0, 9.0), n: int = 32, seeds: int 
     out["dwell_median"] = dwell.median("seed")
     out["visit_fraction"] = (out["dwell"] > 0).mean("seed")
     out["dwell"].attrs.update(long_name="time spent with k clusters before t_max")
+    note_variables(out, {
+        "dwell_mean": "NaN where no seed visits that many clusters",
+        "dwell_median": "NaN where no seed visits that many clusters",
+        "first_time": NEVER_CLUSTERED})
     settings = json.loads(out.attrs["settings"])
     settings.update(n=int(n), seeds=int(seeds), delta=float(delta), attention=attention,
                     dt=float(dt), backend=b.name, device=b.device, dtype=b.dtype)

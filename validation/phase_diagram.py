@@ -50,7 +50,7 @@ from scipy.stats import norm
 from meanfield import attention as attention_registry
 from meanfield import backend as bk
 from meanfield import theory
-from meanfield.finite import note_nonfinite
+from meanfield.finite import note_nonfinite, note_variables
 from meanfield.integrate import result_attrs
 from meanfield.special import check_exp_beta
 from particles.ensemble import simulate_ensemble
@@ -436,6 +436,11 @@ def phase_diagram(
         long_name="fraction of pairs i != j with <x_i, x_j> >= 1 - delta", units="1")
     out["transition_time"].attrs.update(
         long_name="t with gamma_beta(t) = 1 - delta, curve (6.12)", units="1")
+    never = "NaN where the probability{} never reaches 1/2 up to the last time"
+    note_variables(out, {
+        "transition_time": "inf: the curve (6.12) does not reach 1 - delta before t = 1e6",
+        "t_half": never.format(""), "t_half_lower": never.format(" (upper bound)"),
+        "t_half_upper": never.format(" (lower bound)")})
     settings = dict(json.loads(out.attrs["settings"]), d=ds_.astype(int).tolist(),
                     method="RK4 + projection, cubic Hermite output (particles.ensemble)",
                     **kwargs)
