@@ -50,15 +50,17 @@ def growth_rate(model: Any, d: int) -> float | None:
     return float(sum(np.linalg.norm(V, 2) for _, _, V in model.matrices(d)))
 
 
-def overflow_radius(model: Any, d: int) -> float:
+def overflow_radius(model: Any, d: int, dtype: str = "float64") -> float:
     """The norm ``M`` beyond which ``e^{beta <Q x, K y>}`` (``|x|, |y| <= M``) may exceed the
-    float64 range: ``sqrt(709.78 / (beta max_h ||Q_h|| ||K_h||))``; ``inf`` for the kinds
-    that never form these weights unshifted (all but unnormalised attention)."""
+    range of ``dtype``: ``sqrt(709.78 / (beta max_h ||Q_h|| ||K_h||))`` in float64 (88.72 in
+    float32); ``inf`` for the kinds that never form these weights unshifted (all but
+    unnormalised attention)."""
     if model.attention != "unnormalized":
         return math.inf
     qk = max(float(np.linalg.norm(Q, 2) * np.linalg.norm(K, 2)) for Q, K, _ in model.matrices(d))
     scale = float(model.beta) * qk
-    return math.sqrt(MAX_EXP_ARG / scale) if scale > 0 else math.inf
+    max_exp = MAX_EXP_ARG if dtype == "float64" else math.log(float(np.finfo(dtype).max))
+    return math.sqrt(max_exp / scale) if scale > 0 else math.inf
 
 
 def _max_norm(x: Any) -> float:
@@ -76,14 +78,17 @@ class BlowupMonitor:
         t0: the start time.
         positions: the number of leading columns of the state that are positions (default:
             all).
+        dtype: the precision of the state (``"float64"`` or ``"float32"``: its range sets
+            the overflow radius).
     """
 
-    def __init__(self, model: Any, x0: Any, t0: float, positions: int | None = None) -> None:
+    def __init__(self, model: Any, x0: Any, t0: float, positions: int | None = None,
+                 dtype: str = "float64") -> None:
         self.d = int(x0.shape[-1] if positions is None else positions)
         self.t0 = float(t0)
         self.r0 = _max_norm(x0[..., : self.d])
         self.rate = growth_rate(model, self.d)
-        self.radius = overflow_radius(model, self.d)
+        self.radius = overflow_radius(model, self.d, dtype)
 
     def bound(self, t: float) -> float:
         """The largest ``max_i |x_i|`` accepted at time ``t``."""
@@ -100,7 +105,7 @@ class BlowupMonitor:
             return (f"twice the bound max|x(t_0)| e^(L (t - t_0)) = {self.bound(t) / MARGIN:.3g} "
                     f"of the exact flow (rows of the attention sum to at most 1, L = sum ||V_h|| "
                     f"= {self.rate:.3g}): a numerical blow-up; take a smaller step")
-        return (f"the radius {self.radius:.3g} beyond which e^(beta <Q x, K y>) exceeds float64 "
+        return (f"the radius {self.radius:.3g} beyond which e^(beta <Q x, K y>) leaves the float range "
                 f"(unnormalized attention can blow up in finite time)")
 
     def check(self, t: float, y: Any, stage: Any, context: Any) -> None:

@@ -239,7 +239,7 @@ def simulate(
         if method in STABILITY_RADIUS:  # fixed steps: h L against the stability bound
             monitors.append(StepSizeMonitor(f, method, float(dt), t, sphere=sphere, x0=y0))
         if not sphere:  # tokens in R^d: growth past the model's bound, or non-finite
-            monitors.append(BlowupMonitor(model, x0, float(t[0])))
+            monitors.append(BlowupMonitor(model, x0, float(t[0]), dtype=bkd.dtype))
         times, xs, sol = _run(method, f, y0, t, dt=dt, sphere=sphere, rtol=rtol, atol=atol,
                        max_steps=max_steps, progress=progress, sigma=model.noise,
                        rng=as_rng(rng) if method == "euler_maruyama" else None,

@@ -182,7 +182,8 @@ def solve_lagrangian(
     trackers = list(trackers)
     if progress:
         trackers.append(ProgressTracker(desc="solve_lagrangian", leave=False))
-    monitors = [] if sphere else [BlowupMonitor(model, x0, float(times[0]), positions=d)]
+    monitors = [] if sphere else [BlowupMonitor(model, x0, float(times[0]), positions=d,
+                                                dtype=be.dtype)]
     sol = integrate(RungeKutta(rhs, tab, project=_project(sphere, d)), y0, times,
                     controller=controller, output=output, monitors=monitors,
                     dt0=dt if tab.adaptive else None, max_steps=max_steps, trackers=trackers)

@@ -132,6 +132,8 @@ def test_blowup_monitor_bounds() -> None:
     assert growth_rate(usa, 2) is None
     radius = overflow_radius(usa, 2)
     assert radius == pytest.approx(math.sqrt(math.log(np.finfo(float).max) / 4.0))
+    assert overflow_radius(usa, 2, "float32") == pytest.approx(
+        math.sqrt(math.log(float(np.finfo(np.float32).max)) / 4.0))  # 88.72 / beta
     mon = BlowupMonitor(usa, x0, 0.0)
     assert mon.check(5.0, x0 / 2.0 * 0.99 * radius, None, None) is None
     with pytest.raises(Stop, match="radius"):
