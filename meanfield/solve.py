@@ -157,7 +157,8 @@ def solve(
 
     Returns:
         ``xarray.Dataset`` with ``density`` (time, *domain.dims), ``energy``,
-        ``dissipation``, ``mass`` and ``resolution`` (time), and the attrs of
+        ``dissipation``, ``mass`` and ``resolution`` (time) (and ``log_energy`` where the
+        energy overflows float64; every NaN or inf with a ``note``: docs/results.md), and the attrs of
         :data:`meanfield.integrate.RESULT_ATTRS` (the domain and the monitor's settings in
         ``settings``).
 

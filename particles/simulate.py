@@ -164,7 +164,10 @@ def simulate(
 
     Returns:
         ``xarray.Dataset`` with ``x``, ``energy``, ``dissipation`` (and ``theta`` for
-        ``angles``), up to the last time reached.
+        ``angles``; ``log_energy`` where the energy overflows float64, every NaN or inf with
+        a ``note``: docs/results.md), up to the last time reached. Tokens in ``R^d``
+        (``geometry="euclidean"``) that grow past the model's bound or become non-finite stop
+        the run with :attr:`StopReason.BLOWUP` (:mod:`meanfield.blowup`).
 
     Raises:
         ValueError: on bad input, or when the run would not fit in the available memory

@@ -131,7 +131,10 @@ def solve_lagrangian(
     Returns:
         ``xarray.Dataset`` with ``x`` (time, node, dim), ``weight`` (node), ``density`` and
         ``log_jacobian`` (time, node), ``mass`` (time), and where the model has an energy
-        ``energy`` and ``dissipation`` (time); ``label`` (node) for labelled nodes.
+        ``energy`` and ``dissipation`` (time; ``log_energy`` too where the energy overflows
+        float64); ``label`` (node) for labelled nodes. Every NaN or inf comes with a
+        ``note`` on its variable (docs/results.md); tokens in ``R^d`` that blow up stop the
+        run (:mod:`meanfield.blowup`).
     """
     _check_model(model, nodes)
     be = bk.get_backend(backend, device, dtype)
