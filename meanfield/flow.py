@@ -29,12 +29,14 @@ The factor ``e^beta`` of ``K_beta`` is carried separately: the multipliers are s
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Callable
 
 import numpy as np
+from scipy.special import logsumexp
 
 from .domains.base import Domain, FusedDrift
 from .model import Model
@@ -143,6 +145,11 @@ class Flow(ABC):
     @abstractmethod
     def energy(self, c: np.ndarray) -> float:
         """The energy the flow ascends (or descends, repulsive), docs/equations.md (3.5)."""
+
+    def log_energy(self, c: np.ndarray) -> float:
+        """``log E`` (:meth:`energy`): ``-inf`` where ``E = 0``, NaN where ``E < 0``; the
+        exponential kernel's flows give it finite where ``E`` overflows float64."""
+        return _log(self.energy(c))
 
     @abstractmethod
     def potential(self, c: np.ndarray) -> np.ndarray:
@@ -255,7 +262,39 @@ class GradientFlow(Flow):
         mass = d.mass(c)
         pos = d.degrees > 0
         quad = np.sum((d.parseval_weights * self._potential_mult * np.abs(c) ** 2)[pos])
-        return 0.5 * (self._constant * mass**2 + self._scale * float(quad))
+        with np.errstate(over="ignore", invalid="ignore"):  # e^beta quad beyond float64: inf
+            energy = 0.5 * (self._constant * mass**2 + self._scale * float(quad))
+        if math.isfinite(energy) or self.energy_functional.kernel is not None:
+            return energy
+        # e^beta = inf times multipliers that underflowed (beta ~ 1e300): NaN; from the log
+        log_e = self._log_exponential(c)
+        return math.exp(log_e) if log_e < _MAX_LOG else (math.inf if log_e > 0 else math.nan)
+
+    def log_energy(self, c: np.ndarray) -> float:
+        """``log E``, finite where ``E`` overflows float64 (``beta`` beyond ~710, up to
+        ``1e300``). For the exponential kernel (docs/equations.md (3.5), -1 convention)::
+
+            E = (e^beta / (2 beta)) (s_0 M^2 / |S| + sum_{l >= 1} s_l |c_l|^2) - M^2 / (2 beta)
+
+        with ``s_l = lambda_l e^{-beta}`` (:meth:`Domain.scaled_kernel_multipliers`, finite
+        at any ``beta``) and ``|c_l|^2`` in the Parseval weights: one log-sum-exp of the two
+        terms."""
+        energy = self.energy(c)
+        if math.isfinite(energy) or self.energy_functional.kernel is not None:
+            return _log(energy)
+        return self._log_exponential(c)
+
+    def _log_exponential(self, c: np.ndarray) -> float:
+        beta = self.energy_functional.beta
+        d = self.domain
+        mass = d.mass(c)
+        scaled = d.scaled_kernel_multipliers(beta)
+        lead = float(np.sum(d.parseval_weights * scaled * np.abs(c) ** 2 * (d.degrees > 0)))
+        lead += float(np.ravel(scaled[d.degrees == 0])[0]) / d.area * mass**2
+        log_2beta = math.log(2.0) + math.log(beta)
+        value, sign = logsumexp([beta - log_2beta, -log_2beta], b=[lead, -mass**2],
+                                return_sign=True)
+        return float(value) if sign > 0 else _log(float(sign))
 
 
 class ContinuityFlow(Flow):
@@ -289,6 +328,19 @@ class ContinuityFlow(Flow):
 
     def energy(self, c: np.ndarray) -> float:
         return self._energy.energy(c)
+
+    def log_energy(self, c: np.ndarray) -> float:
+        return self._energy.log_energy(c)
+
+
+_MAX_LOG = math.log(np.finfo(float).max)
+
+
+def _log(value: float) -> float:
+    """``log value``; ``-inf`` for 0, NaN for a negative value (no warning)."""
+    if value > 0:
+        return math.log(value)
+    return -math.inf if value == 0 else math.nan
 
 
 def _velocity(

@@ -83,7 +83,7 @@ class BlowUpError(GaussianFlowError):
 
     def __init__(self, msg: str, *, eigenvalue: float, eigenvector: np.ndarray,
                  blowup_time: float, **kw: Any) -> None:
-        kw.setdefault("reason", StopReason.BLOW_UP)
+        kw.setdefault("reason", StopReason.BLOWUP)
         super().__init__(msg, **kw)
         self.eigenvalue = eigenvalue
         self.eigenvector = eigenvector
@@ -285,8 +285,13 @@ def solve_gaussian(model: Model, mean0: Any, cov0: Any, t: Any, *, rtol: float =
         "reference": "docs/equations.md section 4; docs/gaussian.md",
     }
     start = _time.perf_counter()
-    if times.size == 1:
-        sol_t, sol_y, status, message, events = times, y0[:, None], 0, "single time", None
+    with np.errstate(over="ignore", invalid="ignore"):
+        start_finite = bool(np.all(np.isfinite(rhs(float(times[0]), y0))))
+    if times.size == 1 or not start_finite:
+        sol_t, sol_y, status, events = times[:1], y0[:, None], 0 if start_finite else -1, None
+        message = ("single time" if start_finite else
+                   f"{StopReason.OVERFLOW.value}: the field is non-finite at the start, t = "
+                   f"{float(times[0]):.6g} (beta = {model.beta:g})")
         nfev = nsteps = 0
     else:
         try:
@@ -304,7 +309,10 @@ def solve_gaussian(model: Model, mean0: Any, cov0: Any, t: Any, *, rtol: float =
                 stop_reason=ended.message, successful=False, t_reached=float(times[0]),
                 wall_time_s=wall))
             return finish(ended, partial, name="solve_gaussian")
-        sol_t, sol_y, status, message, nfev = sol.t, sol.y, sol.status, sol.message, sol.nfev
+        sol_t, status, message, nfev = np.asarray(sol.t, dtype=float), sol.status, sol.message, sol.nfev
+        sol_y = np.asarray(sol.y, dtype=float).reshape(y0.size, -1)
+        if sol_t.size == 0:  # stopped before the first output: keep the initial state
+            sol_t, sol_y = times[:1], y0[:, None]
         nsteps = len(sol.sol.ts) - 1 if sol.sol is not None else 0
         events = sol
     ys = sol_y.T
@@ -333,7 +341,7 @@ def solve_gaussian(model: Model, mean0: Any, cov0: Any, t: Any, *, rtol: float =
     if status == 1 and events is not None and len(events.t_events[0]):
         t_stop = float(events.t_events[0][0])
         m_stop, l_stop = split(events.y_events[0][0])
-    elif events is not None and events.sol is not None:
+    elif events is not None and events.sol is not None and nsteps > 0:
         # the integrator gave up: the last accepted step ends where its interpolant does
         t_stop = float(events.sol.t_max)
         m_stop, l_stop = split(events.sol(t_stop))
@@ -350,8 +358,9 @@ def solve_gaussian(model: Model, mean0: Any, cov0: Any, t: Any, *, rtol: float =
     lam_max, v_max = float(lam[-1]), vec[:, -1]
     t_star = float("nan")
     if np.isfinite(lam_max):
-        dm, dc = gaussian_rhs(model, m_stop, c_stop)
-        rate = float(v_max @ dc @ v_max)  # d lambda_max / dt (Hellmann-Feynman)
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflowing field: rate NaN
+            dm, dc = gaussian_rhs(model, m_stop, c_stop)
+            rate = float(v_max @ dc @ v_max)  # d lambda_max / dt (Hellmann-Feynman)
         t_star = t_stop + lam_max / rate if rate > 0 else float("inf")
     # a pole: the threshold was crossed, or the step size collapsed just before t*
     near_pole = t_star - t_stop <= 1e-6 * max(1.0, abs(t_stop))
@@ -363,11 +372,13 @@ def solve_gaussian(model: Model, mean0: Any, cov0: Any, t: Any, *, rtol: float =
                   f"t* = {t_star:.12g}")
         if status == -1:
             reason += f" (the integrator stopped: {message})"
+    elif not start_finite:
+        reason = message
     else:
         reason = f"the integrator stopped at t = {t_stop:.12g}: {message}"
     settings.update(stop_time=t_stop, blowup_time=t_star)
     partial = _dataset(model, sol_t, means, covs, attrs(reason, False, t_stop))
-    ended = Solution(StopReason.BLOW_UP if blown else StopReason.STEP_TOO_SMALL, reason, t_stop,
+    ended = Solution(StopReason.BLOWUP if blown else StopReason.STEP_TOO_SMALL, reason, t_stop,
                      y0, None, num_steps=int(nsteps), num_accepted=int(nsteps),
                      num_evaluations=int(nfev), wall_time_s=wall)
 

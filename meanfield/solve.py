@@ -27,6 +27,7 @@ import xarray as xr
 
 from .checks import finite, output_times
 from .domains.base import Domain
+from .finite import DISSIPATION_NOTE, energy_variables, note_nonfinite
 from .flow import Flow, make_flow
 from .integrate import (
     ButcherTableau,
@@ -84,11 +85,12 @@ def check_density(domain: Domain, rho: Any, *, negative_tol: float = 1e-10) -> n
 
 
 
-def _diagnostics(flow: Flow, c: np.ndarray) -> tuple[float, float, float]:
-    """Energy, dissipation, mass. For USA at ``beta`` beyond ~350 the dissipation
-    ``~ e^{2 beta}`` exceeds the float64 range and is reported as ``inf``."""
+def _diagnostics(flow: Flow, c: np.ndarray) -> tuple[float, float, float, float]:
+    """Energy, dissipation, mass and log-energy (finite where the energy overflows float64,
+    :meth:`meanfield.flow.Flow.log_energy`). For USA at ``beta`` beyond ~350 the dissipation
+    ``~ e^{2 beta}`` exceeds the float64 range: ``inf``, with a note in the Dataset."""
     with np.errstate(over="ignore", invalid="ignore"):
-        return flow.energy(c), flow.dissipation(c), flow.domain.mass(c)
+        return flow.energy(c), flow.dissipation(c), flow.domain.mass(c), flow.log_energy(c)
 
 
 def solve(
@@ -155,7 +157,8 @@ def solve(
 
     Returns:
         ``xarray.Dataset`` with ``density`` (time, *domain.dims), ``energy``,
-        ``dissipation``, ``mass`` and ``resolution`` (time), and the attrs of
+        ``dissipation``, ``mass`` and ``resolution`` (time) (and ``log_energy`` where the
+        energy overflows float64; every NaN or inf with a ``note``: docs/results.md), and the attrs of
         :data:`meanfield.integrate.RESULT_ATTRS` (the domain and the monitor's settings in
         ``settings``).
 
@@ -225,7 +228,7 @@ def solve(
         speed = flow.max_speed  # computed on demand by fused drifts: read once
         return cfl * flow.domain.min_spacing / speed if speed > 0 else math.inf
 
-    saved: list[tuple[float, np.ndarray, Domain, tuple[float, float, float]]] = []
+    saved: list[tuple[float, np.ndarray, Domain, tuple[float, float, float, float]]] = []
 
     def output(k: int, tk: float, ck: np.ndarray, dom: Domain) -> None:
         flow = current["flow"]
@@ -282,11 +285,14 @@ def _assemble(saved: list, model: Model, settings: dict[str, Any], tab: ButcherT
     coords: dict[str, Any] = {"time": ("time", tvals, {"long_name": "time", "units": "1"})}
     for name, values in final.coords.items():
         coords[name] = (name, np.asarray(values))
+    energy = {"long_name": "interaction energy E_beta (docs/equations.md (3.5), -1 convention)"}
     ds = xr.Dataset(
         {
             "density": (dims, dens, {"long_name": "density w.r.t. surface measure", "units": "1/area"}),
-            "energy": ("time", diag[:, 0], {"long_name": "interaction energy E_beta (docs/equations.md (3.5), -1 convention)"}),
-            "dissipation": ("time", diag[:, 1], {"long_name": "dE/dt predicted by the dissipation identity"}),
+            **energy_variables("time", diag[:, 0], diag[:, 3], energy),
+            "dissipation": ("time", diag[:, 1], note_nonfinite(
+                {"long_name": "dE/dt predicted by the dissipation identity"}, diag[:, 1],
+                DISSIPATION_NOTE)),
             "mass": ("time", diag[:, 2], {"long_name": "total mass"}),
             "resolution": ("time", np.array([e[2].resolution for e in saved]), {"long_name": "resolution in use"}),
         },

@@ -34,8 +34,11 @@ def log_sphere_area(d: int) -> float:
 def _log_ive(nu: np.ndarray, beta: float) -> np.ndarray:
     """``log(I_nu(beta) e^{-beta})`` for ``beta > 0``, robust where ``ive`` underflows."""
     nu = np.asarray(nu, dtype=float)
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"):
         out = np.log(special.ive(nu, beta))
+    large = np.isnan(out)  # scipy's ive is NaN beyond beta ~ 1.5e9 (measured)
+    if np.any(large):
+        out[large] = _log_ive_large(nu[large], beta)
     bad = ~np.isfinite(out)
     if np.any(bad):
         # Series leading term, I_nu(b) ~ (b/2)^nu / Gamma(nu+1) (1 + b^2/(4(nu+1)) + ...):
@@ -49,6 +52,31 @@ def _log_ive(nu: np.ndarray, beta: float) -> np.ndarray:
             acc = acc + terms
         out[bad] = n * math.log(0.5 * beta) - special.gammaln(n + 1) + np.log(acc) - beta
     return out
+
+
+def _log_ive_large(nu: np.ndarray, beta: float) -> np.ndarray:
+    """``log(I_nu(beta) e^{-beta})`` by Hankel's expansion (DLMF 10.40.1)::
+
+        I_nu(b) e^{-b} ~ (2 pi b)^{-1/2} sum_k (-1)^k a_k(nu) / b^k,
+        a_k(nu) = prod_{j=1..k} (4 nu^2 - (2j - 1)^2) / (k! 8^k)
+
+    for ``beta`` beyond the range of scipy's ``ive`` (``~1.5e9``), up to ``1e300``. The
+    terms are summed until they fall below ``1e-17`` of the sum (at most 30); where
+    ``4 nu^2`` is not small against ``8 beta`` (so that they would not fall) the result is
+    NaN rather than a wrong number."""
+    total = np.ones_like(nu)
+    term = np.ones_like(nu)
+    mu = 4.0 * nu * nu
+    converged = np.zeros(nu.shape, dtype=bool)
+    for k in range(1, 31):
+        term = -term * (mu - (2 * k - 1) ** 2) / (k * 8.0 * beta)
+        total = total + np.where(converged, 0.0, term)
+        converged |= np.abs(term) < 1e-17 * np.abs(total)
+        if np.all(converged):
+            break
+    with np.errstate(invalid="ignore"):
+        out = np.log(total) - 0.5 * (math.log(2.0 * math.pi) + math.log(beta))
+    return np.where(converged & (total > 0), out, np.nan)
 
 
 def scaled_kernel_multipliers(degrees: np.ndarray, beta: float, d: int) -> np.ndarray:

@@ -2,6 +2,8 @@
 
 .. autosummary::
    energy
+   log_energy
+   energies
    energy_gradient
    dissipation
    gram
@@ -40,7 +42,7 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
 from meanfield.kernels import _SMALL_D, DEFAULT_MEMORY_LIMIT, Tiling, _logits, _weighted_sum, block_for
-from meanfield.lagrangian.energy import EXP_SAFE, exponent_bound, times_exp, weighted_energy
+from meanfield.lagrangian.energy import EXP_SAFE, energy_terms, exponent_bound, times_exp
 
 from .inputs import as_tokens, check_geometry
 from .velocity import _apply, _as_batch, velocity
@@ -62,11 +64,29 @@ def energy(
     the energy of the empirical measure, :func:`meanfield.lagrangian.energy.weighted_energy`
     with the weights ``1/n`` (tiled ``expm1(beta s) / beta``, the Taylor series where ``beta
     |s| < 1e-8``, shifted exponents where ``e^{beta s}`` would overflow)."""
+    return energies(model, x, memory_limit=memory_limit)[0]
+
+
+def log_energy(
+    model: Any, x: np.ndarray, *, memory_limit: int = DEFAULT_MEMORY_LIMIT
+) -> float | np.ndarray:
+    """``log E_beta(X)`` (``(batch,)`` for a batch): finite where ``E_beta`` exceeds the
+    float64 range (``beta`` beyond ~710 on the sphere, up to ``1e300``), one log-sum-exp of
+    the shifted tiles (:class:`meanfield.lagrangian.energy.EnergyTerms`); ``-inf`` where
+    ``E_beta = 0``, NaN where ``E_beta < 0``."""
+    return energies(model, x, memory_limit=memory_limit)[1]
+
+
+def energies(
+    model: Any, x: np.ndarray, *, memory_limit: int = DEFAULT_MEMORY_LIMIT
+) -> tuple[Any, Any]:
+    """``(E_beta(X), log E_beta(X))`` from one pass over the tiles (:func:`energy`,
+    :func:`log_energy`)."""
     x = as_tokens(x, "x", model=model)
     xb = _as_batch(x)
     B, n, _ = xb.shape
-    total, _ = weighted_energy(model, xb, np.full((B, n), 1.0 / n), memory_limit=memory_limit)
-    return _shape_out(x, total)
+    terms = energy_terms(model, xb, np.full((B, n), 1.0 / n), memory_limit=memory_limit)
+    return _shape_out(x, terms.energy), _shape_out(x, terms.log_energy)
 
 
 def energy_gradient(
@@ -248,11 +268,13 @@ __all__ = [
     "count_clusters",
     "count_clusters_angles",
     "dissipation",
+    "energies",
     "energy",
     "energy_gradient",
     "gram",
     "inner_product_histogram",
     "kuramoto_order",
+    "log_energy",
     "mean_covariance",
     "pairwise_inner_products",
     "partition",

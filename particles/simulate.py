@@ -37,7 +37,9 @@ import numpy as np
 import xarray as xr
 
 from meanfield import backend as bk
+from meanfield.blowup import BlowupMonitor
 from meanfield.checks import output_times
+from meanfield.finite import DISSIPATION_NOTE, NOTE, energy_variables, note_nonfinite
 from meanfield.integrate import (
     IntegrationError,
     ProgressTracker,
@@ -53,7 +55,7 @@ from .angles import angle_velocity, check_angle_model, from_angles, to_angles
 from .inputs import as_angles, as_count, as_rng, as_tokens, check_geometry
 from .integrators import METHODS, integrate_reference, make_stepper, normalize_rows
 from .monitors import STABILITY_RADIUS, EnergyMonitor, StepSizeMonitor, has_energy
-from .observables import dissipation, energy
+from .observables import dissipation, energies
 from .velocity import attention, velocity
 
 
@@ -78,14 +80,17 @@ def _dataset(
     memory_limit: int,
 ) -> xr.Dataset:
     lead = ("time", "batch") if batched else ("time",)
+    shape = xs.shape[: len(lead)]
     if observables:
-        en = np.array([energy(model, xk, memory_limit=memory_limit) for xk in xs])
-        dis = np.array(
-            [dissipation(model, xk, geometry, memory_limit=memory_limit) for xk in xs]
-        )
+        pairs = [energies(model, xk, memory_limit=memory_limit) for xk in xs]
+        en = np.array([p[0] for p in pairs]).reshape(shape)
+        log_en = np.array([p[1] for p in pairs]).reshape(shape)
+        with np.errstate(over="ignore", invalid="ignore"):  # beyond float64: see the note
+            dis = np.array(
+                [dissipation(model, xk, geometry, memory_limit=memory_limit) for xk in xs]
+            ).reshape(shape)
     else:
-        en = np.full(xs.shape[: len(lead)], np.nan)
-        dis = np.full(xs.shape[: len(lead)], np.nan)
+        en = log_en = dis = np.full(shape, np.nan)
     coords: dict[str, Any] = {
         "time": ("time", t, {"long_name": "time (depth in layers x step)", "units": "1"}),
         "token": ("token", np.arange(xs.shape[-2])),
@@ -93,13 +98,18 @@ def _dataset(
     }
     if batched:
         coords["batch"] = ("batch", np.arange(xs.shape[1]))
+    off = "NaN: not computed (observables=False)"
+    energy_attrs = {"long_name": "E_beta (docs/equations.md section 2, -1 inside the sum)",
+                    "units": "1"}
+    dis_attrs = {"long_name": "dE/dt along the flow", "units": "1"}
+    energy_vars = (energy_variables(lead, en, log_en, energy_attrs) if observables
+                   else {"energy": (lead, en, {**energy_attrs, NOTE: off})})
     ds = xr.Dataset(
         {
             "x": (lead + ("token", "dim"), xs, {"long_name": "token positions"}),
-            "energy": (lead, en.reshape(xs.shape[: len(lead)]), {
-                "long_name": "E_beta (docs/equations.md section 2, -1 inside the sum)", "units": "1"}),
-            "dissipation": (lead, dis.reshape(xs.shape[: len(lead)]), {
-                "long_name": "dE/dt along the flow", "units": "1"}),
+            **energy_vars,
+            "dissipation": (lead, dis, note_nonfinite(
+                dis_attrs, dis, DISSIPATION_NOTE if observables else off)),
         },
         coords=coords,
     )
@@ -154,7 +164,10 @@ def simulate(
 
     Returns:
         ``xarray.Dataset`` with ``x``, ``energy``, ``dissipation`` (and ``theta`` for
-        ``angles``), up to the last time reached.
+        ``angles``; ``log_energy`` where the energy overflows float64, every NaN or inf with
+        a ``note``: docs/results.md), up to the last time reached. Tokens in ``R^d``
+        (``geometry="euclidean"``) that grow past the model's bound or become non-finite stop
+        the run with :attr:`StopReason.BLOWUP` (:mod:`meanfield.blowup`).
 
     Raises:
         ValueError: on bad input, or when the run would not fit in the available memory
@@ -230,6 +243,8 @@ def simulate(
                                if method in ("rk4", "dopri5") and has_energy(model) else [])
         if method in STABILITY_RADIUS:  # fixed steps: h L against the stability bound
             monitors.append(StepSizeMonitor(f, method, float(dt), t, sphere=sphere, x0=y0))
+        if not sphere:  # tokens in R^d: growth past the model's bound, or non-finite
+            monitors.append(BlowupMonitor(model, x0, float(t[0]), dtype=bkd.dtype))
         times, xs, sol = _run(method, f, y0, t, dt=dt, sphere=sphere, rtol=rtol, atol=atol,
                        max_steps=max_steps, progress=progress, sigma=model.noise,
                        rng=as_rng(rng) if method == "euler_maruyama" else None,

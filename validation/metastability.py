@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from meanfield.finite import note_nonfinite, note_variables
 from meanfield.integrate import Interrupted, finish
 from particles import count_clusters_angles
 from particles.ensemble import EnsembleError, simulate_ensemble
@@ -48,6 +49,9 @@ from .phase_diagram import (
     usa_step,
 )
 from .sweep import SweepError, sweep
+
+NEVER_CLUSTERED = "NaN where the seed never had at most that many clusters up to the last time"
+"""The note on ``first_time`` (:mod:`meanfield.finite`)."""
 
 
 def dwell_times(counts: np.ndarray, times: np.ndarray, max_clusters: int) -> np.ndarray:
@@ -134,7 +138,9 @@ def metastability_cell(beta: float, rng: np.random.Generator, *, n: int, seeds: 
     return xr.Dataset(
         {"clusters": (("seed", "time"), counts),
          "dwell": (("seed", "clusters_state"), dwell),
-         "first_time": (("seed", "clusters_state"), first),
+         "first_time": (("seed", "clusters_state"), first, note_nonfinite(
+             {"long_name": "first time at which a seed has at most that many clusters"}, first,
+             NEVER_CLUSTERED)),
          "final_clusters": ("seed", counts[:, -1])},
         coords={"time": ("time", t), "clusters_state": np.arange(1, n + 1),
                 "seed": np.arange(seeds)})
@@ -204,6 +210,10 @@ def _counts_result(out: xr.Dataset, extra: dict[str, Any], attention: str,
     out["dwell_median"] = dwell.median("seed")
     out["visit_fraction"] = (out["dwell"] > 0).mean("seed").where(out["dwell"].notnull().all("seed"))
     out["dwell"].attrs.update(long_name="time spent with k clusters before t_max")
+    note_variables(out, {
+        "dwell_mean": "NaN where no seed visits that many clusters",
+        "dwell_median": "NaN where no seed visits that many clusters",
+        "first_time": NEVER_CLUSTERED})
     settings = json.loads(out.attrs["settings"])
     settings.update(extra)
     out.attrs.update(title="cluster counts on the circle (metastability, Problem 1)",

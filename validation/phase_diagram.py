@@ -50,7 +50,9 @@ from scipy.stats import norm
 from meanfield import attention as attention_registry
 from meanfield import backend as bk
 from meanfield import theory
+from meanfield.finite import note_nonfinite, note_variables
 from meanfield.integrate import Interrupted, check_step_count, finish, result_attrs
+from meanfield.special import check_exp_beta
 from particles.ensemble import EnsembleError, simulate_ensemble
 
 from .sweep import SweepError, sweep
@@ -286,7 +288,10 @@ def usa_step(dt: float, beta: float, attention: str) -> float:
     """The RK4 step: ``dt`` for SA; ``dt * exp(-beta)`` for USA, whose field is ``Z_i / n``
     times the SA one with ``Z_i = Σ_j e^{beta <x_i, x_j>} <= n e^{beta}`` (docs/equations.md section
     2), so that its stiffest rate (a cluster contracting) is ``e^{beta}`` times larger."""
-    return dt if _check_attention(attention) == "softmax" else dt * math.exp(-beta)
+    if _check_attention(attention) == "softmax":
+        return dt
+    check_exp_beta(beta, "unnormalized attention in the ensembles (the step dt e^-beta)")
+    return dt * math.exp(-beta)
 
 
 def cell_cost(d: int, beta: float) -> float:
@@ -337,6 +342,7 @@ def phase_cell(beta: float, d: int, rng: np.random.Generator, *, n: int, times: 
         finish(sol, None, name=f"phase diagram cell d = {d}, beta = {beta:g} (realisations "
                f"{start}-{min(start + chunk, realizations) - 1})", error=EnsembleError)
     inner12 /= realizations
+    t_cross = transition_time(beta, n, delta, attention)
     lo, hi = wilson_interval(pair12, realizations, confidence)
     pmean = pairs.mean(axis=-1)
     perr = pairs.std(axis=-1, ddof=1) / math.sqrt(realizations) if realizations > 1 else (
@@ -350,7 +356,9 @@ def phase_cell(beta: float, d: int, rng: np.random.Generator, *, n: int, times: 
             "pair_probability_stderr": ("time", perr),
             "mean_inner_product": ("time", inner12),
             "gamma": ("time", gamma(beta, n, t, attention)),
-            "transition_time": ((), transition_time(beta, n, delta, attention)),
+            "transition_time": ((), t_cross, note_nonfinite(
+                {"long_name": "time at which the curve (6.12) reaches 1 - delta"}, t_cross,
+                "inf: the curve (6.12) does not reach 1 - delta before t = 1e6")),
         },
         coords={"time": ("time", t, {"long_name": "time t", "units": "1"})},
     )
@@ -495,6 +503,11 @@ def _phase_result(out: xr.Dataset, time_grid: np.ndarray, ds_: np.ndarray, d: An
         long_name="fraction of pairs i != j with <x_i, x_j> >= 1 - delta", units="1")
     out["transition_time"].attrs.update(
         long_name="t with gamma_beta(t) = 1 - delta, curve (6.12)", units="1")
+    never = "NaN where the probability{} never reaches 1/2 up to the last time"
+    note_variables(out, {
+        "transition_time": "inf: the curve (6.12) does not reach 1 - delta before t = 1e6",
+        "t_half": never.format(""), "t_half_lower": never.format(" (upper bound)"),
+        "t_half_upper": never.format(" (lower bound)")})
     settings = dict(json.loads(out.attrs["settings"]), d=ds_.astype(int).tolist(),
                     method="RK4 + projection, cubic Hermite output (particles.ensemble)",
                     **kwargs)

@@ -46,10 +46,12 @@ from scipy.optimize import minimize_scalar
 from scipy.stats import wasserstein_distance
 
 from meanfield import Model, __version__
+from meanfield.finite import energy_variables, note_nonfinite
 from meanfield.integrate import ConstantStep, RungeKutta, integrate
 from meanfield.metrics import kernel_distance_particle_sets
-from particles import count_clusters, energy, pairwise_inner_products, project_tangent, simulate
+from particles import count_clusters, pairwise_inner_products, project_tangent, simulate
 from particles.integrators import normalize_rows
+from particles.observables import energies
 
 DEFAULTS: dict[str, Any] = {
     "bins": 40,
@@ -129,8 +131,10 @@ def cloud_statistics(
 ) -> dict[str, Any]:
     """Statistics of one cloud of unit tokens ``y`` ``(n, d)``: ``histogram`` (density of
     ``<y_i, y_j>``, ``i < j``, on ``bins`` bins of ``[-1, 1]``), ``mean_inner_product``,
-    ``fraction_above`` (pairs with ``<y_i, y_j> > 1 - delta``), ``clusters``, ``energy`` (one
-    per ``beta``) and ``effective_rank``."""
+    ``fraction_above`` (pairs with ``<y_i, y_j> > 1 - delta``), ``clusters``, ``energy`` and
+    ``log_energy`` (one per ``beta``; the log finite where ``E_beta`` overflows float64,
+    :func:`particles.log_energy`) and ``effective_rank``."""
+    pairs = [energies(Model(b), y) for b in betas]
     ip = pairwise_inner_products(y)
     hist, _ = np.histogram(np.clip(ip, -1.0, 1.0), bins=bins, range=(-1.0, 1.0), density=True)
     return {
@@ -138,7 +142,8 @@ def cloud_statistics(
         "mean_inner_product": float(ip.mean()),
         "fraction_above": float(np.mean(ip > 1.0 - delta)),
         "clusters": int(count_clusters(y, threshold=delta)),
-        "energy": np.array([energy(Model(b), y) for b in betas]),
+        "energy": np.array([e for e, _ in pairs]),
+        "log_energy": np.array([le for _, le in pairs]),
         "effective_rank": effective_rank(y),
     }
 
@@ -213,7 +218,8 @@ def token_study(
     hs = np.full((P, L1, T, d), np.nan, dtype=np.float32)
     toks = np.full((P, T), "", dtype=object)
     stats: dict[str, list] = {k: [] for k in ("histogram", "mean_inner_product", "fraction_above",
-                                              "clusters", "energy", "effective_rank", "norm")}
+                                              "clusters", "energy", "log_energy", "effective_rank",
+                                              "norm")}
     for p, (text, s) in enumerate(zip(passages, states)):
         n = s.shape[1]
         hs[p, :, :n] = s
@@ -228,8 +234,9 @@ def token_study(
     lay = ("passage", "layer")
     ds = xr.Dataset(
         {
-            "hidden_states": (lay + ("token", "dim"), hs, {
-                "long_name": "hidden states (layer 0: embedding output)", "units": "1"}),
+            "hidden_states": (lay + ("token", "dim"), hs, note_nonfinite({
+                "long_name": "hidden states (layer 0: embedding output)", "units": "1"}, hs,
+                "NaN past a passage's n_tokens (padding to the longest passage)")),
             "tokens": (("passage", "token"), toks.astype(str), {"long_name": "word pieces"}),
             "n_tokens": ("passage", np.array([s.shape[1] for s in states]),
                          {"long_name": "tokens in the passage, special tokens included"}),
@@ -242,7 +249,8 @@ def token_study(
                 "long_name": f"fraction of pairs with <y_i, y_j> > {1 - delta:g}", "units": "1"}),
             "clusters": (lay, np.stack(stats["clusters"]), {
                 "long_name": f"clusters (components of <y_i, y_j> >= {1 - delta:g})"}),
-            "energy": (lay + ("beta",), np.stack(stats["energy"]), {
+            **energy_variables(lay + ("beta",), np.stack(stats["energy"]),
+                               np.stack(stats["log_energy"]), {
                 "long_name": "E_beta (docs/equations.md section 2, -1 inside the sum)"}),
             "effective_rank": (lay, np.stack(stats["effective_rank"]),
                                {"long_name": "effective rank (Roy-Vetterli)"}),
@@ -434,11 +442,18 @@ def dynamics_study(
     }
     data: dict[str, Any] = {k: (dims, a, {"long_name": long[k], "units": "1"})
                             for k, a in arrays.items()}
+    data["explained"] = (dims, arrays["explained"], note_nonfinite(
+        data["explained"][2], arrays["explained"],
+        "NaN at layer 0 (nothing to explain yet), +-inf or NaN where m_real = m_0"))
     data["histogram"] = (dims + ("bin",), hist, {"long_name": "density of <y_i, y_j>, i < j"})
-    data["toy_beta"] = (("passage", "layer"), toy_beta, {
+    no_fit = ("NaN at layer 0 (no earlier layer)" if fit_beta
+              else "NaN: not fitted (fit_beta=False)")
+    data["toy_beta"] = (("passage", "layer"), toy_beta, note_nonfinite({
         "long_name": "beta of the toy model Q = K = V = I fitted to layer l from the real "
-                     "layer l - 1 (one unit of time, W1 of the <y_i, y_j> distributions)"})
-    data["toy_w1"] = (("passage", "layer"), toy_w1, {"long_name": "W1 left at the fitted beta"})
+                     "layer l - 1 (one unit of time, W1 of the <y_i, y_j> distributions)"},
+        toy_beta, no_fit))
+    data["toy_w1"] = (("passage", "layer"), toy_w1, note_nonfinite(
+        {"long_name": "W1 left at the fitted beta"}, toy_w1, no_fit))
     data["text"] = ("passage", np.array(passages, dtype=str))
     ds = xr.Dataset(
         data,

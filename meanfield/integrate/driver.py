@@ -17,6 +17,13 @@ output time. It ends on every path with a :class:`StopReason`:
 * success, or a tracker raising :class:`FinishedSimulation` (early, still successful);
 * a monitor raising :class:`Stop` (e.g. the resolution monitor of :func:`meanfield.solve`);
 * a non-finite state, ``max_steps`` attempted steps, a step below ``1e-13 |t|``;
+* an overflow (:attr:`StopReason.OVERFLOW`): a non-finite field at the start, or an adaptive
+  step that shrank below its minimum while its trial states stayed non-finite (the cause is
+  the overflow, not the step size); numpy's overflow and invalid-value warnings inside a step
+  are silenced, since the loop handles them and its stop message says so in words;
+* a monitor's explanation of a non-finite state or of a collapsing step
+  (``explain_non_finite``, ``explain_small_step``; e.g. the blow-up monitor of tokens in
+  ``R^d``, :mod:`meanfield.blowup`: :attr:`StopReason.BLOWUP`);
 * ``KeyboardInterrupt``, reported as :attr:`StopReason.INTERRUPTED` (the caller saves what it
   has and re-raises :class:`Interrupted`).
 
@@ -54,8 +61,9 @@ class StopReason(enum.Enum):
     STEP_TOO_SMALL = "the step size fell below its minimum"
     NON_FINITE = "the solution became non-finite"
     UNSTABLE = "a monitor found the step too large for the dynamics"
-    BLOW_UP = "the solution blows up in finite time"
     INTERRUPTED = "interrupted by the user"
+    OVERFLOW = "the computation overflowed the float64 range"
+    BLOWUP = "the solution blew up"
 
     @property
     def successful(self) -> bool:
@@ -118,7 +126,11 @@ class Replace:
 
 class Monitor(Protocol):
     """Checked after every accepted step: return ``None`` (go on) or :class:`Replace`, or
-    raise :class:`Stop`."""
+    raise :class:`Stop`. A monitor may also define ``explain_non_finite(t, y, h)`` and
+    ``explain_small_step(t, y, h)``, called before the loop stops on a non-finite state or a
+    step below its minimum, which raise :class:`Stop` with a more precise reason than
+    :attr:`StopReason.NON_FINITE` or :attr:`StopReason.STEP_TOO_SMALL` (or return to leave
+    it at that)."""
 
     def check(self, t: float, y: np.ndarray, stage: np.ndarray | None, context: Any
               ) -> Replace | None: ...
@@ -154,6 +166,21 @@ class Solution:
 
 
 Output = Callable[[int, float, np.ndarray, Any], None]
+
+
+def _explain(monitors: list[Any], hook: str, t: float, y: Any, h: float) -> None:
+    """Let the monitors that define ``hook`` (``explain_non_finite``, ``explain_small_step``)
+    replace a generic stop by a precise one: they raise :class:`Stop` or return."""
+    for mon in monitors:
+        explain = getattr(mon, hook, None)
+        if explain is not None:
+            explain(t, y, h)
+
+
+def _finite(y: Any) -> bool:
+    """Whether every entry of ``y`` is finite: one pass (NaN and inf propagate to the sum)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return cmath.isfinite(complex(y.sum()))
 
 
 def _hermite(s: float, h: float, y0: np.ndarray, f0: np.ndarray, y1: np.ndarray,
@@ -213,9 +240,12 @@ def integrate(
     for tr in trackers:
         tr.initialize(t0, t_end)
     output(0, t0, y, context)
-    stage = stepper.init(y)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # checked below
+        stage = stepper.init(y)
+    start_overflow = stage is not None and not _finite(stage)
     if adaptive:
-        dt, cstate = controller.init(y, stage, t_end - t0, stepper.error_order)
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # a huge field
+            dt, cstate = controller.init(y, stage, t_end - t0, stepper.error_order)
         if dt0 is not None:
             dt = float(dt0)
     else:
@@ -226,7 +256,11 @@ def integrate(
     if dense and not adaptive:  # equal steps over the whole span
         nsteps = max(1, math.ceil((t_end - t0) / dt - 1e-9))
         dt = (t_end - t0) / nsteps
+    overflowed = False  # the last trial step was rejected with a non-finite state
     try:
+        if start_overflow:
+            raise Stop(StopReason.OVERFLOW, f"the field is non-finite at the start, t = {t:.6g} "
+                       "(e.g. e^{beta <x, y>} beyond float64)")
         while k_out < len(times):
             target = t_end if dense else float(times[k_out])
             if adaptive or dense:
@@ -242,24 +276,36 @@ def integrate(
                 if target - (t + h) < 1e-9 * h:
                     h = target - t
             if h < min_dt and target - t > min_dt:
+                if overflowed:
+                    raise Stop(StopReason.OVERFLOW, f"the step shrank to dt = {h:.3g} at t = "
+                               f"{t:.6g} and still gave a non-finite state (a field beyond "
+                               "float64)")
+                _explain(monitors, "explain_small_step", t, y, h)
                 raise Stop(StopReason.STEP_TOO_SMALL, f"dt = {h:.3g} at t = {t:.6g}")
             if stats["steps"] >= max_steps:
                 raise Stop(StopReason.MAX_STEPS, f"max_steps={max_steps} reached at t = {t:.6g}")
             stats["steps"] += 1
-            y_new, err, stage_new = stepper.step(y, h, stage)
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # checked below
+                y_new, err, stage_new = stepper.step(y, h, stage)
             if isinstance(controller, PIController):
-                error = controller.error_norm(err, y, y_new)
+                with np.errstate(over="ignore", invalid="ignore"):
+                    error = controller.error_norm(err, y, y_new)
                 accept, dt, cstate = controller.adapt(error, h, stepper.error_order, cstate)
                 if not accept:
                     stats["rejected"] += 1
+                    overflowed = not _finite(y_new)
                     continue
-            if not cmath.isfinite(complex(y_new.sum())):  # one pass; NaN and inf propagate to the sum
+            if not _finite(y_new):
+                _explain(monitors, "explain_non_finite", t, y, h)
                 raise Stop(StopReason.NON_FINITE, f"non-finite state in the step from t = {t:.6g} "
                            f"to {t + h:.6g}; results are kept up to t = {t:.6g}")
+            overflowed = False
             t_new = target if h == target - t else t + h
             y_new = stepper.project(y_new)
             stats["accepted"] += 1
-            stage_new = stage_new if stage_new is not None else stepper.init(y_new)
+            if stage_new is None:
+                with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                    stage_new = stepper.init(y_new)  # non-finite: the next step stops
             if dense:
                 while k_out < len(times) and times[k_out] <= t_new + 1e-12 * max(1.0, abs(t_end)):
                     s = min(max((float(times[k_out]) - t) / (t_new - t), 0.0), 1.0)

@@ -53,7 +53,8 @@ def continue_lagrangian(model: Model, spectral: xr.Dataset, t: Sequence[float] |
                 "reason": spectral.attrs.get("stop_reason", "")}
     lag = solve_lagrangian(model, start, np.concatenate([[t_h], later]), handover=handover,
                            **kwargs)
-    keep = {name: spectral[name] for name in ("density", "energy", "mass") if name in spectral}
+    keep = {name: spectral[name] for name in ("density", "energy", "log_energy", "mass")
+            if name in spectral}  # log_energy: where the spectral energy overflowed
     part = xr.Dataset(keep).rename({"time": "spectral_time"})
     part = part.rename({name: f"spectral_{name}" for name in keep})
     for name in keep:

@@ -3,6 +3,7 @@
 .. autosummary::
    has_energy
    weighted_energy
+   energy_terms
 
 For ``mu = sum_j w_j delta_{x_j}`` (docs/equations.md sections 2 and 3, the ``-1``
 convention of (3.5))::
@@ -18,9 +19,11 @@ error below ``(beta |s|)^3 / 24``), which tends continuously to the ``beta = 0``
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy.special import logsumexp
 
 from ..kernels import DEFAULT_MEMORY_LIMIT, Tiling, _logits, block_for
 from .field import _apply
@@ -51,34 +54,93 @@ def weighted_energy(
     Where ``e^{beta s}`` would overflow (the bound :func:`exponent_bound` above
     :data:`EXP_SAFE`) the tiles sum ``e^{beta s - c}`` and scale back once
     (:func:`times_exp`): the energy is finite wherever its value fits in a float, ``+inf``
-    beyond.
+    beyond (:func:`energy_terms` gives its logarithm too).
     """
+    terms = energy_terms(model, x, weights, memory_limit=memory_limit, partition=partition)
+    return terms.energy, terms.partition
+
+
+@dataclass
+class EnergyTerms:
+    """``E_beta = plain + sum_h scaled_h e^{shift_h}`` per batch (each ``(B,)``; ``shift_h = 0``
+    and ``scaled_h = 0`` where the tiles of head ``h`` were not shifted), and the partition
+    function ``Z - 1`` when asked for."""
+
+    plain: np.ndarray
+    scaled: list[np.ndarray]
+    shift: list[np.ndarray]
+    partition: np.ndarray | None
+
+    @property
+    def energy(self) -> np.ndarray:
+        """``E_beta``: ``+inf`` where it exceeds the float64 range."""
+        total = self.plain.copy()
+        for a, c in zip(self.scaled, self.shift):
+            total += times_exp(a, c)
+        return total
+
+    @property
+    def log_energy(self) -> np.ndarray:
+        """``log E_beta`` as one log-sum-exp of the terms, finite wherever ``E_beta > 0``
+        (at ``beta = 1e300`` too); ``-inf`` where ``E_beta = 0``, NaN where it is negative."""
+        a = np.stack([np.zeros_like(self.plain), *self.shift])
+        b = np.stack([self.plain, *self.scaled])
+        beyond = np.any(np.isinf(a) & (b > 0), axis=0)  # beta s itself beyond float64
+        a = np.where(np.isinf(a), 0.0, a)
+        with np.errstate(divide="ignore"):
+            value, sign = logsumexp(a, b=b, axis=0, return_sign=True)
+        out = np.where(sign > 0, value, np.where(sign == 0, -np.inf, np.nan))
+        return np.where(beyond, np.inf, out)
+
+
+def energy_terms(
+    model: Any,
+    x: np.ndarray,
+    weights: np.ndarray,
+    *,
+    memory_limit: int = DEFAULT_MEMORY_LIMIT,
+    partition: bool = False,
+) -> EnergyTerms:
+    """The tiles of :func:`weighted_energy`, kept apart so that both ``E_beta`` and
+    ``log E_beta`` follow (:class:`EnergyTerms`): docs/equations.md (3.5), -1 convention."""
     B, n, d = x.shape
     beta = float(model.beta)
     total = np.zeros(B)
-    shifted = np.zeros(B)  # contributions of the shifted tiles, already divided by 2 beta
+    scaled: list[np.ndarray] = []
+    shifts: list[np.ndarray] = []
     z = np.zeros((B, n)) if partition else None
     tiling = Tiling(memory_limit, buffers=2, block=block_for(d))
     for head, (Q, K, _) in enumerate(model.matrices(d)):
         q, k = _apply(Q, x), _apply(K, x)
         if beta == 0.0:  # the limit of expm1(beta s) / beta: s; Z - 1 = 0
             mq, mk = (np.einsum("bn,bnd->bd", weights, a) for a in (q, k))
-            total += np.sum(mq * mk, axis=-1)
+            total += np.sum(mq * mk, axis=-1) / 2.0
             continue
         kt = np.ascontiguousarray(np.swapaxes(k, 1, 2))
         shift = exponent_bound(beta, q, k)
+        head_scaled, head_shift = np.zeros(B), np.full(B, -np.inf)
         for bs, rs in tiling.tiles(B, n, n):
             S = _logits(q[bs, rs], kt[bs], np.empty((bs.stop - bs.start, rs.stop - rs.start, n)))
             if np.any(shift[bs] > EXP_SAFE):  # e^{beta s - c}, scaled back by e^c once
-                c = shift[bs]
-                S *= beta
-                S -= c[:, None, None]
-                np.exp(S, out=S)
+                # c: the tile's largest exponent (not the bound: at beta = 1e300 the round-off
+                # of s alone moves beta s by ~1e284), merged into the head's running log-sum-exp
+                with np.errstate(over="ignore", invalid="ignore"):  # beta s beyond float64
+                    S *= beta
+                    c = S.max(axis=(1, 2))
+                    S -= c[:, None, None]
+                    np.exp(S, out=S)
+                bad = np.isnan(S)  # inf - inf: c = +inf (then E = log E = inf), the largest
+                if np.any(bad):  # entries count 1; c = -inf (every weight 0), they count 0
+                    S[bad] = np.broadcast_to((c == np.inf)[:, None, None], S.shape)[bad]
                 rows = np.einsum("brm,bm->br", S, weights[bs])
                 mass = weights[bs].sum(axis=1)
-                part = np.einsum("br,br->b", rows, weights[bs, rs])
-                shifted[bs] += (times_exp(part / (2.0 * beta), c)
-                                - weights[bs, rs].sum(axis=1) * mass / (2.0 * beta))
+                part = np.einsum("br,br->b", rows, weights[bs, rs]) / (2.0 * beta)
+                top = np.maximum(head_shift[bs], c)
+                with np.errstate(invalid="ignore"):  # inf - inf where top = inf: see below
+                    head_scaled[bs] = (head_scaled[bs] * np.nan_to_num(np.exp(head_shift[bs] - top))
+                                       + part * np.nan_to_num(np.exp(c - top), nan=1.0))
+                head_shift[bs] = top
+                total[bs] -= weights[bs, rs].sum(axis=1) * mass / (2.0 * beta)
                 if z is not None and head == 0:
                     z[bs, rs] = times_exp(rows, c[:, None]) - mass[:, None]
                 continue
@@ -90,10 +152,12 @@ def weighted_energy(
                 np.expm1(S, out=S)
                 S /= beta
             rows = np.einsum("brm,bm->br", S, weights[bs])
-            total[bs] += np.einsum("br,br->b", rows, weights[bs, rs])
+            total[bs] += np.einsum("br,br->b", rows, weights[bs, rs]) / 2.0
             if z is not None and head == 0:
                 z[bs, rs] = rows * beta
-    return total / 2.0 + shifted, z
+        scaled.append(head_scaled)
+        shifts.append(np.where(head_shift == -np.inf, 0.0, head_shift))  # unshifted: e^0
+    return EnergyTerms(total, scaled, shifts, z)
 
 
 def times_exp(a: np.ndarray, c: np.ndarray) -> np.ndarray:
@@ -110,9 +174,11 @@ EXP_SAFE = 700.0
 def exponent_bound(beta: float, q: np.ndarray, k: np.ndarray) -> np.ndarray:
     """A bound ``beta max_i |q_i| max_j |k_j| >= beta s_ij`` per batch (Cauchy–Schwarz): the
     exponent that the weights are divided by when they would overflow."""
-    nq = np.sqrt(np.einsum("bnd,bnd->bn", q, q)).max(axis=1)
-    nk = np.sqrt(np.einsum("bnd,bnd->bn", k, k)).max(axis=1)
-    return beta * nq * nk
+    with np.errstate(over="ignore"):  # inf: beyond float64, shifted all the same
+        nq = np.sqrt(np.einsum("bnd,bnd->bn", q, q)).max(axis=1)
+        nk = np.sqrt(np.einsum("bnd,bnd->bn", k, k)).max(axis=1)
+        return beta * nq * nk
 
 
-__all__ = ["EXP_SAFE", "exponent_bound", "has_energy", "times_exp", "weighted_energy"]
+__all__ = ["EXP_SAFE", "EnergyTerms", "energy_terms", "exponent_bound", "has_energy", "times_exp",
+           "weighted_energy"]

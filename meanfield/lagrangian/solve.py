@@ -31,7 +31,9 @@ import xarray as xr
 
 from .. import attention as attention_registry
 from .. import backend as bk
+from ..blowup import BlowupMonitor
 from ..checks import output_times
+from ..finite import DISSIPATION_NOTE, energy_variables, note_nonfinite
 from ..integrate import (
     ConstantStep,
     IntegrationError,
@@ -49,7 +51,7 @@ from ..integrate import (
 )
 from ..kernels import DEFAULT_MEMORY_LIMIT
 from ..model import Model
-from .energy import has_energy, weighted_energy
+from .energy import energy_terms, has_energy
 from .field import _finish, ambient_field, check_measure, weighted_field
 
 
@@ -158,7 +160,10 @@ def solve_lagrangian(
     Returns:
         ``xarray.Dataset`` with ``x`` (time, node, dim), ``weight`` (node), ``density`` and
         ``log_jacobian`` (time, node), ``mass`` (time), and where the model has an energy
-        ``energy`` and ``dissipation`` (time); ``label`` (node) for labelled nodes.
+        ``energy`` and ``dissipation`` (time; ``log_energy`` too where the energy overflows
+        float64); ``label`` (node) for labelled nodes. Every NaN or inf comes with a
+        ``note`` on its variable (docs/results.md); tokens in ``R^d`` that blow up stop the
+        run (:mod:`meanfield.blowup`).
     """
     _check_model(model, nodes)
     be = bk.get_backend(backend, device, dtype)
@@ -213,16 +218,16 @@ def solve_lagrangian(
     trackers = list(trackers)
     if progress:
         trackers.append(ProgressTracker(desc="solve_lagrangian", leave=False))
-    monitors = []
+    monitors: list[Any] = [] if sphere else [BlowupMonitor(model, x0, float(times[0]), positions=d,
+                                                           dtype=be.dtype)]
     if dt is not None and not tab.adaptive:  # a fixed step: h L against the scheme's bound
         monitors.append(StepSizeMonitor(rhs, tab.name, float(dt), times, sphere=False, x0=y0,
                                         radius=stability_radius(tab),
                                         tangent=_positions_tangent(sphere, d),
                                         advice="scheme='dopri5'"))
     sol = integrate(RungeKutta(rhs, tab, project=_project(sphere, d)), y0, times,
-                    controller=controller, output=output,
-                    dt0=dt if tab.adaptive else None, max_steps=max_steps, trackers=trackers,
-                    monitors=monitors)
+                    controller=controller, output=output, monitors=monitors,
+                    dt0=dt if tab.adaptive else None, max_steps=max_steps, trackers=trackers)
     last = np.array(bk.to_numpy(sol.y), dtype=float)
     if sol.t_reached > saved[-1][0] and np.all(np.isfinite(last)):
         saved.append((sol.t_reached, last))
@@ -261,13 +266,14 @@ def _assemble(saved: list[tuple[float, np.ndarray]], model: Model, nodes: Any,
     data: dict[str, Any] = {
         "x": (("time", "node", "dim"), x, {"long_name": "node position x_j(t)"}),
         "weight": ("node", weights, {"long_name": "quadrature weight w_j of mu_0 (constant)"}),
-        "density": (("time", "node"), density, {
+        "density": (("time", "node"), density, note_nonfinite({
             "long_name": ("density at the moving node, rho_0(y_j) / J_j(t), w.r.t. "
-                          + ("surface measure" if nodes.geometry == "sphere" else "Lebesgue measure")),
-            "note": "inf where it exceeds the floating-point range (a collapsing cluster); "
-                    "log_density holds every value"}),
-        "log_density": (("time", "node"), log_rho, {
-            "long_name": "natural log of the density at the moving node, log rho_0(y_j) - log J_j(t)"}),
+                          + ("surface measure" if nodes.geometry == "sphere" else "Lebesgue measure"))},
+            density, "inf where it exceeds the floating-point range (a collapsing cluster); "
+                     "log_density holds every value")),
+        "log_density": (("time", "node"), log_rho, note_nonfinite({
+            "long_name": "natural log of the density at the moving node, log rho_0(y_j) - log J_j(t)"},
+            log_rho, "-inf where rho_0(y_j) = 0")),
         "log_jacobian": (("time", "node"), log_j, {
             "long_name": "log J_j(t), d/dt log J = div X (docs/lagrangian.md)"}),
         "mass": ("time", np.full(tvals.size, float(np.sum(weights))), {
@@ -277,19 +283,23 @@ def _assemble(saved: list[tuple[float, np.ndarray]], model: Model, nodes: Any,
         data["label"] = ("node", labels, {"long_name": "position label in [0, 1]"})
     if has_energy(model):
         w = np.broadcast_to(weights, (tvals.size, weights.size))
-        energy, z = weighted_energy(model, x, np.ascontiguousarray(w),
-                                    memory_limit=memory_limit, partition=True)
+        terms = energy_terms(model, x, np.ascontiguousarray(w), memory_limit=memory_limit,
+                             partition=True)
+        z = terms.partition
         assert z is not None
         speed2 = np.empty(tvals.size)
-        for k in range(tvals.size):
-            v = weighted_field(model, x[k], weights, geometry=nodes.geometry, labels=labels,
-                               divergence=False, memory_limit=memory_limit).velocity
-            factor = 1.0 + z[k] if model.attention == "softmax" else 1.0
-            speed2[k] = np.sum(weights * factor * np.einsum("nd,nd->n", v, v))
-        data["energy"] = ("time", energy, {
-            "long_name": "interaction energy E_beta (docs/equations.md (3.5), -1 convention)"})
-        data["dissipation"] = ("time", model.sign * speed2, {
-            "long_name": "dE/dt predicted by the dissipation identity (docs/equations.md section 3)"})
+        with np.errstate(over="ignore", invalid="ignore"):  # beyond float64: see the note
+            for k in range(tvals.size):
+                v = weighted_field(model, x[k], weights, geometry=nodes.geometry, labels=labels,
+                                   divergence=False, memory_limit=memory_limit).velocity
+                factor = 1.0 + z[k] if model.attention == "softmax" else 1.0
+                speed2[k] = np.sum(weights * factor * np.einsum("nd,nd->n", v, v))
+        data.update(energy_variables("time", terms.energy, terms.log_energy, {
+            "long_name": "interaction energy E_beta (docs/equations.md (3.5), -1 convention)"}))
+        dissipation = model.sign * speed2
+        data["dissipation"] = ("time", dissipation, note_nonfinite({
+            "long_name": "dE/dt predicted by the dissipation identity (docs/equations.md section 3)"},
+            dissipation, DISSIPATION_NOTE))
     coords = {"time": ("time", tvals, {"long_name": "time", "units": "1"}),
               "node": ("node", np.arange(weights.size)),
               "dim": ("dim", np.arange(d))}

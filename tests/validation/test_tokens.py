@@ -85,6 +85,26 @@ def test_token_study_dataset(tiny, tmp_path):
     np.testing.assert_array_equal(back.clusters.values, ds.clusters.values)
 
 
+def test_token_study_energy_beyond_float64(tiny):
+    """Issue 21: E_beta of unit clouds overflows beyond beta ~ 710; log_energy keeps it (at
+    1e300 too), equal to log(energy) to round-off where both are finite, and the padding NaNs
+    of hidden_states carry their note."""
+    from meanfield.finite import unexplained_nonfinite
+
+    ds = T.token_study(tiny, PASSAGES, bins=8, betas=(1.0, 1e3, 1e300))
+    assert unexplained_nonfinite(ds) == []
+    assert np.all(np.isinf(ds.energy.sel(beta=1e3))) and ds.energy.attrs["note"]
+    assert np.all(np.isfinite(ds.log_energy))
+    np.testing.assert_allclose(ds.log_energy.sel(beta=1.0), np.log(ds.energy.sel(beta=1.0)),
+                               rtol=1e-13)  # the same tiles: a few ulps
+    # log E <= beta max <y_i, y_j> = beta (unit tokens), and >= beta - log(2 beta n^2 / n):
+    # the diagonal alone gives n e^beta / n^2
+    n = ds.n_tokens.values[:, None]
+    big = ds.log_energy.sel(beta=1e3).values
+    assert np.all(big <= 1e3) and np.all(big >= 1e3 - np.log(2e3 * n))
+    assert "note" in ds.hidden_states.attrs
+
+
 def test_fit_toy_beta_recovers_a_known_beta(rng):
     y0 = sample_sphere(16, 3, rng)
     y1 = T._toy_cloud(y0, 3.0, 0.25)

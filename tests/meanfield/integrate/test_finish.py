@@ -88,7 +88,7 @@ def test_solvers_share_the_end_of_run():
     model = mf.Model(beta=0.7, Q=q, K=k)
     with pytest.raises(BlowUpError, match="finite-time blow-up") as info:
         mf.solve_gaussian(model, np.zeros(2), np.eye(2), [0.0, 100.0])
-    assert info.value.reason is StopReason.BLOW_UP and info.value.dataset is info.value.partial
+    assert info.value.reason is StopReason.BLOWUP and info.value.dataset is info.value.partial
     assert info.value.dataset.attrs["successful"] == 0
 
 
