@@ -22,7 +22,7 @@ from meanfield import Model, nodes, solve
 from meanfield.domains import Circle, Sphere, ZonalSphere
 from meanfield.finite import unexplained_nonfinite
 from meanfield.gaussian import solve_gaussian
-from meanfield.integrate import ConstantStep
+from meanfield.integrate import ConstantStep, IntegrationError, StopReason
 from meanfield.lagrangian import solve_lagrangian
 from validation.metastability import cluster_counts, metastability_cell
 from validation.phase_diagram import phase_cell, phase_diagram
@@ -102,14 +102,17 @@ def _cases() -> list[Any]:
                         id=f"metastability-cell-{kind}-beta={beta:g}-dt={dt}"),
                 ]
     # the studies assembled from those cells by the sweep (a cell's note covers its own values)
-    cases += [
-        pytest.param(lambda: phase_diagram(n=4, d=2, betas=[1.0, *BETAS], t_max=5.0, times=3,
-                                           realizations=2, progress=False, processes=False),
-                     id="phase-diagram"),
-        pytest.param(lambda: cluster_counts(betas=[1.0, *BETAS], n=4, seeds=2, t_max=5.0,
-                                            times=3, progress=False, processes=False),
-                     id="cluster-counts"),
-    ]
+    for on_failure in ("stop", "record"):  # stop: the sweep raises; record: NaN cells, counted
+        cases += [
+            pytest.param(lambda on_failure=on_failure: phase_diagram(
+                n=4, d=2, betas=[1.0, *BETAS], t_max=5.0, times=3, realizations=2,
+                progress=False, processes=False, on_failure=on_failure),
+                id=f"phase-diagram-{on_failure}"),
+            pytest.param(lambda on_failure=on_failure: cluster_counts(
+                betas=[1.0, *BETAS], n=4, seeds=2, t_max=5.0, times=3, progress=False,
+                processes=False, on_failure=on_failure),
+                id=f"cluster-counts-{on_failure}"),
+        ]
     # the issue's own examples: USA at beta = 6 to t = 5 by characteristics (densities beyond
     # float64 in a successful file); SA at beta = 100 in R^d (energy e^{beta |x|^2})
     cases += [
@@ -137,6 +140,14 @@ def test_every_nonfinite_value_comes_with_a_word(run: Callable[[], Any]) -> None
         except ValueError as exc:  # a refusal before any work: it must name the cause
             assert "beta" in str(exc) or "dt" in str(exc), str(exc)
             return
+        except IntegrationError as exc:  # a stop with its reason (ensembles raise, item 1)
+            assert "step size fell below" not in str(exc), str(exc)
+            assert exc.reason in (StopReason.OVERFLOW, StopReason.UNSTABLE, StopReason.BLOWUP,
+                                  StopReason.NON_FINITE), str(exc)
+            if exc.dataset is None:
+                return
+            ds = exc.dataset
+            assert ds.attrs["successful"] == 0, str(exc)
     assert unexplained_nonfinite(ds) == [], {
         name: ds[name].attrs for name in unexplained_nonfinite(ds)}
     reason = str(ds.attrs.get("stop_reason", ""))

@@ -219,14 +219,17 @@ class StepSizeMonitor:
         scale = max(math.sqrt(float(xp.mean(x * x))), 1e-300)
         rel = max(1e-6, math.sqrt(float(xp.finfo(x.dtype).eps)))
         L = 0.0
-        for _ in range(self.iterations):
-            nv = math.sqrt(float(xp.sum(v * v)))
-            if not nv > 0:
-                return L
-            eps = rel * scale * math.sqrt(size) / nv
-            jv = self._tangent(x, (self.f(x + eps * v) - f0) / eps)
-            L = math.sqrt(float(xp.sum(jv * jv))) / nv
-            v = jv
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # judged below
+            for _ in range(self.iterations):
+                nv = math.sqrt(float(xp.sum(v * v)))
+                if not nv > 0:
+                    return L if math.isfinite(nv) else math.inf
+                eps = rel * scale * math.sqrt(size) / nv
+                jv = self._tangent(x, (self.f(x + eps * v) - f0) / eps)
+                L = math.sqrt(float(xp.sum(jv * jv))) / nv
+                if not math.isfinite(L):  # the Jacobian overflows the float range
+                    return math.inf
+                v = jv
         return L
 
     def check(self, t: float, y: Any, stage: Any, context: Any) -> None:
@@ -262,9 +265,15 @@ class StepSizeMonitor:
             bound = (f"above {limit:.3g}, {self.stop_factor:g} times the stability bound "
                      f"{self.radius:g} of {self.method} (the limit of an ensemble: its local "
                      "error there, a few per cent per step, spoils the statistics)")
-        text = (f"at t = {t:.6g} the step h = {h:.3g} times the largest rate of the dynamics "
-                f"L = {hL / h:.3g} (the Jacobian's, measured) is h L = {hL:.3g}, {bound}: take "
-                f"dt <= {safe:.3g}" + (f" or {self.advice}" if self.advice else ""))
+        if math.isfinite(hL):
+            text = (f"at t = {t:.6g} the step h = {h:.3g} times the largest rate of the dynamics "
+                    f"L = {hL / h:.3g} (the Jacobian's, measured) is h L = {hL:.3g}, {bound}: take "
+                    f"dt <= {safe:.3g}" + (f" or {self.advice}" if self.advice else ""))
+        else:
+            text = (f"at t = {t:.6g} the largest rate of the dynamics (the Jacobian's) overflows "
+                    f"the float range, so no fixed step h = {h:.3g} is within the stability bound "
+                    f"{self.radius:g} of {self.method}"
+                    + (f": use {self.advice}" if self.advice else ""))
         if stop:
             raise Stop(StopReason.UNSTABLE, text)
         if not self.warned:
