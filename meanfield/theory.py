@@ -88,4 +88,82 @@ def transition_time(beta: float, n: int, delta: float, attention: str = "softmax
     return float(sol.t_events[0][0]) if sol.t_events[0].size else math.inf
 
 
-__all__ = ["gamma", "gamma_rhs", "growth_rate", "transition_time"]
+# -- the repulsive case: sharp configurations (Section 9.1, Theorem 9.2) --------------------
+
+DESIGN_STRENGTHS: dict[str, str] = {
+    "simplex": "n = d + 1: a spherical 2-design; n < d + 1: centred only (strength 1)",
+    "cross-polytope": "n = 2d, the points +-e_i: a spherical 3-design",
+    "icosahedron": "n = 12, d = 3: a spherical 5-design",
+    "polygon": "d = 2, the regular n-gon: a spherical (n - 1)-design",
+}
+"""The known sharp configurations of docs/equations.md section 4 (repulsive case) and the
+strength ``t`` of each as a spherical design (Definition 9.1 of the paper)."""
+
+
+def sharp_configuration(kind: str, n: int, d: int) -> tuple[np.ndarray, int]:
+    """The points of a known sharp configuration on ``S^{d-1}`` and its design strength ``t``.
+
+    ``kind`` is a key of :data:`DESIGN_STRENGTHS`: ``"simplex"`` (``2 <= n <= d + 1``, inner
+    products ``-1/(n-1)``), ``"cross-polytope"`` (``n = 2d``, inner products ``-1, 0``),
+    ``"icosahedron"`` (``n = 12, d = 3``, inner products ``-1, +-1/sqrt(5)``), ``"polygon"``
+    (``d = 2``, inner products ``cos(2 pi k/n)``). By Theorem 9.2 (Cohn–Kumar) these are the
+    global minimisers of the repulsive energy ``H_beta`` at every ``beta > 0``.
+
+    Raises:
+        ValueError: an unknown ``kind``, or ``(n, d)`` outside its range.
+    """
+    if kind not in DESIGN_STRENGTHS:
+        msg = f"kind must be one of {tuple(DESIGN_STRENGTHS)}, got {kind!r}"
+        raise ValueError(msg)
+    ok = {"simplex": 2 <= n <= d + 1, "cross-polytope": n == 2 * d and d >= 2,
+          "icosahedron": (n, d) == (12, 3), "polygon": d == 2 and n >= 3}[kind]
+    if not ok:
+        msg = f"no {kind} with n = {n} points on S^{d - 1} (d = {d}): {DESIGN_STRENGTHS[kind]}"
+        raise ValueError(msg)
+    x = np.zeros((n, d))
+    if kind == "simplex":  # e_i - mean in R^n, written in an orthonormal basis of the hyperplane
+        c = np.eye(n) - 1.0 / n
+        q = np.linalg.svd(c)[2][: n - 1]
+        x[:, : n - 1] = c @ q.T
+        strength = 2 if n == d + 1 else 1
+    elif kind == "cross-polytope":
+        x[:d] = np.eye(d)
+        x[d:] = -np.eye(d)
+        strength = 3
+    elif kind == "icosahedron":
+        phi = (1 + math.sqrt(5)) / 2
+        rows = [(0.0, a, b * phi) for a in (-1, 1) for b in (-1, 1)]
+        x[:] = [r[k:] + r[:k] for r in rows for k in range(3)]
+        strength = 5
+    else:
+        a = 2 * np.pi * np.arange(n) / n
+        x[:] = np.c_[np.cos(a), np.sin(a)]
+        strength = n - 1
+    return x / np.linalg.norm(x, axis=1, keepdims=True), strength
+
+
+def zonal_polynomial(l: int, d: int, t: ArrayLike) -> np.ndarray:
+    """``P_l(t) = C_l^alpha(t) / C_l^alpha(1)``, ``alpha = (d-2)/2`` (docs/equations.md section 3):
+    the degree-``l`` zonal harmonic of ``S^{d-1}`` normalised to ``P_l(1) = 1``; on the circle
+    (``d = 2``) the limit ``T_l(t) = cos(l arccos t)``."""
+    t = np.asarray(t, dtype=float)
+    if d == 2:
+        return special.eval_chebyt(l, t)
+    alpha = (d - 2) / 2
+    return special.eval_gegenbauer(l, alpha, t) / special.eval_gegenbauer(l, alpha, 1.0)
+
+
+def design_sums(x: ArrayLike, lmax: int) -> np.ndarray:
+    """``S_l = (1/n^2) sum_{i,j} P_l(<x_i, x_j>)`` for ``l = 1..lmax`` (points ``x``, ``(n, d)``).
+
+    By the addition theorem ``S_l = |S^{d-1}| / (n^2 N_l) sum_m |sum_i Y_lm(x_i)|^2 >= 0``
+    (``N_l`` the dimension of the degree-``l`` harmonics), so ``S_l = 0`` for ``1 <= l <= t``
+    exactly when the points are a spherical ``t``-design (Definition 9.1)."""
+    x = np.asarray(x, dtype=float)
+    g = np.clip(x @ x.T, -1.0, 1.0)
+    return np.array([zonal_polynomial(l, x.shape[1], g).mean() for l in range(1, lmax + 1)])
+
+
+
+__all__ = ["DESIGN_STRENGTHS", "design_sums", "gamma", "gamma_rhs", "growth_rate", "sharp_configuration",
+           "transition_time", "zonal_polynomial"]

@@ -1,0 +1,82 @@
+"""The checks of validation/checks/exact.py: each passes on the default seed (the quick ones
+also in test_quick_suite.py), and each fails with a wrong start or a wrong constant."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from meanfield import theory
+from validation.checks import exact
+from validation.records import CheckResult
+from validation.runner import status_of
+from validation.suites import get_suite
+
+
+def _run(name: str, tmp_path: Path, suite: str = "quick") -> CheckResult:
+    entry = next(e for e in get_suite(suite) if e.name == name)
+    res = entry(seed=0, out_dir=tmp_path, suite=suite)
+    assert isinstance(res, CheckResult) and res.name == name
+    assert res.figure is not None and Path(res.figure).is_file()
+    return res
+
+
+# -- theory.repulsive_designs -----------------------------------------------------------------
+
+
+def test_repulsive_designs_pass(tmp_path: Path) -> None:
+    res = _run("theory.repulsive_designs", tmp_path)
+    assert status_of(res) == "pass", res.worst
+
+
+def test_repulsive_designs_fail_with_a_wrong_strength(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Claiming the tetrahedron is a 3-design (it is a 2-design) fails on S_3."""
+    real = theory.sharp_configuration
+    monkeypatch.setattr(exact.theory, "sharp_configuration",
+                        lambda kind, n, d: (real(kind, n, d)[0], 3))
+    out = exact.repulsive_limit("simplex", 4, 3, starts=1)
+    failed = [c.what for c in out["comparisons"] if not c.passed]
+    assert failed and all("S_3" in w or "S_4" in w for w in failed), failed
+
+
+def test_repulsive_designs_fail_from_a_run_too_short() -> None:
+    """Stopped at t = 10, the icosahedron runs are not yet stationary nor the exact shape."""
+    out = exact.repulsive_limit("icosahedron", 12, 3, t_end=10.0, starts=2)
+    failed = {c.what.split(": ")[1] for c in out["comparisons"] if not c.passed}
+    assert {"final max speed", "sorted inner products vs exact"} <= failed
+
+
+@pytest.mark.parametrize(("kind", "n", "d", "strength", "products"), [
+    ("simplex", 4, 3, 2, [-1 / 3]),
+    ("simplex", 3, 5, 1, [-1 / 2]),
+    ("cross-polytope", 8, 4, 3, [-1.0, 0.0]),
+    ("icosahedron", 12, 3, 5, [-1.0, -5**-0.5, 5**-0.5]),
+    ("polygon", 6, 2, 5, [-1.0, -0.5, 0.5]),
+])
+def test_sharp_configurations_are_designs_of_their_strength(kind, n, d, strength, products) -> None:
+    x, t = theory.sharp_configuration(kind, n, d)
+    assert t == strength and x.shape == (n, d)
+    np.testing.assert_allclose(np.linalg.norm(x, axis=1), 1.0, atol=1e-15)
+    g = (x @ x.T)[np.triu_indices(n, 1)]
+    np.testing.assert_allclose(np.unique(np.round(g, 12)), products, atol=1e-12)
+    s = theory.design_sums(x, t + 1)
+    np.testing.assert_allclose(s[:t], 0.0, atol=1e-14)
+    assert s[t] > 0.1  # not a (t+1)-design
+
+
+def test_design_sums_are_positive_for_random_points(rng: np.random.Generator) -> None:
+    """The addition theorem: S_l is a sum of squares, > 0 for points that are no design."""
+    for d in (2, 3, 5):
+        x = rng.standard_normal((7, d))
+        s = theory.design_sums(x / np.linalg.norm(x, axis=1, keepdims=True), 4)
+        assert np.all(s > 0)
+        assert theory.zonal_polynomial(3, d, 1.0) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(("kind", "n", "d"), [("simplex", 5, 3), ("cross-polytope", 5, 3),
+                                              ("icosahedron", 12, 4), ("polygon", 4, 3), ("cube", 8, 3)])
+def test_sharp_configuration_refuses_what_it_does_not_know(kind, n, d) -> None:
+    with pytest.raises(ValueError, match="kind|no "):
+        theory.sharp_configuration(kind, n, d)
