@@ -80,3 +80,62 @@ def test_design_sums_are_positive_for_random_points(rng: np.random.Generator) ->
 def test_sharp_configuration_refuses_what_it_does_not_know(kind, n, d) -> None:
     with pytest.raises(ValueError, match="kind|no "):
         theory.sharp_configuration(kind, n, d)
+
+
+# -- gaussian.blowup_rank_one and gaussian.fixed_point_spectra --------------------------------
+
+
+def test_gaussian_blowup_passes(tmp_path: Path) -> None:
+    res = _run("gaussian.blowup_rank_one", tmp_path)
+    assert status_of(res) == "pass", res.worst
+    iso, aniso = res.details["rows"]
+    # the top eigenvector of A + A^T is the limit only from an isotropic start
+    assert iso["distance_to_top_eigenvector_of_A_plus_AT"] < 1e-8
+    assert aniso["distance_to_top_eigenvector_of_A_plus_AT"] > 0.1
+
+
+def test_gaussian_blowup_fails_with_the_plain_eigenvector(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The top eigenvector of A + A^T (instead of the generalised one) fails from Sigma_0 != I."""
+    import meanfield.gaussian as mg
+
+    real = mg.blowup_limit
+
+    def plain(model, cov0):
+        t_star, _ = real(model, cov0)
+        _, a = mg.interaction_matrix(model, len(cov0))
+        return t_star, np.linalg.eigh(a + a.T)[1][:, -1]
+
+    monkeypatch.setattr(mg, "blowup_limit", plain)
+    res = _run("gaussian.blowup_rank_one", tmp_path)
+    failed = [c.what for c in res.comparisons if not c.passed]
+    assert failed == ["anisotropic: |Sigma/tr Sigma - u u^T| at the stop"]
+
+
+def test_gaussian_spectra_pass(tmp_path: Path) -> None:
+    res = _run("gaussian.fixed_point_spectra", tmp_path)
+    assert status_of(res) == "pass", res.worst
+    attractive = res.details["rows"][1]
+    assert max(attractive["measured"]) > 0.5  # a growing mode is measured, not only decay
+
+
+def test_gaussian_spectra_fail_with_a_wrong_constant(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the factor 2 of the covariance block the rates are off by a factor 2."""
+    import meanfield.gaussian as mg
+
+    real = mg.linearised_spectrum
+    monkeypatch.setattr(mg, "linearised_spectrum",
+                        lambda model, d: {**real(model, d), "cov": real(model, d)["cov"] / 2})
+    res = _run("gaussian.fixed_point_spectra", tmp_path)
+    assert status_of(res) == "FAIL"
+    assert any("(cov)" in c.what and not c.passed for c in res.comparisons)
+
+
+def test_gaussian_spectra_fail_from_a_wrong_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """From 1.01 Sigma* (not a fixed point) the point drifts and the rates are off."""
+    import meanfield.gaussian as mg
+
+    real = mg.noisy_fixed_point
+    monkeypatch.setattr(mg, "noisy_fixed_point", lambda model, d: 1.01 * real(model, d))
+    res = _run("gaussian.fixed_point_spectra", tmp_path)
+    failed = [c.what for c in res.comparisons if not c.passed]
+    assert any("displacement" in w for w in failed) and any("rate" in w for w in failed)
