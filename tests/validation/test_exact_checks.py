@@ -139,3 +139,22 @@ def test_gaussian_spectra_fail_from_a_wrong_start(tmp_path: Path, monkeypatch: p
     res = _run("gaussian.fixed_point_spectra", tmp_path)
     failed = [c.what for c in res.comparisons if not c.passed]
     assert any("displacement" in w for w in failed) and any("rate" in w for w in failed)
+
+
+# -- theory.small_beta_linear ------------------------------------------------------------------
+
+
+def test_small_beta_linear_passes(tmp_path: Path) -> None:
+    res = _run("theory.small_beta_linear", tmp_path)
+    assert status_of(res) == "pass", res.worst
+    assert all(abs(r["kappa"]) < 1.0 for r in res.details["rows"])  # the tolerance's premise
+
+
+def test_small_beta_linear_fails_against_a_wrong_reference(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Against the beta = 1e-3 run instead of beta = 0 the distance does not vanish with beta."""
+    real = exact.beta_distance
+    monkeypatch.setattr(exact, "beta_distance",
+                        lambda *a, **kw: real(*a, **{**kw, "reference_beta": 1e-3}))
+    res = _run("theory.small_beta_linear", tmp_path)
+    assert status_of(res) == "FAIL"
+    assert all(not c.passed for c in res.comparisons)

@@ -182,6 +182,102 @@ def check_repulsive_designs(*, seed: int, out_dir: Path, suite: str) -> CheckRes
 
 
 
+
+# -- Theorem 4.2: small beta, (4.4) ------------------------------------------------------------
+
+SMALL_BETAS = {"quick": np.geomspace(1e-5, 1e-3, 3), "full": np.geomspace(1e-5, 1e-3, 5)}
+"""The ``beta`` of the fit of (4.4): small enough that the quadratic term is ``<= 1e-3`` of the
+linear one (see :func:`check_small_beta`)."""
+
+LARGE_BETAS = {"quick": np.array([1e-2]), "full": np.array([1e-2, 1e-1, 1.0])}
+"""``1e-2`` measures the curvature ``kappa``; the others are shown in the figure only (where
+``D(beta)`` leaves the line)."""
+
+
+def beta_distance(attention: str, betas: np.ndarray, times: np.ndarray, *, n: int = 16, d: int = 3,
+                  seed: int = 0, reference_beta: float = 0.0, dt: float = 0.05) -> np.ndarray:
+    """``D(beta, t) = max_i |x_i^beta(t) - x_i^{ref}(t)|`` for one random start, where ``ref`` is
+    ``reference_beta`` (``0``: Theorem 4.2's ``beta = 0`` dynamics (4.1)). Shape
+    ``(len(betas), len(times))``; the same RK4 steps for every ``beta`` (the step changes
+    ``c_1`` by ``O(dt^4)``, not the linearity in ``beta``)."""
+    import particles
+    from meanfield import Model
+
+    x0 = particles.sample_sphere(n, d, np.random.default_rng([seed, n, d]))
+
+    def run(beta: float) -> np.ndarray:
+        ds = particles.simulate(Model(float(beta), attention=attention), x0, times, method="rk4",
+                                dt=dt, observables=False)
+        return np.asarray(ds["x"].values)
+
+    ref = run(reference_beta)
+    return np.array([np.linalg.norm(run(b) - ref, axis=-1).max(axis=-1) for b in betas])
+
+
+@check("theory.small_beta_linear")
+def check_small_beta(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
+    """Theorem 4.2, (4.4): ``|x_i^beta(t) - x_i^0(t)| <= O(beta) e^{3t}``: at fixed ``t`` the
+    distance between the ``beta`` and the ``beta = 0`` particle runs (same start) grows
+    linearly in ``beta`` (docs/equations.md section 8.3).
+
+    ``n = 16`` tokens on ``S^2``, SA and USA, ``t = 0.5, 1, 2``; ``beta`` in ``[1e-5, 1e-3]``.
+    The log-log slope of ``D(beta) = max_i |x_i^beta(t) - x_i^0(t)|`` against ``beta`` must be 1.
+
+    Tolerance ``1e-3`` on the slope. The run is analytic in ``beta`` (also its RK4
+    discretisation: the same steps for every ``beta``), so ``D = c_1 beta (1 + kappa beta +
+    O(beta^2))`` and the local slope is ``1 + kappa beta + O(beta^2)``: over ``beta <= 1e-3`` the
+    fit is within ``|kappa| 1e-3`` of 1. ``kappa`` is measured from ``D/beta`` at ``beta = 1e-2``
+    (``details``: at most 0.6 at these times), so the bound is ``6e-4``. Round-off: ``D >= 1e-6``
+    against ``1e-15``. Against a reference at ``beta = 1e-3`` instead of 0, ``D`` tends to a
+    constant and the slope to 0: the check fails (tests/validation/test_exact_checks.py).
+    """
+    times = np.array([0.0, 0.5, 1.0, 2.0])
+    small_betas, large_betas = SMALL_BETAS[suite], LARGE_BETAS[suite]
+    betas = np.r_[small_betas, large_betas]
+    comparisons: list[Comparison] = []
+    rows: list[dict[str, Any]] = []
+    curves: dict[str, np.ndarray] = {}
+    for attention in ("softmax", "unnormalized"):
+        dist = beta_distance(attention, betas, times, seed=seed)
+        curves[attention] = dist
+        small = dist[: small_betas.size]
+        for k, t in enumerate(times[1:], start=1):
+            slope = float(np.polyfit(np.log(small_betas), np.log(small[:, k]), 1)[0])
+            c1 = float(small[0, k] / small_betas[0])
+            kappa = float((dist[small_betas.size, k] / large_betas[0] / c1 - 1.0) / large_betas[0])
+            label = "SA" if attention == "softmax" else "USA"
+            comparisons.append(Comparison(f"{label} t={t:g}: log-log slope of D(beta)", slope, 1.0, 1e-3, "abs"))
+            rows.append({"attention": attention, "t": float(t), "slope": slope, "c1": c1, "kappa": kappa,
+                         "c1_over_e3t": c1 / float(np.exp(3 * t))})
+    fig, (ax1, ax2) = subplots(1, 2, figsize=(11, 4))
+    for i, (attention, dist) in enumerate(curves.items()):
+        for k, t in enumerate(times[1:], start=1):
+            ax1.loglog(betas, dist[:, k], "o-" if attention == "softmax" else "s--", color=f"C{k}", ms=3, lw=0.8,
+                       label=f"{'SA' if attention == 'softmax' else 'USA'} t = {t:g}")
+        c1 = [r["c1"] for r in rows if r["attention"] == attention]
+        ax2.semilogy(times[1:], c1, "o-", color=f"C{i}", label=f"{'SA' if attention == 'softmax' else 'USA'}: D/beta")
+    ax1.loglog(betas, betas, "k:", lw=1, label="slope 1")
+    ax1.set_xlabel("beta")
+    ax1.set_ylabel("max_i |x_i^beta(t) - x_i^0(t)|")
+    ax1.legend(fontsize=6)
+    ax2.semilogy(times[1:], 0.1 * np.exp(3 * times[1:]), "k--", lw=1, label="e^{3t} (shape of (4.4))")
+    ax2.set_xlabel("t")
+    ax2.set_ylabel("c_1(t) = lim D / beta")
+    ax2.legend(fontsize=7)
+    figure = _save(fig, out_dir, "small_beta_linear")
+    data = xr.Dataset({"distance": (("attention", "beta", "time"), np.array(list(curves.values())))},
+                      coords={"attention": list(curves), "beta": betas, "time": times})
+    return CheckResult(
+        name="theory.small_beta_linear",
+        quantity="log-log slope in beta of the distance between the beta and beta = 0 particle runs (Theorem 4.2)",
+        comparisons=tuple(comparisons),
+        description="slope 1 to 1e-3 over beta in [1e-5, 1e-3] at t = 0.5, 1, 2",
+        details={"rows": rows},
+        data=data,
+        figure=figure,
+    )
+
+
 # -- Gaussian measures in R^d (second paper): blow-up and fixed points ----------------------
 
 GAUSSIAN_D = 3
@@ -413,7 +509,9 @@ __all__ = [
     "REPULSIVE_CASES",
     "check_gaussian_blowup",
     "check_gaussian_fixed_point_spectra",
+    "beta_distance",
     "check_repulsive_designs",
+    "check_small_beta",
     "flow_jacobian",
     "gaussian_blowup_model",
     "gaussian_fixed_point_models",
