@@ -243,12 +243,16 @@ def noisy_steady_state(d: int, attention: str, beta: float, sigma: float, start:
     a0 = np.asarray(start, dtype=float).ravel()[:degree]
     a[: a0.size] = a0
     residual = math.inf
+
+    def admissible(c: np.ndarray) -> bool:  # SA: K * rho > 0 at every node
+        return attention != "softmax" or bool(np.all(1.0 + (mu / p * c) @ table > 0))
+
+    if not admissible(a):
+        msg = "the start has K * rho <= 0 somewhere (not the coefficients of a density)"
+        raise ValueError(msg)
     for it in range(1, max_iter + 1):
         if attention == "softmax":
             psi = 1.0 + (mu / p * a) @ table  # 1 + sum nu_l a_l P_l
-            if np.any(psi <= 0):
-                msg = f"Newton left the admissible set (K * rho <= 0) at iteration {it}"
-                raise RuntimeError(msg)
             x = p * np.log(psi)
             dx = (mu / p)[:, None] * table * (p / psi)[None, :]  # d x / d a_k
         else:
@@ -263,7 +267,14 @@ def noisy_steady_state(d: int, attention: str, beta: float, sigma: float, start:
         residual = float(np.max(np.abs(f)))
         if residual < tol:
             break
-        a = a - np.linalg.solve(np.eye(degree) - jac, f)
+        step = np.linalg.solve(np.eye(degree) - jac, f)
+        damping = 1.0
+        while not admissible(a - damping * step):  # damped Newton: stay where K * rho > 0
+            damping *= 0.5
+            if damping < 1e-6:
+                msg = f"Newton cannot stay in the admissible set (K * rho > 0) at iteration {it}"
+                raise RuntimeError(msg)
+        a = a - damping * step
     else:
         msg = f"Newton did not converge in {max_iter} iterations: residual {residual:.3g} (sigma={sigma!r})"
         raise RuntimeError(msg)

@@ -158,3 +158,73 @@ def test_small_beta_linear_fails_against_a_wrong_reference(tmp_path: Path, monke
     res = _run("theory.small_beta_linear", tmp_path)
     assert status_of(res) == "FAIL"
     assert all(not c.passed for c in res.comparisons)
+
+
+# -- theory.noise_bifurcation and theory.noise_steady_state --------------------------------------
+
+
+def test_noise_bifurcation_passes(tmp_path: Path) -> None:
+    res = _run("theory.noise_bifurcation", tmp_path)
+    assert status_of(res) == "pass", res.worst
+    types = {r["case"]: r["type"] for r in res.details["rows"]}
+    assert types["circle USA beta=4"] == "subcritical" and types["circle USA beta=1"] == "supercritical"
+    assert all(abs(r["B"]) < 7 for r in res.details["rows"])  # the tolerance's premise
+
+
+def test_noise_bifurcation_fails_with_a_wrong_cubic_coefficient(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """K off by 1 % moves A by 0.5 %: every prefactor comparison fails."""
+    real = theory.bifurcation_normal_form
+
+    def wrong(d, attention, beta):
+        nf = real(d, attention, beta)
+        return {**nf, "A": nf["A"] / np.sqrt(1.01)}
+
+    monkeypatch.setattr(exact.theory, "bifurcation_normal_form", wrong)
+    res = _run("theory.noise_bifurcation", tmp_path)
+    failed = [c.what for c in res.comparisons if not c.passed]
+    assert len(failed) == len(exact.NOISE_CASES) and all("normal form A" in w for w in failed)
+
+
+def test_noise_branch_on_the_wrong_side_falls_to_the_uniform_state() -> None:
+    """The subcritical circle USA (beta = 4) has no small branch below sigma_c: Newton started
+    there on the normal form's amplitude returns the uniform state (or fails), so a wrong sign
+    of K cannot pass the amplitude comparisons."""
+    nf = theory.bifurcation_normal_form(2, "unnormalized", 4.0)
+    assert nf["type"] < 0
+    sc, eps = nf["sigma_c"], 1e-4
+    res = theory.noisy_steady_state(2, "unnormalized", 4.0, sc * (1 - eps), [nf["A"] * np.sqrt(sc * eps)])
+    assert abs(res["a"][0]) < 1e-10
+
+
+@pytest.mark.parametrize("attention", ["unnormalized", "softmax"])
+def test_newton_state_solves_the_zero_flux_equation_on_a_grid(attention: str) -> None:
+    """Circle, sigma = 0.7 sigma_c: rho ∝ exp((G * rho)/sigma) (USA), rho ∝ (K * rho)^{1/(beta
+    sigma)} (SA), with the convolution by the trapezoidal rule on 256 angles (spectral)."""
+    beta = 1.0
+    sigma = 0.7 * theory.noise_threshold(2, attention, beta)
+    theta = np.arange(256) * 2 * np.pi / 256
+    rho, res = exact.newton_density(2, attention, beta, sigma, np.cos(theta))
+    assert res["order"] > 0.5
+    conv = np.exp(beta * np.cos(theta[:, None] - theta[None, :])) @ rho * (2 * np.pi / 256)
+    target = np.exp(conv / (beta * sigma)) if attention == "unnormalized" else conv ** (1 / (beta * sigma))
+    target = target / (target.sum() * 2 * np.pi / 256)
+    np.testing.assert_allclose(rho, target, rtol=1e-11)
+
+
+def test_noise_threshold_on_the_circle() -> None:
+    from scipy.special import iv
+
+    assert theory.noise_threshold(2, "unnormalized", 1.0) == pytest.approx(iv(1, 1.0), rel=1e-14)
+    assert theory.noise_threshold(2, "softmax", 2.0) == pytest.approx(iv(1, 2.0) / (2 * iv(0, 2.0)), rel=1e-14)
+
+
+@pytest.mark.long
+def test_noise_steady_state_passes_and_fails_from_a_wrong_sigma(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    res = _run("theory.noise_steady_state", tmp_path, suite="full")
+    assert status_of(res) == "pass", res.worst
+    real = exact.newton_density
+    monkeypatch.setattr(exact, "STEADY_CASES", exact.STEADY_CASES[:1])
+    monkeypatch.setattr(exact, "newton_density", lambda d, a, b, sigma, s: real(d, a, b, 0.99 * sigma, s))
+    assert status_of(_run("theory.noise_steady_state", tmp_path / "wrong", suite="full")) == "FAIL"

@@ -504,16 +504,236 @@ def check_gaussian_fixed_point_spectra(*, seed: int, out_dir: Path, suite: str) 
     )
 
 
+
+# -- noise past its threshold (Problem 7) -------------------------------------------------------
+
+NOISE_CASES: tuple[tuple[int, str, float], ...] = (
+    (2, "unnormalized", 1.0),  # circle USA: supercritical (I_2/I_1 < 1/2)
+    (2, "softmax", 1.0),       # circle SA: supercritical
+    (2, "unnormalized", 4.0),  # circle USA beyond beta* = 2.4469: subcritical
+    (3, "unnormalized", 1.0),  # zonal S^2 USA
+    (3, "softmax", 2.0),       # zonal S^2 SA
+)
+"""``(d, attention, beta)`` of the bifurcation check (``d = 2``: Fourier; ``d = 3``: Gegenbauer)."""
+
+BIFURCATION_EPS = np.geomspace(1e-6, 1e-4, 5)
+"""Distances ``|sigma - sigma_c| / sigma_c`` of the fit of the amplitude."""
+
+
+def _case_label(d: int, attention: str, beta: float) -> str:
+    return f"{'circle' if d == 2 else f'S^{d - 1}'} {'SA' if attention == 'softmax' else 'USA'} beta={beta:g}"
+
+
+def noise_branch(d: int, attention: str, beta: float, eps: np.ndarray,
+                 normal_form: dict[str, float] | None = None) -> list[dict[str, Any]]:
+    """Newton steady states (:func:`meanfield.theory.noisy_steady_state`) at ``sigma = sigma_c
+    (1 - type eps)`` for increasing ``eps`` (on the side where the normal form puts the branch),
+    each started from the previous one scaled by ``sqrt(eps ratio)`` (the first from the normal
+    form ``a_1 = A (sigma_c eps)^{1/2}``); ``a_1`` is scaled, the rest kept."""
+    nf = normal_form or theory.bifurcation_normal_form(d, attention, beta)
+    sc = nf["sigma_c"]
+    out: list[dict[str, Any]] = []
+    a = np.array([nf["A"] * np.sqrt(sc * eps[0])])
+    previous = eps[0]
+    for e in eps:
+        start = a.copy()
+        start[0] *= np.sqrt(e / previous)  # the leading coefficient follows the square root
+        sigma = sc * (1.0 - nf["type"] * e)
+        try:
+            res = theory.noisy_steady_state(d, attention, beta, sigma, start)
+        except ValueError:  # the scaled start is not a density (SA, far from sigma_c): unscaled
+            res = theory.noisy_steady_state(d, attention, beta, sigma, a)
+        out.append({**res, "eps": float(e), "sigma": sigma})
+        a, previous = res["a"], e
+    return out
+
+
+@check("theory.noise_bifurcation")
+def check_noise_bifurcation(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
+    """Noise past its threshold (Problem 7): Newton steady states near ``sigma_c`` against the
+    normal form of the pitchfork (docs/equations.md section 8.4).
+
+    For each case of :data:`NOISE_CASES` the Newton branch (Fourier cosine coefficients on the
+    circle, Gegenbauer on ``S^2``) at ``|sigma - sigma_c| = eps sigma_c``, ``eps`` in ``[1e-6,
+    1e-4]``, on the side the normal form predicts (``sigma < sigma_c`` supercritical,
+    ``sigma > sigma_c`` subcritical: circle USA at ``beta = 4``). Compared: the log-log slope of
+    ``a_1`` (the amplitude of ``P_1``) against ``|sigma_c - sigma|`` with ``1/2``, and
+    ``a_1 / (sigma_c eps)^{1/2}`` at the smallest ``eps`` with the normal form's
+    ``A = (sigma_c |K|)^{-1/2}``. Newton's residual (``<= 1e-13``) and the spectral tail
+    (``<= 1e-12``) are compared too.
+
+    Tolerances ``1e-3`` (slope, absolute; prefactor, relative): the branch is
+    ``a_1 = A (sigma_c eps)^{1/2} (1 + B eps + O(eps^2))``, so the slope is within ``|B|
+    eps_max = |B| 1e-4`` of 1/2 and the prefactor within ``|B| 1e-6``; ``B`` is measured at
+    ``eps = 1e-3`` (``details``: ``|B| <= 7`` in every case). A wrong sign of the cubic
+    coefficient puts the branch on the other side, where Newton falls back to the uniform state
+    and the slope and prefactor fail; a wrong ``K`` fails the prefactor.
+    """
+    comparisons: list[Comparison] = []
+    rows: list[dict[str, Any]] = []
+    curves: dict[str, tuple[np.ndarray, np.ndarray, float]] = {}
+    for d, attention, beta in NOISE_CASES:
+        label = _case_label(d, attention, beta)
+        nf = theory.bifurcation_normal_form(d, attention, beta)
+        branch = noise_branch(d, attention, beta, BIFURCATION_EPS, nf)
+        gap = nf["sigma_c"] * BIFURCATION_EPS
+        amp = np.array([b["a"][0] for b in branch])
+        slope = float(np.polyfit(np.log(gap), np.log(np.abs(amp) + 1e-300), 1)[0])
+        prefactor = float(amp[0] / np.sqrt(gap[0]))
+        far = noise_branch(d, attention, beta, np.array([1e-3]), nf)[0]
+        b_coef = float((far["a"][0] / (nf["A"] * np.sqrt(nf["sigma_c"] * 1e-3)) - 1.0) / 1e-3)
+        comparisons += [
+            Comparison(f"{label}: log-log slope of a_1 vs |sigma_c - sigma|", slope, 0.5, 1e-3, "abs"),
+            Comparison(f"{label}: a_1 / |sigma_c - sigma|^(1/2) vs normal form A", prefactor, nf["A"], 1e-3, "rel"),
+            Comparison(f"{label}: largest Newton residual", max(b["residual"] for b in branch), 0.0, 1e-13, "max"),
+            Comparison(f"{label}: spectral tail of the steady state", max(b["tail"] for b in branch), 0.0, 1e-12, "max"),
+        ]
+        rows.append({"case": label, "sigma_c": nf["sigma_c"], "K": nf["K"], "A": nf["A"],
+                     "type": "supercritical" if nf["type"] > 0 else "subcritical",
+                     "slope": slope, "prefactor": prefactor, "B": b_coef,
+                     "iterations": [b["iterations"] for b in branch]})
+        curves[label] = (gap, np.abs(amp), nf["A"])
+    # the branch away from sigma_c (supercritical cases), by continuation: the figure
+    fig, (ax1, ax2) = subplots(1, 2, figsize=(11, 4))
+    for i, (label, (gap, amp, big_a)) in enumerate(curves.items()):
+        ax1.loglog(gap, amp, "o", color=f"C{i}", ms=4, label=label)
+        ax1.loglog(gap, big_a * np.sqrt(gap), "-", color=f"C{i}", lw=0.8)
+    ax1.set_xlabel("|sigma_c - sigma|")
+    ax1.set_ylabel("a_1 (lines: normal form A |sigma_c - sigma|^(1/2))")
+    ax1.legend(fontsize=6)
+    branches = {}
+    for i, (d, attention, beta) in enumerate(NOISE_CASES):
+        nf = theory.bifurcation_normal_form(d, attention, beta)
+        if nf["type"] < 0:
+            continue
+        eps = np.geomspace(1e-4, 0.7, 30)
+        br = noise_branch(d, attention, beta, eps, nf)
+        sig = np.array([b["sigma"] for b in br]) / nf["sigma_c"]
+        order = np.array([b["order"] for b in br])
+        branches[_case_label(d, attention, beta)] = (sig, order)
+        ax2.plot(np.r_[sig, 1.0, 1.3], np.r_[order, 0.0, 0.0], "-", color=f"C{i}", label=_case_label(d, attention, beta))
+    ax2.set_xlabel("sigma / sigma_c")
+    ax2.set_ylabel("order parameter E_rho[<x, e>] (stable branch)")
+    ax2.legend(fontsize=6)
+    figure = _save(fig, out_dir, "noise_bifurcation")
+    data = xr.Dataset({"amplitude": (("case", "eps"), np.array([c[1] for c in curves.values()])),
+                       "A": ("case", [c[2] for c in curves.values()])},
+                      coords={"case": list(curves), "eps": BIFURCATION_EPS})
+    return CheckResult(
+        name="theory.noise_bifurcation",
+        quantity="amplitude of the Newton steady states near sigma_c vs the pitchfork normal form",
+        comparisons=tuple(comparisons),
+        description="slope 1/2 to 1e-3, prefactor A to 1e-3 relative, Newton residual 1e-13, tail 1e-12",
+        details={"rows": rows, "branches": {k: {"sigma_over_sigma_c": v[0].tolist(), "order": v[1].tolist()}
+                                            for k, v in branches.items()}},
+        data=data,
+        figure=figure,
+    )
+
+
+STEADY_CASES: tuple[tuple[int, str, float], ...] = (
+    (2, "unnormalized", 1.0), (2, "softmax", 1.0), (3, "unnormalized", 1.0), (3, "softmax", 2.0))
+"""``(d, attention, beta)`` of the long-time check, at ``sigma = 0.7 sigma_c``."""
+
+STEADY_T = 80.0
+"""End time of the long-time solves."""
+
+
+def newton_density(d: int, attention: str, beta: float, sigma: float, s: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
+    """The Newton steady state at ``sigma < sigma_c`` (continued from ``sigma_c``), as a density
+    (integral 1 over ``S^{d-1}``) at the points ``s = <x, e>``."""
+    from meanfield.special import sphere_area
+
+    nf = theory.bifurcation_normal_form(d, attention, beta)
+    eps = np.geomspace(1e-3, 1.0 - sigma / nf["sigma_c"], 20)
+    res = noise_branch(d, attention, beta, eps, nf)[-1]
+    table = np.array([theory.zonal_polynomial(l, d, s) for l in range(1, res["a"].size + 1)])
+    return (1.0 + res["a"] @ table) / sphere_area(d), res
+
+
+@check("theory.noise_steady_state", suites=("full",))
+def check_noise_steady_state(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
+    """A long solve with noise converges to the Newton steady state (docs/equations.md section 8.4).
+
+    ``sigma = 0.7 sigma_c``; the PDE (``Circle(64)``, ``ZonalSphere(3, 32)``, ``rtol = 1e-10``)
+    from ``rho_unif (1 + 0.2 P_1)`` to ``t = 80``; the Newton state continued from ``sigma_c``.
+    Compared: ``max |rho_PDE(T) - rho_Newton| / max rho_Newton``.
+
+    Tolerance ``1e-8``: the distance decays like ``e^{-lambda t}`` (``lambda`` fitted over the
+    run, ``details``: at least 0.3, so below ``e^{-24} = 4e-11`` at ``T``), the PDE's error at
+    ``rtol = 1e-10`` with spectral tails below ``1e-10`` is ``<= 1e-9`` of the peak, Newton's
+    truncation ``<= 1e-12``. Started from the uniform state's wrong side (the Newton state of
+    another ``sigma``) the comparison fails (tests/validation/test_exact_checks.py).
+    """
+    from meanfield import Circle, Model, solve
+    from meanfield.domains.zonal_sphere import ZonalSphere
+
+    times = np.linspace(0.0, STEADY_T, 17)
+    comparisons: list[Comparison] = []
+    rows: list[dict[str, Any]] = []
+    curves: dict[str, np.ndarray] = {}
+    profiles: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    for d, attention, beta in STEADY_CASES:
+        label = _case_label(d, attention, beta)
+        sigma = 0.7 * theory.noise_threshold(d, attention, beta)
+        domain = Circle(64) if d == 2 else ZonalSphere(d, 32)
+        grid_s = np.cos(domain.grid) if d == 2 else domain.grid
+        rho0 = (1.0 + 0.2 * grid_s) / domain.area
+        ds = solve(Model(beta, attention=attention, noise=sigma), domain, rho0, times, rtol=1e-10, atol=1e-12)
+        s = np.cos(ds["theta"].values) if d == 2 else ds["s"].values
+        exact, res = newton_density(d, attention, beta, sigma, s)
+        err = np.max(np.abs(ds["density"].values - exact), axis=1) / exact.max()
+        window = (err > 1e-9) & (err < 1e-2)
+        rate = float(-np.polyfit(times[window], np.log(err[window]), 1)[0]) if window.sum() >= 3 else float("nan")
+        comparisons.append(Comparison(f"{label}: max|rho_PDE(T) - rho_Newton| / max rho_Newton", float(err[-1]),
+                                      0.0, 1e-8, "abs"))
+        rows.append({"case": label, "sigma": sigma, "final_error": float(err[-1]), "decay_rate": rate,
+                     "order": res["order"], "newton_iterations": res["iterations"],
+                     "stop_reason": ds.attrs.get("stop_reason", "")})
+        curves[label] = err
+        profiles[label] = (s, ds["density"].values[-1], exact)
+    fig, (ax1, ax2) = subplots(1, 2, figsize=(11, 4))
+    for i, (label, err) in enumerate(curves.items()):
+        ax1.semilogy(times, np.maximum(err, 1e-17), "o-", color=f"C{i}", ms=3, label=label)
+        s, rho, exact = profiles[label]
+        order = np.argsort(s)
+        ax2.plot(s[order], rho[order] / exact.max(), "-", color=f"C{i}", label=f"{label}: PDE, t = {STEADY_T:g}")
+        ax2.plot(s[order], exact[order] / exact.max(), "k:", lw=1)
+    ax1.axhline(1e-8, color="k", ls="--", lw=1)
+    ax1.set_xlabel("t")
+    ax1.set_ylabel("max |rho - rho_Newton| / max rho_Newton")
+    ax1.legend(fontsize=6)
+    ax2.set_xlabel("s = <x, e>")
+    ax2.set_ylabel("density / max (dotted: Newton)")
+    ax2.legend(fontsize=6)
+    figure = _save(fig, out_dir, "noise_steady_state")
+    data = xr.Dataset({"error": (("case", "time"), np.array(list(curves.values())))},
+                      coords={"case": list(curves), "time": times})
+    return CheckResult(
+        name="theory.noise_steady_state",
+        quantity="distance of the long-time noisy PDE solution from the Newton steady state (sigma = 0.7 sigma_c)",
+        comparisons=tuple(comparisons),
+        description="max relative difference <= 1e-8 at t = 80",
+        details={"rows": rows},
+        data=data,
+        figure=figure,
+    )
+
+
 __all__ = [
     "GAUSSIAN_COV0",
     "REPULSIVE_CASES",
     "check_gaussian_blowup",
     "check_gaussian_fixed_point_spectra",
+    "check_noise_bifurcation",
+    "check_noise_steady_state",
     "beta_distance",
     "check_repulsive_designs",
     "check_small_beta",
     "flow_jacobian",
     "gaussian_blowup_model",
     "gaussian_fixed_point_models",
+    "newton_density",
+    "noise_branch",
     "repulsive_limit",
 ]
