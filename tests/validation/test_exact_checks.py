@@ -228,3 +228,45 @@ def test_noise_steady_state_passes_and_fails_from_a_wrong_sigma(tmp_path: Path,
     monkeypatch.setattr(exact, "STEADY_CASES", exact.STEADY_CASES[:1])
     monkeypatch.setattr(exact, "newton_density", lambda d, a, b, sigma, s: real(d, a, b, 0.99 * sigma, s))
     assert status_of(_run("theory.noise_steady_state", tmp_path / "wrong", suite="full")) == "FAIL"
+
+
+# -- circle.noise_meanfield_iid and circle.noise_weak_order (full suite) -------------------------
+
+
+def test_weighted_slope_tells_order_one_from_order_one_half(rng: np.random.Generator) -> None:
+    """The statistic of circle.noise_weak_order: differences C h (+ noise at the measured
+    relative size, 5-12 %) give intervals containing 1; differences C h^{1/2} exclude it."""
+    h = np.array([0.05, 0.025, 0.0125, 0.00625])
+    se = np.array([3.6e-4, 2.7e-4, 2.1e-4, 1.4e-4])  # the check's measured standard errors
+    inside = 0
+    for _ in range(200):
+        e = 0.17 * h + se * rng.standard_normal(4)
+        slope, _, half = exact.weighted_slope(h, e, se)
+        inside += abs(slope - 1.0) <= half
+        e_half = 0.03 * h**0.5 + se * rng.standard_normal(4)
+        slope, _, half = exact.weighted_slope(h, e_half, se)
+        assert abs(slope - 1.0) > half
+    assert inside / 200 > 0.95  # 99% nominal
+    assert np.isnan(exact.weighted_slope(h, -np.abs(h), se)[0])  # no positive differences: no rate
+
+
+@pytest.mark.long
+def test_noise_particle_checks_pass(tmp_path: Path) -> None:
+    for name in ("circle.noise_meanfield_iid", "circle.noise_weak_order"):
+        res = _run(name, tmp_path / name, suite="full")
+        assert status_of(res) == "pass", res.worst
+
+
+@pytest.mark.long
+def test_noise_meanfield_iid_fails_against_the_wrong_noise(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Particles with half the noise converge to another PDE: the distance stops falling."""
+    from meanfield.integrate import steppers
+
+    real = steppers.EulerMaruyama.__init__
+
+    def half(self, f, sigma, rng, *, sphere):
+        real(self, f, 0.5 * sigma, rng, sphere=sphere)
+
+    monkeypatch.setattr(steppers.EulerMaruyama, "__init__", half)
+    res = _run("circle.noise_meanfield_iid", tmp_path, suite="full")
+    assert status_of(res) == "FAIL"

@@ -720,13 +720,191 @@ def check_noise_steady_state(*, seed: int, out_dir: Path, suite: str) -> CheckRe
     )
 
 
+
+# -- noisy particles against the noisy PDE -----------------------------------------------------
+
+NOISY_MODEL = {"beta": 1.0, "attention": "softmax", "noise": 0.3}
+"""The noisy circle model of the particle checks (``sigma`` below ``sigma_c = 0.446``)."""
+
+
+@check("circle.noise_meanfield_iid", suites=("full",))
+def check_noise_meanfield_iid(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
+    """Noisy particles (Euler–Maruyama) converge to the PDE with ``sigma Lap rho`` like
+    ``n^{-1/2}`` (docs/equations.md sections 6 and 8.4).
+
+    Circle, SA, ``beta = 1``, ``sigma = 0.3``, the start of ``circle.meanfield_iid``, ``t = 1``;
+    Euler–Maruyama with ``dt = 0.002`` (projected noise and renormalisation: the generator is
+    ``sigma Lap``). ``n`` from 10 to 300 (6 sizes), 16 independent runs each; ``W_1`` and the
+    kernel distance to the PDE.
+
+    Law: the particles are exchangeable with independent noises; propagation of chaos (the
+    field is Lipschitz) gives ``E ||mu_n(t) - mu(t)||^2 = O(1/n)``, hence slope ``-1/2``.
+
+    Tolerance: the 99% confidence interval of each fitted log-log slope must contain ``-1/2``
+    (sampling error only). The Euler–Maruyama bias is weak order 1, ``O(dt) ~ 2e-3`` times
+    a constant of order one (see ``circle.noise_weak_order``), below a tenth of the smallest
+    distance (about 0.05 at ``n = 300``).
+    """
+    from meanfield import Circle, Model
+
+    from .convergence import _iid_distances, _loglog_panel, _sizes, _slope_ci, fit_power_law
+
+    setup = {"model": Model(**NOISY_MODEL), "domain": Circle(64), "t": 1.0,
+             "n": _sizes(10, 300, 6), "seeds": 16, "dt": 0.002}
+    dist = _iid_distances(setup, seed)
+    n = setup["n"]
+    nn = np.repeat(n[:, None], dist["w1"].shape[1], 1)
+    fits = {k: fit_power_law(nn, dist[k]) for k in ("w1", "kernel")}
+    fig, ax = subplots(figsize=(6.5, 4.5))
+    _loglog_panel(ax, n, dist["w1"], fits["w1"], -0.5, "W_1", "C0")
+    _loglog_panel(ax, n, dist["kernel"], fits["kernel"], -0.5, "kernel distance", "C1")
+    ax.set_xlabel("n (particles)")
+    ax.set_ylabel("distance to the noisy PDE at t = 1")
+    ax.set_title("noisy particles (Euler-Maruyama) vs PDE with sigma Lap rho: slope -1/2 (dashed)")
+    ax.legend(fontsize=7)
+    figure = _save(fig, out_dir, "noise_meanfield_iid")
+    data = xr.Dataset({"w1": (("n", "seed"), dist["w1"]), "kernel_distance": (("n", "seed"), dist["kernel"])},
+                      coords={"n": n, "seed": np.arange(dist["w1"].shape[1])},
+                      attrs={"model": setup["model"].to_json(), "t": 1.0, "dt": setup["dt"]})
+    return CheckResult(
+        name="circle.noise_meanfield_iid",
+        quantity="log-log slope of W_1 and kernel distance vs n, noisy particles vs noisy PDE (t = 1)",
+        comparisons=(_slope_ci("W_1", fits["w1"]), _slope_ci("kernel distance", fits["kernel"])),
+        description="-1/2 inside both 99% CIs of the fitted slopes",
+        details={"fit_w1": fits["w1"], "fit_kernel": fits["kernel"], "n": n.tolist(), "seeds": 16},
+        data=data,
+        figure=figure,
+    )
+
+
+WEAK_LEVELS = (0.05, 0.025, 0.0125, 0.00625, 0.003125)
+"""Step sizes of the coupled Euler–Maruyama runs (each the sum of two of the next)."""
+
+
+class _Increments:
+    """Feeds pre-drawn standard normals to :class:`meanfield.integrate.steppers.EulerMaruyama`
+    in place of its generator (the coupling of the step sizes)."""
+
+    def __init__(self, draws: np.ndarray) -> None:
+        self._draws = iter(draws)
+
+    def standard_normal(self, shape: tuple[int, ...]) -> np.ndarray:
+        z = next(self._draws)
+        if z.shape != tuple(shape):
+            msg = f"increment of shape {z.shape} asked for {tuple(shape)}"
+            raise ValueError(msg)
+        return z
+
+
+def coupled_weak_errors(model: Any, x0: np.ndarray, t_end: float, levels: tuple[float, ...],
+                        rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """``e_k = E[phi(X^{h_k})] - E[phi(X^{h_{k+1}})]`` and its standard error, ``phi = mean_i
+    x_i[0]`` (the first Fourier/coordinate moment of the empirical measure), over the batch
+    ``x0`` ``(R, n, d)``: every level uses the same Brownian path (the increments of a coarse step
+    are the normalised sums of the finest ones), so ``e_k`` has the variance of the strong
+    difference, not of ``phi``. The stepper is the project's Euler–Maruyama."""
+    import particles
+    from meanfield.integrate.steppers import EulerMaruyama
+
+    fine = levels[-1]
+    steps = int(round(t_end / fine))
+    xi = rng.standard_normal((steps, *x0.shape))
+    phis = []
+    for h in levels:
+        k = int(round(h / fine))
+        z = xi.reshape(steps // k, k, *x0.shape).sum(axis=1) / np.sqrt(k)
+        em = EulerMaruyama(lambda y: particles.velocity(model, y), model.noise, _Increments(z),  # type: ignore[arg-type]
+                           sphere=True)
+        y = x0.copy()
+        for _ in range(steps // k):
+            y = em.project(em.step(y, h, None)[0])
+        phis.append(y[..., 0].mean(axis=1))
+    diff = np.diff(np.array(phis), axis=0) * -1.0  # phi_k - phi_{k+1}
+    return diff.mean(axis=1), diff.std(axis=1, ddof=1) / np.sqrt(x0.shape[0])
+
+
+def weighted_slope(h: np.ndarray, e: np.ndarray, se: np.ndarray, level: float = 0.99) -> tuple[float, float, float]:
+    """Weighted least-squares slope of ``log e`` against ``log h`` (weights ``(e/se)^2``: the
+    delta-method variance of ``log e``), its standard error and the half-width of its ``level``
+    normal interval; ``nan`` when fewer than 3 differences are positive."""
+    from scipy.stats import norm
+
+    ok = e > 0
+    if ok.sum() < 3:
+        return float("nan"), float("nan"), float("nan")
+    x, y, wts = np.log(h[ok]), np.log(e[ok]), (e[ok] / se[ok]) ** 2
+    xm = np.sum(wts * x) / wts.sum()
+    slope = float(np.sum(wts * (x - xm) * y) / np.sum(wts * (x - xm) ** 2))
+    stderr = float(1.0 / np.sqrt(np.sum(wts * (x - xm) ** 2)))
+    return slope, stderr, float(norm.ppf(0.5 + level / 2)) * stderr
+
+
+@check("circle.noise_weak_order", suites=("full",))
+def check_noise_weak_order(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
+    """Euler–Maruyama for the noisy particles has weak order 1 in ``dt`` (docs/equations.md 8.4).
+
+    Circle, USA, ``beta = 1``, ``sigma = 1``, ``t = 0.5``, ``n = 8`` tokens, ``R = 16384``
+    independent systems from ``rho_0 ∝ e^{cos theta}``; steps ``h = 0.05 ... 0.003125`` coupled
+    on one Brownian path. With weak order 1, ``E phi_h = phi + C h + O(h^2)``, so the differences
+    of successive levels are ``e_k = C h_k / 2 + O(h_k^2)``: log-log slope 1 in ``h``.
+
+    Tolerance: the weighted least-squares slope of ``log e_k`` (weights from the standard
+    errors of the ``R`` replicas, delta method) has a 99% normal interval that must contain 1.
+    The ``O(h^2)`` term moves the slope by about ``c h_max`` with ``c ~ 4 sigma`` (the
+    renormalisation's ``atan`` error): ``0.2`` at ``h = 0.05``, inside the interval's
+    half-width (``details``); strong order 1/2 would give slope 1/2, outside it.
+    """
+    from meanfield import Circle, Model
+
+    model = Model(1.0, attention="unnormalized", noise=1.0)
+    rng = np.random.default_rng([seed, 7])
+    dom = Circle(64)
+    rho0 = np.exp(np.cos(dom.grid))
+    rho0 = rho0 / dom.integrate(rho0)
+    replicas, n, t_end = 16384, 8, 0.5
+    x0 = dom.sample(rho0, replicas * n, rng).reshape(replicas, n, 2)  # i.i.d. tokens
+    e, se = coupled_weak_errors(model, x0, t_end, WEAK_LEVELS, rng)
+    h = np.array(WEAK_LEVELS[:-1])
+    slope, stderr, half = weighted_slope(h, e, se)
+    ok = e > 0
+    x, y = np.log(h[ok]), np.log(e[ok])
+    fig, ax = subplots(figsize=(6, 4.2))
+    ax.errorbar(h, np.abs(e), yerr=2 * se, fmt="o", label="|E phi_h - E phi_{h/2}| (2 s.e.)")
+    hh = np.geomspace(h.min(), h.max(), 20)
+    if np.isfinite(slope):
+        ax.loglog(hh, np.exp(np.mean(y - slope * x)) * hh**slope, "-", label=f"fit: slope {slope:.3f} ± {half:.3f}")
+    ax.loglog(hh, e[0] * hh / h[0], "k--", lw=1, label="slope 1")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("step h")
+    ax.set_ylabel("difference of E[mean_i cos theta_i] at t = 0.5")
+    ax.legend(fontsize=7)
+    figure = _save(fig, out_dir, "noise_weak_order")
+    data = xr.Dataset({"difference": ("h", e), "stderr": ("h", se)}, coords={"h": h},
+                      attrs={"replicas": replicas, "n": n, "t": t_end, "model": model.to_json()})
+    return CheckResult(
+        name="circle.noise_weak_order",
+        quantity="weak order of Euler-Maruyama for the noisy particles (coupled step sizes)",
+        comparisons=(Comparison("log-log slope of the level differences in h", slope, 1.0, kind="ci",
+                                low=slope - half, high=slope + half),),
+        description="1 inside the 99% interval of the weighted slope",
+        details={"slope": slope, "stderr": stderr, "half_width": half, "differences": e.tolist(),
+                 "standard_errors": se.tolist(), "h": h.tolist()},
+        data=data,
+        figure=figure,
+    )
+
+
 __all__ = [
     "GAUSSIAN_COV0",
     "REPULSIVE_CASES",
     "check_gaussian_blowup",
     "check_gaussian_fixed_point_spectra",
     "check_noise_bifurcation",
+    "check_noise_meanfield_iid",
     "check_noise_steady_state",
+    "check_noise_weak_order",
+    "coupled_weak_errors",
     "beta_distance",
     "check_repulsive_designs",
     "check_small_beta",
@@ -736,4 +914,5 @@ __all__ = [
     "newton_density",
     "noise_branch",
     "repulsive_limit",
+    "weighted_slope",
 ]
