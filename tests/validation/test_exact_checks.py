@@ -270,3 +270,26 @@ def test_noise_meanfield_iid_fails_against_the_wrong_noise(tmp_path: Path, monke
     monkeypatch.setattr(steppers.EulerMaruyama, "__init__", half)
     res = _run("circle.noise_meanfield_iid", tmp_path, suite="full")
     assert status_of(res) == "FAIL"
+
+
+# -- rescaled.polytope --------------------------------------------------------------------------
+
+
+def test_rescaled_polytope_passes(tmp_path: Path) -> None:
+    res = _run("rescaled.polytope", tmp_path)
+    assert status_of(res) == "pass", res.worst
+    assert max(r["groups"] for r in res.details["rows"]) >= 3  # a polygon, not only a point
+
+
+def test_rescaled_polytope_fails_with_the_wrong_rescaling(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``z = e^{-t/2} x`` (not ``e^{-tV}``, ``V = I``) still grows: the support function rises."""
+    monkeypatch.setattr(exact, "RESCALE_RATE", 0.5)
+    res = _run("rescaled.polytope", tmp_path)
+    assert any("support function" in c.what and not c.passed for c in res.comparisons)
+
+
+def test_limit_points_groups_by_single_linkage() -> None:
+    z = np.array([[0.0, 0.0], [1e-4, 0.0], [1.0, 0.0], [1.0, 2e-4], [0.0, 1.0]])
+    points, labels, spread = exact.limit_points(z, 1e-3)
+    assert len(points) == 3 and labels.tolist() == [0, 0, 1, 1, 2]
+    assert spread == pytest.approx(2e-4)
