@@ -41,8 +41,9 @@ quadratic in the Gram matrix and the modes that select a 3- or 5-design are slow
 the octahedron and icosahedron still moved at 1e-3 at ``t = 60``); at ``beta = 3`` every
 case reaches speed ``< 1e-12`` by ``t = 150``."""
 
-REPULSIVE_T, REPULSIVE_DT, REPULSIVE_STARTS = 150.0, 0.2, 4
-"""End time, RK4 step and number of random starts per case. The step changes the path, not
+REPULSIVE_T, REPULSIVE_DT = 150.0, 0.2
+REPULSIVE_STARTS = {"quick": 2, "full": 8}
+"""End time, RK4 step and number of random starts per case (per suite). The step changes the path, not
 the end point: a fixed point of an RK4 step is a zero of the field (the step is the identity
 exactly where ``x' = 0``), so it sets only how fast the run gets there (at ``0.2`` the
 decay rates measured are those of ``0.1``)."""
@@ -70,7 +71,7 @@ def _design_tol(l: int) -> float:
 
 def repulsive_limit(kind: str, n: int, d: int, *, beta: float = REPULSIVE_BETA,
                     t_end: float = REPULSIVE_T, dt: float = REPULSIVE_DT,
-                    starts: int = REPULSIVE_STARTS, seed: int = 0) -> dict[str, Any]:
+                    starts: int = 4, seed: int = 0) -> dict[str, Any]:
     """Run USA with ``V = -I`` (gradient descent of ``E_beta``, docs/equations.md section 2) from
     ``starts`` uniform random starts and compare the end points with the exact configuration.
 
@@ -140,7 +141,7 @@ def check_repulsive_designs(*, seed: int, out_dir: Path, suite: str) -> CheckRes
     """
     rows, comparisons, runs = [], [], {}
     for kind, n, d in REPULSIVE_CASES[suite]:
-        out = repulsive_limit(kind, n, d, seed=seed)
+        out = repulsive_limit(kind, n, d, seed=seed, starts=REPULSIVE_STARTS[suite])
         comparisons += out["comparisons"]
         rows.append(out["row"])
         runs[out["row"]["case"]] = out
@@ -168,7 +169,7 @@ def check_repulsive_designs(*, seed: int, out_dir: Path, suite: str) -> CheckRes
                        "strength": ("case", [r["strength"] for r in rows])},
                       coords={"case": [r["case"] for r in rows]},
                       attrs={"beta": REPULSIVE_BETA, "t_end": REPULSIVE_T, "dt": REPULSIVE_DT,
-                             "starts": REPULSIVE_STARTS})
+                             "starts": REPULSIVE_STARTS[suite]})
     return CheckResult(
         name="theory.repulsive_designs",
         quantity="end points of repulsive runs vs the sharp configurations of Theorem 9.2",
@@ -242,7 +243,8 @@ def check_small_beta(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
         curves[attention] = dist
         small = dist[: small_betas.size]
         for k, t in enumerate(times[1:], start=1):
-            slope = float(np.polyfit(np.log(small_betas), np.log(small[:, k]), 1)[0])
+            with np.errstate(divide="ignore", invalid="ignore"):  # D = 0: log -inf, slope NaN (fails)
+                slope = float(np.polyfit(np.log(small_betas), np.log(small[:, k]), 1)[0])
             c1 = float(small[0, k] / small_betas[0])
             kappa = float((dist[small_betas.size, k] / large_betas[0] / c1 - 1.0) / large_betas[0])
             label = "SA" if attention == "softmax" else "USA"
@@ -606,7 +608,7 @@ def check_noise_bifurcation(*, seed: int, out_dir: Path, suite: str) -> CheckRes
         nf = theory.bifurcation_normal_form(d, attention, beta)
         if nf["type"] < 0:
             continue
-        eps = np.geomspace(1e-4, 0.7, 30)
+        eps = np.geomspace(1e-4, 0.7, 16)
         br = noise_branch(d, attention, beta, eps, nf)
         sig = np.array([b["sigma"] for b in br]) / nf["sigma_c"]
         order = np.array([b["order"] for b in br])
