@@ -1,13 +1,28 @@
 """Checks of the papers' exact statements (docs/equations.md sections 4 and 8).
 
 .. autosummary::
-   REPULSIVE_CASES
-   repulsive_limit
    check_repulsive_designs
+   check_small_beta
+   check_gaussian_blowup
+   check_gaussian_fixed_point_spectra
+   check_noise_bifurcation
+   check_noise_steady_state
+   check_noise_meanfield_iid
+   check_noise_weak_order
+   check_rescaled_polytope
 
 * ``theory.repulsive_designs``: long repulsive (``V = -I``) runs reach the sharp
   configurations of Theorem 9.2 (simplex, cross-polytope, icosahedron, regular polygon):
-  their distinct inner products and the design sums ``S_l = 0`` for ``1 <= l <= t``.
+  their distinct inner products and the design sums ``S_l = 0`` for ``1 <= l <= t`` (8.1).
+* ``theory.small_beta_linear``: Theorem 4.2, (4.4): the ``beta`` and ``beta = 0`` runs differ
+  linearly in ``beta`` (8.3).
+* ``gaussian.blowup_rank_one``, ``gaussian.fixed_point_spectra``: the Gaussian ODE of the
+  second paper at its blow-up and linearised at its noisy fixed point (8.2).
+* ``theory.noise_bifurcation``, ``theory.noise_steady_state`` (full): Newton steady states
+  past the noise threshold, the pitchfork's normal form, and the long noisy PDE (8.4).
+* ``circle.noise_meanfield_iid``, ``circle.noise_weak_order`` (full): noisy particles against
+  the noisy PDE, ``n^{-1/2}``, and Euler–Maruyama's weak order 1 (8.4).
+* ``rescaled.polytope``: rescaled pure self-attention clusters at polytope vertices (8.5).
 """
 
 from __future__ import annotations
