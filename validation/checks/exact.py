@@ -628,7 +628,9 @@ def check_noise_bifurcation(*, seed: int, out_dir: Path, suite: str) -> CheckRes
         sig = np.array([b["sigma"] for b in br]) / nf["sigma_c"]
         order = np.array([b["order"] for b in br])
         branches[_case_label(d, attention, beta)] = (sig, order)
-        ax2.plot(np.r_[sig, 1.0, 1.3], np.r_[order, 0.0, 0.0], "-", color=f"C{i}", label=_case_label(d, attention, beta))
+        ax2.plot(np.r_[1.0, sig], np.r_[0.0, order], "-", color=f"C{i}", label=_case_label(d, attention, beta))
+    ax2.plot([1.0, 1.3], [0.0, 0.0], "k-", lw=1.5, label="uniform (stable)")
+    ax2.plot([0.3, 1.0], [0.0, 0.0], "k:", lw=1, label="uniform (unstable)")
     ax2.set_xlabel("sigma / sigma_c")
     ax2.set_ylabel("order parameter E_rho[<x, e>] (stable branch)")
     ax2.legend(fontsize=6)
