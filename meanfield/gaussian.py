@@ -400,3 +400,108 @@ __all__ = [
     "gaussian_rhs",
     "solve_gaussian",
 ]
+
+
+# -- exact statements: blow-up direction, noisy fixed points and their spectra ------------------
+
+
+def interaction_matrix(model: Model, d: int) -> tuple[float, np.ndarray]:
+    """``(v, A)`` for softmax attention whose heads all have ``V_h = v I``: ``A = sum_h beta
+    K_h^T Q_h`` (docs/equations.md section 4), so that ``m' = v (I + Sigma A) m`` and
+    ``Sigma' = v Sigma (A + A^T) Sigma + 2 sigma I``.
+
+    Raises:
+        ValueError: another attention kind, or a head whose ``V`` is not a multiple of ``I``.
+    """
+    _check_model(model)
+    if model.attention != "softmax":
+        msg = f"interaction_matrix needs softmax attention (an affine field v(m + Sigma A x)), got {model.attention!r}"
+        raise ValueError(msg)
+    a = np.zeros((d, d))
+    values = set()
+    for q, k, v in model.matrices(d):
+        if not np.allclose(v, v[0, 0] * np.eye(d), rtol=0.0, atol=0.0):
+            msg = "interaction_matrix needs V = v I in every head (a scalar value matrix)"
+            raise ValueError(msg)
+        values.add(float(v[0, 0]))
+        a += model.beta * (k.T @ q)
+    if len(values) != 1:
+        msg = f"interaction_matrix needs the same V = v I in every head, got v in {sorted(values)}"
+        raise ValueError(msg)
+    return values.pop(), a
+
+
+def blowup_limit(model: Model, cov0: Any) -> tuple[float, np.ndarray]:
+    """The blow-up time ``t*`` and the limit direction ``u`` of ``Sigma(t) / tr Sigma(t)``.
+
+    Noise-free softmax with ``V = v I`` (:func:`interaction_matrix`): ``Sigma(t) = (Sigma_0^{-1}
+    - M t)^{-1}``, ``M = v (A + A^T)`` (docs/gaussian.md section 3). With ``M w_k = lambda_k
+    Sigma_0^{-1} w_k`` (generalised eigenvectors, ``w_k^T Sigma_0^{-1} w_l = delta_kl``),
+    ``Sigma(t) = sum_k w_k w_k^T / (1 - lambda_k t)``: the term of the largest ``lambda_1 > 0``
+    diverges at ``t* = 1/lambda_1`` and ``Sigma / tr Sigma -> u u^T``, ``u = w_1 / |w_1|``,
+    a rank-one projector (docs/equations.md section 8.2). ``u`` is the top eigenvector of
+    ``A + A^T`` itself only when ``Sigma_0`` is a multiple of ``I`` (or commutes with ``M``).
+
+    Returns:
+        ``(t*, u)``; ``(inf, nan vector)`` when ``M`` has no positive eigenvalue (no blow-up).
+    """
+    from scipy.linalg import eigh
+
+    cov = np.asarray(cov0, dtype=float)
+    d = cov.shape[0]
+    if model.noise:
+        msg = f"blowup_limit is the noise-free closed form, got noise = {model.noise!r}"
+        raise ValueError(msg)
+    v, a = interaction_matrix(model, d)
+    lam, w = eigh(v * (a + a.T), np.linalg.inv(cov))
+    if lam[-1] <= 0:
+        return float("inf"), np.full(d, np.nan)
+    u = w[:, -1] / np.linalg.norm(w[:, -1])
+    return float(1.0 / lam[-1]), u * np.sign(u[np.argmax(np.abs(u))])
+
+
+def noisy_fixed_point(model: Model, d: int) -> np.ndarray:
+    """The fixed point ``(m, Sigma) = (0, Sigma*)`` of the noisy Gaussian ODE (softmax, ``V = v I``,
+    noise ``sigma > 0``): ``Sigma* = sigma^{1/2} R^{-1}`` with ``R = (-v S)^{1/2}``,
+    ``S = (A + A^T)/2`` (docs/equations.md section 8.2). It exists iff ``-v S`` is positive
+    definite (repulsive ``v = -1`` with ``S > 0``, or attractive with ``S < 0``, e.g. ``K = -Q``).
+
+    Raises:
+        ValueError: no noise, or ``-v S`` not positive definite (then no Gaussian steady state).
+    """
+    if not model.noise > 0:
+        msg = f"noisy_fixed_point needs noise > 0, got {model.noise!r}"
+        raise ValueError(msg)
+    v, a = interaction_matrix(model, d)
+    lam, vec = np.linalg.eigh(-v * 0.5 * (a + a.T))
+    if lam[0] <= 0:
+        msg = (f"no Gaussian fixed point: -v (A + A^T)/2 must be positive definite, its smallest "
+               f"eigenvalue is {lam[0]:.6g} (v = {v:g})")
+        raise ValueError(msg)
+    return (vec * (np.sqrt(model.noise) / np.sqrt(lam))) @ vec.T
+
+
+def linearised_spectrum(model: Model, d: int) -> dict[str, np.ndarray]:
+    """The exact spectrum of the Gaussian ODE linearised at :func:`noisy_fixed_point`.
+
+    The Jacobian is block-triangular (the mean vanishes at the fixed point):
+
+    * mean block: ``v (I + Sigma* A)`` (``d`` eigenvalues, possibly complex);
+    * covariance block, on symmetric ``delta``: ``delta' = -2 sigma^{1/2} (R delta + delta R)``,
+      eigenvalues ``-2 sigma^{1/2} (r_i + r_j)``, ``i <= j``, ``r_i`` those of ``R`` (``d(d+1)/2``;
+      all negative: the covariance is always attracted).
+
+    Returns:
+        ``{"mean": complex (d,), "cov": (d(d+1)/2,)}``, each sorted by real part.
+    """
+    v, a = interaction_matrix(model, d)
+    sigma_star = noisy_fixed_point(model, d)
+    mean = np.linalg.eigvals(v * (np.eye(d) + sigma_star @ a))
+    r = np.linalg.eigvalsh(-v * 0.5 * (a + a.T)) ** 0.5
+    i, j = np.triu_indices(d)
+    cov = -2.0 * np.sqrt(model.noise) * (r[i] + r[j])
+    return {"mean": mean[np.argsort(mean.real)], "cov": np.sort(cov)}
+
+
+
+__all__ += ["blowup_limit", "interaction_matrix", "linearised_spectrum", "noisy_fixed_point"]

@@ -69,13 +69,15 @@ class Model:
         Q, K, V: optional square ``d x d`` matrices (default: identity).
         heads: optional sequence of ``(Q, K, V)`` triples (multi-head attention, (2.7));
             exclusive with ``Q, K, V``.
-        causal: token ``i`` attends to ``j <= i`` only (particles only).
+        causal: token ``i`` attends to ``j <= i`` only (particles and the Lagrangian
+            solver, whose nodes carry a label; not the spectral solvers).
         sigmoid_bias: the bias ``b`` of sigmoid attention.
         sinkhorn_iterations: maximum number of Sinkhorn iterations.
         sinkhorn_tol: stop Sinkhorn once row and column sums are within this of 1.
         feedforward: optional ``(w, a, b)`` of the feed-forward term ``w sigma(a x + b)``
             added inside the projection ((2.8)): ``w`` is ``d x l``, ``a`` is ``l x d``,
-            ``b`` has length ``l`` (particles only).
+            ``b`` has length ``l`` (particles and the Lagrangian solver; not the spectral
+            solvers).
         activation: ``sigma`` of the feed-forward term: ``"relu"``, ``"tanh"``,
             ``"sigmoid"`` or ``"gelu"``.
     """

@@ -17,7 +17,7 @@ r"""Closed forms and exact reductions the project tests against (docs/equations.
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -88,4 +88,233 @@ def transition_time(beta: float, n: int, delta: float, attention: str = "softmax
     return float(sol.t_events[0][0]) if sol.t_events[0].size else math.inf
 
 
-__all__ = ["gamma", "gamma_rhs", "growth_rate", "transition_time"]
+# -- the repulsive case: sharp configurations (Section 9.1, Theorem 9.2) --------------------
+
+DESIGN_STRENGTHS: dict[str, str] = {
+    "simplex": "n = d + 1: a spherical 2-design; n < d + 1: centred only (strength 1)",
+    "cross-polytope": "n = 2d, the points +-e_i: a spherical 3-design",
+    "icosahedron": "n = 12, d = 3: a spherical 5-design",
+    "polygon": "d = 2, the regular n-gon: a spherical (n - 1)-design",
+}
+"""The known sharp configurations of docs/equations.md section 4 (repulsive case) and the
+strength ``t`` of each as a spherical design (Definition 9.1 of the paper)."""
+
+
+def sharp_configuration(kind: str, n: int, d: int) -> tuple[np.ndarray, int]:
+    """The points of a known sharp configuration on ``S^{d-1}`` and its design strength ``t``.
+
+    ``kind`` is a key of :data:`DESIGN_STRENGTHS`: ``"simplex"`` (``2 <= n <= d + 1``, inner
+    products ``-1/(n-1)``), ``"cross-polytope"`` (``n = 2d``, inner products ``-1, 0``),
+    ``"icosahedron"`` (``n = 12, d = 3``, inner products ``-1, +-1/sqrt(5)``), ``"polygon"``
+    (``d = 2``, inner products ``cos(2 pi k/n)``). By Theorem 9.2 (Cohn–Kumar) these are the
+    global minimisers of the repulsive energy ``H_beta`` at every ``beta > 0``.
+
+    Raises:
+        ValueError: an unknown ``kind``, or ``(n, d)`` outside its range.
+    """
+    if kind not in DESIGN_STRENGTHS:
+        msg = f"kind must be one of {tuple(DESIGN_STRENGTHS)}, got {kind!r}"
+        raise ValueError(msg)
+    ok = {"simplex": 2 <= n <= d + 1, "cross-polytope": n == 2 * d and d >= 2,
+          "icosahedron": (n, d) == (12, 3), "polygon": d == 2 and n >= 3}[kind]
+    if not ok:
+        msg = f"no {kind} with n = {n} points on S^{d - 1} (d = {d}): {DESIGN_STRENGTHS[kind]}"
+        raise ValueError(msg)
+    x = np.zeros((n, d))
+    if kind == "simplex":  # e_i - mean in R^n, written in an orthonormal basis of the hyperplane
+        c = np.eye(n) - 1.0 / n
+        q = np.linalg.svd(c)[2][: n - 1]
+        x[:, : n - 1] = c @ q.T
+        strength = 2 if n == d + 1 else 1
+    elif kind == "cross-polytope":
+        x[:d] = np.eye(d)
+        x[d:] = -np.eye(d)
+        strength = 3
+    elif kind == "icosahedron":
+        phi = (1 + math.sqrt(5)) / 2
+        rows = [(0.0, a, b * phi) for a in (-1, 1) for b in (-1, 1)]
+        x[:] = [r[k:] + r[:k] for r in rows for k in range(3)]
+        strength = 5
+    else:
+        a = 2 * np.pi * np.arange(n) / n
+        x[:] = np.c_[np.cos(a), np.sin(a)]
+        strength = n - 1
+    return x / np.linalg.norm(x, axis=1, keepdims=True), strength
+
+
+def zonal_polynomial(l: int, d: int, t: ArrayLike) -> np.ndarray:
+    """``P_l(t) = C_l^alpha(t) / C_l^alpha(1)``, ``alpha = (d-2)/2`` (docs/equations.md section 3):
+    the degree-``l`` zonal harmonic of ``S^{d-1}`` normalised to ``P_l(1) = 1``; on the circle
+    (``d = 2``) the limit ``T_l(t) = cos(l arccos t)``."""
+    t = np.asarray(t, dtype=float)
+    if d == 2:
+        return special.eval_chebyt(l, t)
+    alpha = (d - 2) / 2
+    return special.eval_gegenbauer(l, alpha, t) / special.eval_gegenbauer(l, alpha, 1.0)
+
+
+def design_sums(x: ArrayLike, lmax: int) -> np.ndarray:
+    """``S_l = (1/n^2) sum_{i,j} P_l(<x_i, x_j>)`` for ``l = 1..lmax`` (points ``x``, ``(n, d)``).
+
+    By the addition theorem ``S_l = |S^{d-1}| / (n^2 N_l) sum_m |sum_i Y_lm(x_i)|^2 >= 0``
+    (``N_l`` the dimension of the degree-``l`` harmonics), so ``S_l = 0`` for ``1 <= l <= t``
+    exactly when the points are a spherical ``t``-design (Definition 9.1)."""
+    x = np.asarray(x, dtype=float)
+    g = np.clip(x @ x.T, -1.0, 1.0)
+    return np.array([zonal_polynomial(l, x.shape[1], g).mean() for l in range(1, lmax + 1)])
+
+
+
+# -- noise past its threshold: steady states and the bifurcation (Problem 7) ----------------
+
+
+def zonal_quadrature(d: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes ``s_j`` and weights ``w_j`` with ``sum_j w_j g(s_j) = int g(<x, e>) dA(x)`` on
+    ``S^{d-1}``, exact for polynomials of degree ``<= 2n - 1``: Gauss–Chebyshev on the circle
+    (``s = cos theta`` at the midpoints ``theta_j = (j + 1/2) pi / n``, ``w_j = 2 pi / n``),
+    Gauss–Jacobi (:func:`meanfield.domains.zonal_sphere.gauss_jacobi`) for ``d >= 3``."""
+    if d == 2:
+        return np.cos((np.arange(n) + 0.5) * np.pi / n), np.full(n, 2 * np.pi / n)
+    from .domains.zonal_sphere import gauss_jacobi
+
+    return gauss_jacobi(d, n)
+
+
+def noise_threshold(d: int, attention: str, beta: float) -> float:
+    """``sigma_c``: the uniform state of the noisy flow on ``S^{d-1}`` is stable iff ``sigma >
+    sigma_c = gamma_1 / (d - 1)`` (``gamma_l`` of :func:`growth_rate` without noise; degree 1 is
+    the last to turn stable since ``I_nu`` decreases in ``nu``). Circle: ``I_1(beta)/beta``
+    (USA), ``I_1(beta)/(beta I_0(beta))`` (SA) (docs/equations.md section 8.4)."""
+    return float(growth_rate(d, attention, beta, 1)) / (d - 1)
+
+
+def _zonal_ratios(d: int, attention: str, beta: float, sigma: float, degree: int) -> np.ndarray:
+    """``mu_l = sigma_l / sigma`` for ``l = 0..degree``: USA ``lambda_l / (|S| beta sigma)``; SA
+    ``p nu_l``, ``p = 1/(beta sigma)``, ``nu_l = lambda_l / lambda_0``."""
+    from .special import scaled_kernel_multipliers
+
+    m = scaled_kernel_multipliers(np.arange(degree + 1), beta, d)
+    if attention == "softmax":
+        return m / m[0] / (beta * sigma)
+    return m * math.exp(beta) / (beta * sigma)
+
+
+def noisy_steady_state(d: int, attention: str, beta: float, sigma: float, start: ArrayLike, *,
+                       degree: int = 48, nodes: int = 160, tol: float = 1e-13,
+                       max_iter: int = 50) -> dict[str, Any]:
+    """A zonal steady state of ``d_t rho + div(rho X[rho]) = sigma Lap rho`` by Newton's method
+    on the coefficients ``a_l`` of ``rho = rho_unif (1 + sum_{l=1}^{L} a_l P_l(<x, e>))``
+    (``P_l`` of :func:`zonal_polynomial`: Fourier cosine coefficients on the circle, Gegenbauer
+    for ``d >= 3``).
+
+    Zero flux (docs/equations.md section 8.4): USA ``rho ∝ exp((G_beta * rho)/sigma)``, SA
+    ``rho ∝ (K_beta * rho)^{1/(beta sigma)}``; with ``K_beta * rho = rho_unif lambda_0 (1 +
+    sum nu_l a_l P_l)`` both are ``rho ∝ e^{x}``, ``x = sum mu_l a_l P_l`` (USA) or
+    ``x = p log(1 + sum nu_l a_l P_l)`` (SA). The map ``a -> b(a)``, ``b_l = N_l E_unif[P_l e^x] /
+    E_unif[e^x]`` (``N_l = 1 / E_unif[P_l^2]``), is solved for ``a = b(a)`` with its exact
+    Jacobian. Only attractive models (the uniform state is the only steady state otherwise).
+
+    Args:
+        start: initial ``a_1, a_2, ...`` (zero-padded to ``degree``); the uniform state ``0``
+            is always a solution, so start on the branch (e.g. :func:`bifurcation_normal_form`).
+        degree, nodes: truncation ``L`` and quadrature size; ``details`` report the tail.
+
+    Returns:
+        ``{"a": (L,), "s": nodes, "density": rho at the nodes, "iterations", "residual",
+        "tail": max |a_l| over the last 4 degrees, "order": E_rho[<x, e>] = a_1 / d}``.
+
+    Raises:
+        RuntimeError: no convergence to ``tol`` in ``max_iter`` iterations (with the residual).
+    """
+    if attention not in ("softmax", "unnormalized"):
+        msg = f"attention must be 'softmax' or 'unnormalized', got {attention!r}"
+        raise ValueError(msg)
+    if not (beta > 0 and sigma > 0):
+        msg = f"beta and sigma must be > 0, got beta={beta!r}, sigma={sigma!r}"
+        raise ValueError(msg)
+    s, w = zonal_quadrature(d, nodes)
+    w = w / w.sum()  # E_unif
+    ls = np.arange(1, degree + 1)
+    table = np.array([zonal_polynomial(int(l), d, s) for l in ls])  # (L, nodes)
+    norms = 1.0 / (table**2 @ w)  # N_l
+    mu = _zonal_ratios(d, attention, beta, sigma, degree)[1:]
+    p = 1.0 / (beta * sigma)
+    a = np.zeros(degree)
+    a0 = np.asarray(start, dtype=float).ravel()[:degree]
+    a[: a0.size] = a0
+    residual = math.inf
+
+    def admissible(c: np.ndarray) -> bool:  # SA: K * rho > 0 at every node
+        return attention != "softmax" or bool(np.all(1.0 + (mu / p * c) @ table > 0))
+
+    if not admissible(a):
+        msg = "the start has K * rho <= 0 somewhere (not the coefficients of a density)"
+        raise ValueError(msg)
+    for it in range(1, max_iter + 1):
+        if attention == "softmax":
+            psi = 1.0 + (mu / p * a) @ table  # 1 + sum nu_l a_l P_l
+            x = p * np.log(psi)
+            dx = (mu / p)[:, None] * table * (p / psi)[None, :]  # d x / d a_k
+        else:
+            x = (mu * a) @ table
+            dx = mu[:, None] * table
+        t = np.exp(x - x.max())
+        t = t / (t @ w)
+        b = norms * ((table * t) @ w)
+        centred = dx - ((dx * t) @ w)[:, None]
+        jac = norms[:, None] * ((table * t * w) @ centred.T)  # d b_l / d a_k
+        f = a - b
+        residual = float(np.max(np.abs(f)))
+        if residual < tol:
+            break
+        step = np.linalg.solve(np.eye(degree) - jac, f)
+        damping = 1.0
+        while not admissible(a - damping * step):  # damped Newton: stay where K * rho > 0
+            damping *= 0.5
+            if damping < 1e-6:
+                msg = f"Newton cannot stay in the admissible set (K * rho > 0) at iteration {it}"
+                raise RuntimeError(msg)
+        a = a - damping * step
+    else:
+        msg = f"Newton did not converge in {max_iter} iterations: residual {residual:.3g} (sigma={sigma!r})"
+        raise RuntimeError(msg)
+    return {"a": a, "s": s, "density": t, "iterations": it, "residual": residual,
+            "tail": float(np.max(np.abs(a[-4:]))), "order": float(a[0] / d)}
+
+
+def bifurcation_normal_form(d: int, attention: str, beta: float) -> dict[str, float]:
+    """The pitchfork at ``sigma_c`` (:func:`noise_threshold`) to third order: near it the
+    steady states have ``a_1^2 = (sigma_c - sigma) / (sigma_c (-K))`` (docs/equations.md 8.4).
+
+    With the moments of the uniform measure ``m_2 = E[s^2] = 1/d``, ``m_4 = E[s^4] =
+    3/(d(d+2))``, ``m_12 = E[s^2 P_2] = 2/(d(d+2))``, ``N_2 = (d+2)(d-1)/2``, and ``nu_l``,
+    ``mu_l`` as in :func:`noisy_steady_state` at ``sigma_c`` (so ``mu_1 = 1``):
+
+    * USA: ``K = d (m_12 mu_2 q + m_4/6 - m_2^2/2)``, ``q = N_2 m_12 / (2 (1 - mu_2))``;
+    * SA (``p = 1/nu_1``): ``q = (N_2 m_12/2 - p nu_1^2 (d-1)/(2d)) / (1 - p nu_2)``,
+      ``K = (nu_1^2 - 2 nu_2 q)/(d+2) + d m_12 p (nu_2 q - nu_1^2 (d-1)/(2d)) + d (m_4/6 - m_2^2/2)``.
+
+    ``K < 0``: supercritical (a stable branch for ``sigma < sigma_c``, amplitude
+    ``A (sigma_c - sigma)^{1/2}``, ``A = (sigma_c |K|)^{-1/2}``); ``K > 0``: subcritical (an
+    unstable branch for ``sigma > sigma_c``, ``a_1 = A (sigma - sigma_c)^{1/2}``).
+    Returns ``{"K", "A", "sigma_c", "q", "type"}`` (``type`` +1 super, -1 sub).
+    """
+    sc = noise_threshold(d, attention, beta)
+    mu = _zonal_ratios(d, attention, beta, sc, 2)
+    m2, m4, m12, n2 = 1.0 / d, 3.0 / (d * (d + 2)), 2.0 / (d * (d + 2)), (d + 2) * (d - 1) / 2
+    if attention == "softmax":
+        p = 1.0 / (beta * sc)
+        nu1, nu2 = mu[1] / p, mu[2] / p
+        q = (n2 * m12 / 2 - p * nu1**2 * (d - 1) / (2 * d)) / (1 - p * nu2)
+        k = ((nu1**2 - 2 * nu2 * q) / (d + 2) + d * m12 * p * (nu2 * q - nu1**2 * (d - 1) / (2 * d))
+             + d * (m4 / 6 - m2**2 / 2))
+    else:
+        q = n2 * m12 / (2 * (1 - mu[2]))
+        k = d * (m12 * mu[2] * q + m4 / 6 - m2**2 / 2)
+    return {"K": float(k), "A": float(1.0 / math.sqrt(sc * abs(k))), "sigma_c": sc, "q": float(q),
+            "type": 1.0 if k < 0 else -1.0}
+
+
+__all__ = ["DESIGN_STRENGTHS", "bifurcation_normal_form", "design_sums", "gamma", "gamma_rhs", "growth_rate",
+           "noise_threshold", "noisy_steady_state", "sharp_configuration", "transition_time",
+           "zonal_polynomial", "zonal_quadrature"]

@@ -45,6 +45,7 @@ CHECK_MODULES: tuple[str, ...] = (
     "validation.checks.convergence",
     "validation.checks.phase",
     "validation.checks.lagrangian",
+    "validation.checks.exact",
 )
 """The modules whose ``@check`` functions make the suites, imported in this order."""
 

@@ -24,7 +24,8 @@ from validation.records import CheckResult, Comparison
 from validation.runner import status_of
 from validation.suites import CHECK_MODULES, get_suite
 
-OWN = ("validation.checks.convergence", "validation.checks.energy", "validation.checks.theory")
+OWN = ("validation.checks.convergence", "validation.checks.energy", "validation.checks.exact",
+       "validation.checks.theory")
 QUICK = get_suite("quick")
 FULL = get_suite("full")
 

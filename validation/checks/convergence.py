@@ -107,10 +107,12 @@ def _pde_at(model: Any, domain: Any, rho0: Any, t_end: float) -> tuple[Any, np.n
     return final, final.forward(ds["density"].values[-1]), ds
 
 
-def _particles_at(model: Any, x0: np.ndarray, t_end: float, dt: float) -> np.ndarray:
+def _particles_at(model: Any, x0: np.ndarray, t_end: float, dt: float, rng: Any = None) -> np.ndarray:
+    """RK4, or Euler–Maruyama with ``rng`` when the model has noise."""
     import particles
 
-    ds = particles.simulate(model, x0, [0.0, t_end], method="rk4", dt=dt, observables=False)
+    method = "euler_maruyama" if model.noise > 0 else "rk4"
+    ds = particles.simulate(model, x0, [0.0, t_end], method=method, dt=dt, observables=False, rng=rng)
     return np.asarray(ds["x"].values[-1])
 
 
@@ -131,7 +133,7 @@ def _iid_distances(setup: dict[str, Any], seed: int, quantile: bool = False) -> 
             x0 = domain.quantiles(rho0, int(n))[None]
         else:
             x0 = np.stack([domain.sample(rho0, int(n), rng) for _ in range(seeds)])
-        xt = _particles_at(model, x0, t_end, setup["dt"])
+        xt = _particles_at(model, x0, t_end, setup["dt"], rng)
         w1[i] = w1_density_particles(fdom, c_t, xt, kind="coefficients")
         kd[i] = kernel_distance_particles(fdom, c_t, xt, model.beta, kind="coefficients")
     return {"w1": w1, "kernel": kd, "snapshots": (rho0, x0, fdom.backward(c_t), fdom.grid, xt)}
