@@ -1,0 +1,402 @@
+r"""Fast summation of the attention field on ``S^1`` and ``S^2`` (docs/particles.md section
+"Fast field"; docs/equations.md sections 2-3).
+
+.. autosummary::
+   METHODS
+   FastSettings
+   fast_reason
+   band_limit
+   use_fast
+   fast_field
+
+For zonal attention (``<Q x, K y> = c <x, y>``, ``V = v I``, one head) the field of ``mu =
+sum_j w_j delta_{x_j}`` at a point ``x`` needs only two zonal sums (docs/equations.md section 3):
+
+.. math::  Z(x) = \sum_j w_j e^{\beta <x, x_j>}, \qquad
+           G(x) = \frac1\beta \sum_j w_j e^{\beta <x, x_j>}  \;(\text{gradient potential}),
+
+since ``P_x sum_j w_j e^{beta <x, x_j>} x_j = grad_S G``. Softmax (SA) and l2 (on the sphere
+the same weights): ``v = s grad G / Z``, ``div_S v = s (Delta G / Z - beta |grad G|^2 / Z^2)``;
+unnormalized (USA, the mass is 1): ``v = s grad G``, ``div_S v = s Delta G``, with ``s = v``
+the value scalar (``value = -1``: repulsion). The divergence is intrinsic, hence equal to
+docs/lagrangian.md section 2's ``tr DF - x^T DF x - (d - 1) <x, F>``.
+
+Both sums are zonal convolutions, diagonal in harmonics with the Funk–Hecke multipliers of
+:mod:`meanfield.special` (``e^{-beta}`` carried separately, so no overflow for SA):
+
+1. ``mu_hat`` by the adjoint nonuniform transform at the nodes (``S^1``: ducc0 type-1 NUFFT;
+   ``S^2``: ``ducc0.sht.adjoint_synthesis_general``);
+2. times the multipliers up to the band limit ``L`` (:func:`band_limit`);
+3. values, gradient and Laplacian at the points by nonuniform synthesis (``S^1``: type-2
+   NUFFT; ``S^2``: ``synthesis_general`` spin 0, and spin 1 ``DERIV1`` for the gradient).
+
+Cost ``O((n + m) log(1/eps) + L^2 log L)`` against ``O(n m)`` for the direct sum.
+
+**Accuracy.** With the kernel scaled by ``e^{-beta}`` (its maximum 1) and ``sum w = 1``, each
+sum has an absolute error ``delta = tail(L) + C eps max Z`` (truncation, the bound of fast
+summation (Keiner, Kunis, Potts 2006), plus the nonuniform transforms' error, relative to the
+size of what they compute; ``C`` measured, :data:`NUFFT_ERROR`). The tolerance is relative, per
+point, to the scale that bounds the direct sum's own rounding error: the sum of the magnitudes
+of its terms (SA: ``|F| <= 1``; USA: ``e^beta Z(x)``; the divergence: ``4 beta + d - 1`` times
+that). The relative error at a point is then about ``delta / Z(x)``: tiny where the point sees
+mass, large only far from all of it (an isolated particle at large ``beta``). Every point whose
+estimate exceeds the tolerance is recomputed by the direct sum (``FastSettings.corrected``
+counts them), so the result meets the tolerance at every point.
+
+References:
+    J. Keiner, S. Kunis, D. Potts, *Fast summation of radial functions on the sphere*,
+    Computing 78 (2006) 1-15.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import ducc0
+import numpy as np
+
+from meanfield.special import check_exp_beta, kernel_multipliers_over_beta, scaled_kernel_multipliers
+
+METHODS = ("auto", "direct", "fast")
+"""``direct``: the tiled ``O(n m)`` sum (the reference); ``fast``: this module (``ValueError``
+naming the reason where it does not apply); ``auto``: fast where it applies and pays
+(:func:`use_fast`), direct otherwise."""
+
+DEFAULT_TOL = 1e-12
+"""Requested relative accuracy per point (the direct sum's accuracy, docs/particles.md)."""
+
+NUFFT_EPS_MIN = 3e-13
+"""Smallest ``epsilon`` ducc0 accepts in double precision (its docs: ``> 2e-13``)."""
+
+NUFFT_ERROR = (2.0, 0.4, 0.01)
+"""``(C_Z, C_G, C_L)``: the absolute errors of the scaled sums ``Z``, ``grad G`` and ``Delta G``
+are at most ``C eps max_i Z(x_i)`` (``C_L eps L^2 max Z`` for the Laplacian). Measured over
+random, clustered, near-Dirac (also at a pole) and mixed point sets, ``beta`` from 0.5 to 300,
+``S^1`` and ``S^2``, ``eps = 3e-13``: largest ratios 0.85, 0.155, 0.0049; these are those times
+2.3 or more (the same sets are tests/meanfield/test_fastsum.py's)."""
+
+TAIL_FRACTION = 1e-4
+"""The band limit's truncation tail is at most ``TAIL_FRACTION * tol`` (the tail falls
+like ``(beta/2)^l / l!``: a few degrees more cost little, and keep the truncation far below the
+tolerance even where ``Z`` is small, e.g. ``Z ~ 1/(2 beta)`` for the uniform measure)."""
+
+FAST_KINDS = ("softmax", "unnormalized", "l2")
+"""Kinds with a fast path (zonal weights); l2 only with ``Q = K = I`` (then, on the sphere,
+``|x - y|^2 = 2 - 2 <x, y>`` and its softmax weights are those of SA)."""
+
+CROSSOVER = {2: 1000, 3: 1500}
+"""``auto`` uses the fast field when ``n_points * n_nodes >= CROSSOVER[d]^2`` (and it applies):
+the measured crossover of benchmarks/bench_fastsum.py (docs/particles.md, table "Fast field"),
+rounded up."""
+
+
+@dataclass(frozen=True)
+class FastSettings:
+    """What one fast evaluation used (recorded in results' attrs).
+
+    Args:
+        tol: requested relative accuracy per point.
+        band_limit: ``L``, the largest degree (``S^2``) or frequency (``S^1``) kept.
+        epsilon: accuracy asked of the nonuniform transforms.
+        tail: truncation bound ``sum_{l > L}`` of the scaled multipliers (value, gradient and
+            Laplacian weighted).
+        error_estimate: ``delta / min_i Z(x_i)`` over the points computed fast (0 if none).
+        corrected: points recomputed by the direct sum (estimate above ``tol``).
+    """
+
+    tol: float
+    band_limit: int
+    epsilon: float
+    tail: float
+    error_estimate: float
+    corrected: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def merge_settings(old: FastSettings | None, new: FastSettings | None) -> FastSettings | None:
+    """The settings of a run of many evaluations: the largest band limit and error estimate,
+    the points corrected summed."""
+    if old is None or new is None:
+        return new if old is None else old
+    return FastSettings(tol=new.tol, band_limit=max(old.band_limit, new.band_limit),
+                        epsilon=new.epsilon, tail=max(old.tail, new.tail),
+                        error_estimate=max(old.error_estimate, new.error_estimate),
+                        corrected=old.corrected + new.corrected)
+
+
+# -- which models and inputs ------------------------------------------------------------
+
+def _scalar_multiple(m: np.ndarray) -> float | None:
+    """``c`` when ``m = c I``, else ``None``."""
+    c = float(m[0, 0])
+    return c if np.array_equal(m, c * np.eye(m.shape[0])) else None
+
+
+def fast_reason(model: Any, d: int, geometry: str = "sphere", *, causal_labels: bool = False,
+                backend_numpy: bool = True) -> str | None:
+    """Why the fast field does not apply (a sentence naming the field), or ``None``.
+
+    It applies on ``S^1`` and ``S^2`` (``geometry="sphere"``, ``d`` in 2, 3) to one head with
+    ``Q^T K = c I`` (``c >= 0``) and ``V = v I``, kinds softmax, unnormalized and l2 (``Q = K =
+    I``), no causal mask, no feed-forward term, NumPy arrays.
+    """
+    if geometry != "sphere":
+        return f"geometry={geometry!r}: the fast field is on the sphere only (R^d stays direct)"
+    if d not in (2, 3):
+        return (f"d={d}: the fast field is on S^1 and S^2 (d = 2, 3); S^(d-1) for d >= 4 stays "
+                "direct (no nonuniform harmonic transform there)")
+    if model.attention not in FAST_KINDS:
+        return (f"attention={model.attention!r}: the fast field covers {FAST_KINDS} "
+                "(sigmoid and sinkhorn stay direct)")
+    if model.heads is not None and len(model.heads) > 1:
+        return f"heads: {len(model.heads)} heads; the fast field takes one head"
+    if model.causal or causal_labels:
+        return "causal=True: masked attention is not a zonal sum; it stays direct"
+    if model.feedforward is not None:
+        return "feedforward: the fast field has no feed-forward term; it stays direct"
+    if not backend_numpy:
+        return "a torch tensor: the fast field runs on NumPy (ducc0); torch stays direct"
+    Q, K, V = model.matrices(d)[0]
+    if model.attention == "l2":
+        if not (np.array_equal(Q, np.eye(d)) and np.array_equal(K, np.eye(d))):
+            return "attention='l2' with Q, K not the identity: not a zonal kernel on the sphere"
+    else:
+        c = _scalar_multiple(Q.T @ K)
+        if c is None or c < 0:
+            return "Q, K: the fast field needs Q^T K = c I with c >= 0 (a zonal kernel)"
+    if _scalar_multiple(V) is None:
+        return "V: the fast field needs V = v I (a scalar multiple of the identity)"
+    if model.attention == "unnormalized":
+        try:
+            check_exp_beta(_beta_eff(model, d), "unnormalized attention")
+        except ValueError as err:
+            return str(err)
+    return None
+
+
+def _beta_eff(model: Any, d: int) -> float:
+    Q, K, _ = model.matrices(d)[0]
+    c = 1.0 if model.attention == "l2" else _scalar_multiple(Q.T @ K)
+    return float(model.beta) * float(c)  # type: ignore[arg-type]
+
+
+def use_fast(method: str, model: Any, d: int, geometry: str, n_points: int, n_nodes: int, *,
+             causal_labels: bool = False, backend_numpy: bool = True) -> bool:
+    """The choice point of ``method`` (:data:`METHODS`): ``True`` for the fast field.
+
+    ``fast`` where it does not apply raises ``ValueError`` with :func:`fast_reason`;
+    ``auto`` takes it where it applies and ``n_points * n_nodes >= CROSSOVER[d]^2``.
+    """
+    if method not in METHODS:
+        msg = f"method must be one of {METHODS}, got {method!r}"
+        raise ValueError(msg)
+    if method == "direct":
+        return False
+    reason = fast_reason(model, d, geometry, causal_labels=causal_labels,
+                         backend_numpy=backend_numpy)
+    if method == "fast":
+        if reason is not None:
+            msg = f"method='fast' does not apply: {reason}"
+            raise ValueError(msg)
+        return True
+    return reason is None and n_points * n_nodes >= CROSSOVER[d] ** 2
+
+
+# -- band limit ---------------------------------------------------------------------------
+
+def _multipliers(beta: float, d: int, L: int) -> tuple[np.ndarray, np.ndarray]:
+    """Scaled multipliers ``k_l`` of ``Z`` and ``g_l`` of ``G`` for ``l = 0..L`` such that
+    ``e^{beta(<x,y> - 1)} = sum_l k_l N_l P_l`` (docs/equations.md section 3)."""
+    l = np.arange(L + 1, dtype=float)
+    return scaled_kernel_multipliers(l, beta, d), kernel_multipliers_over_beta(l, beta, d)
+
+
+def _tail_terms(beta: float, d: int, L: int) -> np.ndarray:
+    """Per degree ``l``, the bound ``N_l (k_l + 2 l(l + d - 2) g_l)`` of the degree-``l``
+    terms of the scaled value, gradient and Laplacian sums (``|P_l| <= 1``, ``|grad P_l| <=
+    l(l + d - 2)``; ``N_l = 2l + 1`` on ``S^2``, 2 on ``S^1``)."""
+    k, g = _multipliers(beta, d, L)
+    l = np.arange(L + 1, dtype=float)
+    mult = 2 * l + 1 if d == 3 else np.where(l > 0, 2.0, 1.0)
+    return mult * (k + 2 * l * (l + d - 2) * g)
+
+
+def band_limit(beta: float, d: int, tol: float, *, lmax: int = 4096) -> tuple[int, float]:
+    """The smallest ``L`` whose truncation tail is below ``TAIL_FRACTION * tol``, and that tail.
+
+    The tail bounds ``sup |K - K_L|`` of the scaled kernel and of its gradient and Laplacian
+    (``|P_l| <= 1``, ``|P_l'| <= l(l + d - 2)`` on ``[-1, 1]``): it is summed over ``l > L``
+    of :func:`_tail_terms` (the terms decay like ``(beta/2)^l / l!`` past ``l ~ beta``).
+    """
+    if not tol > 0:
+        msg = f"tol must be > 0, got {tol!r}"
+        raise ValueError(msg)
+    terms = _tail_terms(beta, d, lmax)
+    tails = np.concatenate([np.cumsum(terms[::-1])[::-1][1:], [0.0]])  # tails[L] = sum_{l>L}
+    ok = np.nonzero(tails <= TAIL_FRACTION * tol)[0]
+    if ok.size == 0:
+        msg = f"beta={beta:g}: no band limit <= {lmax} reaches tol={tol:g}"
+        raise ValueError(msg)
+    L = max(int(ok[0]), 1)
+    return L, float(tails[L])
+
+
+# -- transforms ---------------------------------------------------------------------------
+
+def _sphere_angles(x: np.ndarray) -> np.ndarray:
+    """``(colatitude, longitude)`` of unit vectors (n, 3), accurate at the poles
+    (``atan2(rho, z)``, not ``arccos z``, which loses half the digits there)."""
+    theta = np.arctan2(np.hypot(x[:, 0], x[:, 1]), x[:, 2])
+    phi = np.mod(np.arctan2(x[:, 1], x[:, 0]), 2 * np.pi)
+    return np.stack([theta, phi], axis=-1)
+
+
+def _sums_sphere(points: np.ndarray, nodes: np.ndarray, w: np.ndarray, beta: float, L: int,
+                 eps: float, laplacian: bool, nthreads: int) -> tuple[Any, Any, Any]:
+    """Scaled ``Z``, ``grad G`` (Cartesian, (n, 3)) and ``Delta G`` at ``points`` (S^2)."""
+    loc_n = _sphere_angles(nodes)
+    loc_p = loc_n if points is nodes else _sphere_angles(points)
+    mu = ducc0.sht.adjoint_synthesis_general(
+        map=w[None].astype(float), spin=0, lmax=L, loc=loc_n, epsilon=eps, nthreads=nthreads)[0]
+    k, g = _multipliers(beta, 3, L)
+    ls = np.concatenate([np.arange(m, L + 1) for m in range(L + 1)])  # degree of each alm
+    four_pi = 4 * np.pi
+    zlm = (four_pi * k[ls] * mu)[None]
+    glm = four_pi * g[ls] * mu
+    Z = ducc0.sht.synthesis_general(alm=zlm, spin=0, lmax=L, loc=loc_p, epsilon=eps,
+                                    nthreads=nthreads)[0]
+    # DERIV1: (d_theta G, d_phi G / sin theta), checked against differences in the tests
+    gt, gp = ducc0.sht.synthesis_general(alm=glm[None], spin=1, lmax=L, loc=loc_p, epsilon=eps,
+                                         nthreads=nthreads, mode="DERIV1")
+    th, ph = loc_p[:, 0], loc_p[:, 1]
+    ct, st, cp, sp = np.cos(th), np.sin(th), np.cos(ph), np.sin(ph)
+    grad = np.stack([gt * ct * cp - gp * sp, gt * ct * sp + gp * cp, -gt * st], axis=-1)
+    lap = None
+    if laplacian:
+        lap = ducc0.sht.synthesis_general(alm=(-(ls * (ls + 1.0)) * glm)[None], spin=0, lmax=L,
+                                          loc=loc_p, epsilon=eps, nthreads=nthreads)[0]
+    return Z, grad, lap
+
+
+def _sums_circle(points: np.ndarray, nodes: np.ndarray, w: np.ndarray, beta: float, L: int,
+                 eps: float, laplacian: bool, nthreads: int) -> tuple[Any, Any, Any]:
+    """Scaled ``Z``, ``grad G`` (Cartesian, (n, 2)) and ``Delta G`` at ``points`` (S^1)."""
+    tn = np.arctan2(nodes[:, 1], nodes[:, 0])
+    tp = tn if points is nodes else np.arctan2(points[:, 1], points[:, 0])
+    N = 2 * L + 2
+    mu = ducc0.nufft.nu2u(points=w.astype(complex), coord=tn[:, None], forward=True,
+                          epsilon=eps, nthreads=nthreads, out=np.empty(N, complex),
+                          fft_order=True)  # mu_k = sum_j w_j e^{-i k theta_j}
+    freq = np.fft.fftfreq(N, 1.0 / N)
+    freq[L + 1] = 0.0  # the Nyquist slot stays empty
+    k, g = _multipliers(beta, 2, L)
+    a = np.abs(freq).astype(int)
+    kk, gg = k[np.minimum(a, L)], g[np.minimum(a, L)]
+    kk[L + 1] = gg[L + 1] = 0.0
+    # Z + i G' in one type-2 transform (both real), then G''
+    c1 = (kk + 1j * (1j * freq) * gg) * mu
+    plan = ducc0.nufft.plan(nu2u=False, coord=tp[:, None], grid_shape=(N,), epsilon=eps,
+                            nthreads=nthreads, fft_order=True)
+    v1 = plan.u2nu(grid=c1, forward=False)
+    Z, dG = v1.real, v1.imag
+    grad = dG[:, None] * np.stack([-np.sin(tp), np.cos(tp)], axis=-1)
+    lap = plan.u2nu(grid=-(freq**2) * gg * mu, forward=False).real if laplacian else None
+    return Z, grad, lap
+
+
+# -- the field ----------------------------------------------------------------------------
+
+def fast_field(
+    model: Any,
+    points: np.ndarray,
+    nodes: np.ndarray,
+    weights: np.ndarray | None,
+    *,
+    divergence: bool,
+    tol: float = DEFAULT_TOL,
+    nthreads: int = 0,
+    direct: Any = None,
+) -> tuple[np.ndarray, np.ndarray | None, FastSettings]:
+    """The tangent field ``P_x F`` and its surface divergence at ``points`` (B, n, d) of
+    ``sum_j w_j delta_{nodes_j}`` (nodes (B, m, d), weights (B, m) or ``None``: ``1/m``),
+    by fast summation (module docstring). No validation (the callers validate; the model must
+    pass :func:`fast_reason`).
+
+    Args:
+        divergence: also return ``div_S``.
+        tol: relative accuracy per point (module docstring).
+        nthreads: threads of ducc0 (0: all).
+        direct: ``direct(points_subset (1, k, d), b) -> (velocity, divergence or None)`` for
+            batch item ``b``, the exact field used at the points whose estimate exceeds
+            ``tol``; ``None``: no correction (the estimate is still reported).
+
+    Returns:
+        ``(velocity, divergence or None, settings)``.
+    """
+    B, n, d = points.shape
+    beta = _beta_eff(model, d)
+    sign = float(_scalar_multiple(model.matrices(d)[0][2]))  # type: ignore[arg-type]
+    normalized = model.attention != "unnormalized"
+    L, tail = band_limit(beta, d, tol)
+    eps = max(tol / 8, NUFFT_EPS_MIN)
+    sums = _sums_sphere if d == 3 else _sums_circle
+    scale = 1.0 if normalized else math.exp(beta)  # USA carries e^beta (checked finite)
+    cz, cg, cl = NUFFT_ERROR
+    ref_div = 4 * beta + d - 1  # |div| <= (4 beta + d - 1) x the velocity's scale (docs)
+    vel = np.empty(points.shape)
+    div = np.empty((B, n)) if divergence else None
+    worst, corrected = 0.0, 0
+    m = nodes.shape[1]
+    for b in range(B):
+        w = np.full(m, 1.0 / m) if weights is None else np.asarray(weights[b], dtype=float)
+        Z, grad, lap = sums(points[b], nodes[b], w, beta, L, eps, divergence, nthreads)
+        zmax = float(np.max(Z))
+        dz, dg, dl = (tail + c * eps * zmax for c in (cz, cg, cl * L * L))
+        zpos = np.maximum(Z - dz, 1e-300)  # a lower bound of the exact Z
+        if normalized:
+            v = grad / Z[:, None]
+            speed = np.sqrt(np.sum(v * v, axis=-1))
+            est = (dg + speed * dz) / zpos  # relative to the bound |F| <= 1
+            vel[b] = sign * v
+            if divergence:
+                dv = lap / Z - beta * speed**2
+                div[b] = sign * dv  # type: ignore[index]
+                est = np.maximum(est, (dl + np.abs(lap / Z) * dz + 2 * beta * speed * est * zpos)
+                                 / zpos / ref_div)
+        else:  # relative to e^beta Z, the sum of the terms' magnitudes
+            vel[b] = sign * scale * grad
+            est = dg / zpos
+            if divergence:
+                div[b] = sign * scale * lap  # type: ignore[index]
+                est = np.maximum(est, dl / zpos / ref_div)
+        bad = np.nonzero(est > tol)[0] if direct is not None else np.array([], dtype=int)
+        if bad.size:
+            vb, db = direct(points[b][bad][None], b)
+            vel[b, bad] = vb[0]
+            if divergence:
+                div[b, bad] = db[0]  # type: ignore[index]
+            corrected += int(bad.size)
+        good = np.ones(n, dtype=bool)
+        good[bad] = False
+        if np.any(good):
+            worst = max(worst, float(np.max(est[good])))
+    return vel, div, FastSettings(tol=tol, band_limit=L, epsilon=eps, tail=tail,
+                                  error_estimate=worst, corrected=corrected)
+
+
+__all__ = [
+    "CROSSOVER",
+    "DEFAULT_TOL",
+    "FAST_KINDS",
+    "METHODS",
+    "FastSettings",
+    "band_limit",
+    "fast_field",
+    "fast_reason",
+    "merge_settings",
+    "use_fast",
+]
