@@ -50,6 +50,7 @@ References:
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -208,11 +209,15 @@ def use_fast(method: str, model: Any, d: int, geometry: str, n_points: int, n_no
 
 # -- band limit ---------------------------------------------------------------------------
 
+@functools.lru_cache(maxsize=64)
 def _multipliers(beta: float, d: int, L: int) -> tuple[np.ndarray, np.ndarray]:
     """Scaled multipliers ``k_l`` of ``Z`` and ``g_l`` of ``G`` for ``l = 0..L`` such that
     ``e^{beta(<x,y> - 1)} = sum_l k_l N_l P_l`` (docs/equations.md section 3)."""
     l = np.arange(L + 1, dtype=float)
-    return scaled_kernel_multipliers(l, beta, d), kernel_multipliers_over_beta(l, beta, d)
+    out = scaled_kernel_multipliers(l, beta, d), kernel_multipliers_over_beta(l, beta, d)
+    for a in out:
+        a.setflags(write=False)  # cached: shared by every call
+    return out
 
 
 def _tail_terms(beta: float, d: int, L: int) -> np.ndarray:
@@ -225,24 +230,34 @@ def _tail_terms(beta: float, d: int, L: int) -> np.ndarray:
     return mult * (k + 2 * l * (l + d - 2) * g)
 
 
-def band_limit(beta: float, d: int, tol: float, *, lmax: int = 4096) -> tuple[int, float]:
+def band_limit(beta: float, d: int, tol: float) -> tuple[int, float]:
     """The smallest ``L`` whose truncation tail is below ``TAIL_FRACTION * tol``, and that tail.
 
     The tail bounds ``sup |K - K_L|`` of the scaled kernel and of its gradient and Laplacian
     (``|P_l| <= 1``, ``|P_l'| <= l(l + d - 2)`` on ``[-1, 1]``): it is summed over ``l > L``
     of :func:`_tail_terms` (the terms decay like ``(beta/2)^l / l!`` past ``l ~ beta``).
+    Cached: a run asks for the same ``(beta, d, tol)`` at every step.
     """
     if not tol > 0:
         msg = f"tol must be > 0, got {tol!r}"
         raise ValueError(msg)
-    terms = _tail_terms(beta, d, lmax)
-    tails = np.concatenate([np.cumsum(terms[::-1])[::-1][1:], [0.0]])  # tails[L] = sum_{l>L}
-    ok = np.nonzero(tails <= TAIL_FRACTION * tol)[0]
-    if ok.size == 0:
-        msg = f"beta={beta:g}: no band limit <= {lmax} reaches tol={tol:g}"
-        raise ValueError(msg)
-    L = max(int(ok[0]), 1)
-    return L, float(tails[L])
+    return _band_limit(float(beta), int(d), float(tol))
+
+
+@functools.lru_cache(maxsize=64)
+def _band_limit(beta: float, d: int, tol: float) -> tuple[int, float]:
+    lmax = 64 + 2 * math.ceil(beta)
+    while True:
+        terms = _tail_terms(beta, d, lmax)
+        tails = np.concatenate([np.cumsum(terms[::-1])[::-1][1:], [0.0]])  # sum_{l > L}
+        ok = np.nonzero(tails <= TAIL_FRACTION * tol)[0]
+        if ok.size and ok[0] < lmax // 2:  # the part beyond lmax is negligible then
+            L = max(int(ok[0]), 1)
+            return L, float(tails[L])
+        if lmax > 1 << 16:
+            msg = f"beta={beta:g}: no band limit <= {lmax} reaches tol={tol:g}"
+            raise ValueError(msg)
+        lmax *= 2
 
 
 # -- transforms ---------------------------------------------------------------------------
@@ -255,11 +270,24 @@ def _sphere_angles(x: np.ndarray) -> np.ndarray:
     return np.stack([theta, phi], axis=-1)
 
 
+def _tangent_frame(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``cos theta, sin theta, cos phi, sin phi`` of unit vectors (n, 3), without trigonometry
+    (``phi = 0`` on the axis, as :func:`_sphere_angles`)."""
+    rho = np.hypot(x[:, 0], x[:, 1])
+    on_axis = rho == 0
+    safe = np.where(on_axis, 1.0, rho)
+    cp = np.where(on_axis, 1.0, x[:, 0] / safe)
+    sp = np.where(on_axis, 0.0, x[:, 1] / safe)
+    r = np.hypot(rho, x[:, 2])  # 1, up to a Runge-Kutta stage's departure from the sphere
+    return x[:, 2] / r, rho / r, cp, sp
+
+
 def _sums_sphere(points: np.ndarray, nodes: np.ndarray, w: np.ndarray, beta: float, L: int,
                  eps: float, laplacian: bool, nthreads: int) -> tuple[Any, Any, Any]:
     """Scaled ``Z``, ``grad G`` (Cartesian, (n, 3)) and ``Delta G`` at ``points`` (S^2)."""
+    same = points is nodes or np.array_equal(points, nodes)
     loc_n = _sphere_angles(nodes)
-    loc_p = loc_n if points is nodes else _sphere_angles(points)
+    loc_p = loc_n if same else _sphere_angles(points)
     mu = ducc0.sht.adjoint_synthesis_general(
         map=w[None].astype(float), spin=0, lmax=L, loc=loc_n, epsilon=eps, nthreads=nthreads)[0]
     k, g = _multipliers(beta, 3, L)
@@ -272,9 +300,12 @@ def _sums_sphere(points: np.ndarray, nodes: np.ndarray, w: np.ndarray, beta: flo
     # DERIV1: (d_theta G, d_phi G / sin theta), checked against differences in the tests
     gt, gp = ducc0.sht.synthesis_general(alm=glm[None], spin=1, lmax=L, loc=loc_p, epsilon=eps,
                                          nthreads=nthreads, mode="DERIV1")
-    th, ph = loc_p[:, 0], loc_p[:, 1]
-    ct, st, cp, sp = np.cos(th), np.sin(th), np.cos(ph), np.sin(ph)
-    grad = np.stack([gt * ct * cp - gp * sp, gt * ct * sp + gp * cp, -gt * st], axis=-1)
+    ct, st, cp, sp = _tangent_frame(points)
+    grad = np.empty((len(points), 3))
+    a = gt * ct
+    grad[:, 0] = a * cp - gp * sp
+    grad[:, 1] = a * sp + gp * cp
+    grad[:, 2] = -gt * st
     lap = None
     if laplacian:
         lap = ducc0.sht.synthesis_general(alm=(-(ls * (ls + 1.0)) * glm)[None], spin=0, lmax=L,
@@ -286,7 +317,8 @@ def _sums_circle(points: np.ndarray, nodes: np.ndarray, w: np.ndarray, beta: flo
                  eps: float, laplacian: bool, nthreads: int) -> tuple[Any, Any, Any]:
     """Scaled ``Z``, ``grad G`` (Cartesian, (n, 2)) and ``Delta G`` at ``points`` (S^1)."""
     tn = np.arctan2(nodes[:, 1], nodes[:, 0])
-    tp = tn if points is nodes else np.arctan2(points[:, 1], points[:, 0])
+    same = points is nodes or np.array_equal(points, nodes)
+    tp = tn if same else np.arctan2(points[:, 1], points[:, 0])
     N = 2 * L + 2
     mu = ducc0.nufft.nu2u(points=w.astype(complex), coord=tn[:, None], forward=True,
                           epsilon=eps, nthreads=nthreads, out=np.empty(N, complex),
@@ -303,7 +335,10 @@ def _sums_circle(points: np.ndarray, nodes: np.ndarray, w: np.ndarray, beta: flo
                             nthreads=nthreads, fft_order=True)
     v1 = plan.u2nu(grid=c1, forward=False)
     Z, dG = v1.real, v1.imag
-    grad = dG[:, None] * np.stack([-np.sin(tp), np.cos(tp)], axis=-1)
+    r = np.hypot(points[:, 0], points[:, 1])  # 1, up to a stage's departure from the circle
+    grad = np.empty((len(points), 2))
+    grad[:, 0] = -dG * points[:, 1] / r
+    grad[:, 1] = dG * points[:, 0] / r
     lap = plan.u2nu(grid=-(freq**2) * gg * mu, forward=False).real if laplacian else None
     return Z, grad, lap
 
