@@ -11,8 +11,9 @@ plain script:
     accuracy (``S^2``: one ``adjoint_synthesis_general`` and two (velocity) or three (with the
     divergence) ``synthesis_general``; ``S^1``: one type-1 and one or two type-2 NUFFTs); the
     ratio fast / floor says how much the rest costs and is robust to the machine's load.
-(b) The crossover: the smallest ``n`` on a grid from 250 to 4000 where the fast velocity beats
-    the direct one (``meanfield.fastsum.CROSSOVER`` is this, rounded up).
+(b) The crossover: the smallest ``n`` of a grid (powers of 2 from 16 to 4096) from which on
+    the fast velocity beats the direct one at every larger ``n`` of the grid
+    (``meanfield.fastsum.CROSSOVER`` is this, rounded up).
 
 Times are the minimum over ``--repeat`` runs (wall clock; ducc0 with all hardware threads,
 numpy's BLAS with its own). Prints Markdown tables.
@@ -35,8 +36,8 @@ from meanfield.lagrangian.field import weighted_field
 
 BETA = 4.0
 FULL = {"sizes": [1000, 4096, 16384, 65536, 262144, 1048576], "direct_max": 16384,
-        "crossover": [250, 500, 750, 1000, 1500, 2000, 3000, 4000]}
-QUICK = {"sizes": [1000, 4096], "direct_max": 4096, "crossover": [250, 1000]}
+        "crossover": [16, 32, 64, 128, 256, 512, 1024, 2048, 4096]}
+QUICK = {"sizes": [1000], "direct_max": 1000, "crossover": [250, 1000]}
 
 
 def _best(fn: Callable[[], Any], repeat: int) -> float:
@@ -110,15 +111,23 @@ def table(sizes: list[int], direct_max: int, repeat: int) -> list[dict[str, Any]
     return rows
 
 
-def crossover(grid: list[int], repeat: int) -> dict[str, int | None]:
-    out: dict[str, int | None] = {}
+def crossover(grid: list[int], repeat: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
     for d in (2, 3):
-        out[f"S^{d - 1}"] = None
+        wins = []
         for n in grid:
             x = _tokens(n, d)
-            if field_time(x, "fast", False, repeat) < field_time(x, "direct", False, repeat):
-                out[f"S^{d - 1}"] = n
+            t_fast = field_time(x, "fast", False, repeat)
+            t_direct = field_time(x, "direct", False, repeat)
+            wins.append(t_fast < t_direct)
+            print(f"  crossover S^{d - 1} n={n}: fast {t_fast:.3g} s, direct {t_direct:.3g} s",
+                  flush=True)
+        first = None
+        for i in range(len(grid) - 1, -1, -1):  # the last run of wins up to the largest n
+            if not wins[i]:
                 break
+            first = grid[i]
+        out[f"S^{d - 1}"] = first
     return out
 
 
@@ -138,7 +147,8 @@ def markdown(rows: list[dict[str, Any]], cross: dict[str, int | None]) -> str:
             f"{_fmt(r['fast v+div'])} | {r['fast v+div'] / r['floor v+div']:.2f} | "
             f"{_fmt(speed)} |")
     lines.append("")
-    lines.append("Crossover (smallest n of the grid where fast velocity beats direct): "
+    lines.append("Crossover (smallest n of the grid from which on the fast velocity beats the "
+                 "direct one): "
                  + ", ".join(f"{k}: {v}" for k, v in cross.items()))
     return "\n".join(lines)
 
@@ -148,7 +158,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--direct-max", type=int, default=None,
-                   help="largest n for the direct sum (default 16384; 4096 with --quick)")
+                   help="largest n for the direct sum (default 16384; 1000 with --quick)")
     p.add_argument("--json", default=None, help="also write the results to this JSON file")
     args = p.parse_args(argv)
     conf = QUICK if args.quick else FULL

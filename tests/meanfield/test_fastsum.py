@@ -4,12 +4,15 @@ and mixed point sets; the choice point ``method=``; refusals by name."""
 
 from __future__ import annotations
 
+import json
 import zlib
 
 import numpy as np
 import pytest
 
-from meanfield import Model, fastsum
+import particles
+from meanfield import Model, fastsum, nodes
+from meanfield.lagrangian import solve_lagrangian
 from meanfield.lagrangian.field import weighted_field
 from particles import velocity
 
@@ -163,3 +166,39 @@ def test_method_choice() -> None:
     x = _points("uniform", 50, 4, rng)
     sig = Model(beta=1.0, attention="sigmoid")
     np.testing.assert_array_equal(velocity(sig, x, method="auto"), velocity(sig, x, method="direct"))
+
+
+@pytest.mark.parametrize("d", [2, 3])
+def test_solvers_take_the_fast_field(d: int) -> None:
+    """``solve_lagrangian(field_method=...)`` and ``particles.simulate(field_method=...)`` say
+    how the field was summed and end where the direct runs do.
+
+    Off the sphere (a Runge-Kutta stage) the fast field is that of ``x / |x|``, the direct one
+    that of ``x``: two smooth extensions of one field on the sphere, so the runs approximate
+    the same flow and differ by the integrators' errors, not by ``TOL``. Fixed-step RK4:
+    ``O(dt^4)``, so halving ``dt`` must shrink the gap by about 16 (asserted: by more than 8;
+    measured 15.9 and 16.2, gaps 2.4e-8 -> 1.5e-9). Adaptive dopri5 (the Lagrangian solver,
+    rtol 1e-9, atol 1e-11): each run is within the controller's tolerance of the flow, so the
+    gap is at most ``RTOL`` (measured 1.3e-12 to 2.4e-11)."""
+    rng = np.random.default_rng(10 + d)
+    x = _points("clusters", 300, d, rng)
+    model = Model(beta=4.0)
+    t = [0.0, 0.5]
+    runs = {m: solve_lagrangian(model, nodes.from_samples(x), t, field_method=m)
+            for m in ("fast", "direct")}
+    settings = {m: json.loads(ds.attrs["settings"]) for m, ds in runs.items()}
+    assert settings["fast"]["field_method"] == "fast"
+    assert settings["fast"]["fast_field"]["band_limit"] == fastsum.band_limit(4.0, d, TOL)[0]
+    assert settings["direct"]["field_method"] == "direct" and settings["direct"]["fast_field"] is None
+    for name in ("x", "log_jacobian"):
+        gap = np.max(np.abs(runs["fast"][name].values[-1] - runs["direct"][name].values[-1]))
+        assert gap <= 1e-9, (name, gap)  # the solver's default rtol (docstring)
+    gaps = []
+    for dt in (0.1, 0.05):
+        sims = {m: particles.simulate(model, x, t, dt=dt, field_method=m)
+                for m in ("fast", "direct")}
+        assert json.loads(sims["fast"].attrs["settings"])["field_method"] == "fast"
+        gaps.append(np.max(np.abs(sims["fast"]["x"].values[-1] - sims["direct"]["x"].values[-1])))
+    assert gaps[1] < gaps[0] / 8, gaps
+    with pytest.raises(ValueError, match="field_method must be one of"):
+        particles.simulate(model, x, t, dt=0.05, field_method="quick")
