@@ -87,10 +87,14 @@ FAST_KINDS = ("softmax", "unnormalized", "l2")
 """Kinds with a fast path (zonal weights); l2 only with ``Q = K = I`` (then, on the sphere,
 ``|x - y|^2 = 2 - 2 <x, y>`` and its softmax weights are those of SA)."""
 
-CROSSOVER = {2: 1000, 3: 1500}
-"""``auto`` uses the fast field when ``n_points * n_nodes >= CROSSOVER[d]^2`` (and it applies):
-the measured crossover of benchmarks/bench_fastsum.py (docs/particles.md, table "Fast field"),
-rounded up."""
+CROSSOVER = {2: 512, 3: 1024}
+"""``auto`` uses the fast field when ``n_points * n_nodes >= CROSSOVER[d]^2`` (and it applies).
+Measured with benchmarks/bench_fastsum.py (2 cores shared with other jobs, load ~8, 2026-12-02;
+``beta = 4``, uniform tokens, velocity, minimum of 5): the fast velocity beats the direct one
+from ``n = 256`` on ``S^1`` and ``n = 512`` on ``S^2`` at every larger ``n`` of the grid; these
+are twice that, a margin for larger ``beta`` (a larger band limit: at ``beta = 300``, ``L =
+160``, a fast evaluation on ``S^2`` costs ~10 ms at any small ``n``, the direct one at ``n =
+1000`` ~100 ms). docs/particles.md, section "Fast field", has the table."""
 
 
 @dataclass(frozen=True)
