@@ -202,3 +202,24 @@ def test_solvers_take_the_fast_field(d: int) -> None:
     assert gaps[1] < gaps[0] / 8, gaps
     with pytest.raises(ValueError, match="field_method must be one of"):
         particles.simulate(model, x, t, dt=0.05, field_method="quick")
+
+
+@pytest.mark.parametrize("d", [2, 3])
+def test_field_at_other_points(d: int) -> None:
+    """``field_at``: nodes in clusters, points everywhere (some far from all mass, which the
+    estimate sends to the direct sum)."""
+    from meanfield.lagrangian import field_at
+
+    rng = np.random.default_rng(20 + d)
+    x = _points("two-dirac", 500, d, rng)
+    w = np.full(len(x), 1.0 / len(x))
+    pts = _points("uniform", 700, d, rng)
+    for model in (Model(beta=9.0), Model(beta=4.0, attention="unnormalized")):
+        fast = field_at(model, pts, x, w, method="fast")
+        ref = field_at(model, pts, x, w, method="direct")
+        scale = (np.ones(len(pts)) if model.attention == "softmax"
+                 else np.exp(model.beta * (pts @ x.T)) @ w)
+        assert np.max(np.linalg.norm(fast.velocity - ref.velocity, axis=-1) / scale) <= TOL
+        err_d = np.abs(fast.divergence - ref.divergence) / scale / (4 * model.beta + d - 1)
+        assert np.max(err_d) <= TOL
+    assert fast.fast is not None
