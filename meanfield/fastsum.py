@@ -50,10 +50,11 @@ References:
 
 from __future__ import annotations
 
+import cmath
 import functools
 import math
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import ducc0
 import numpy as np
@@ -71,6 +72,12 @@ DEFAULT_TOL = 1e-12
 NUFFT_EPS_MIN = 3e-13
 """Smallest ``epsilon`` ducc0 accepts in double precision (its docs: ``> 2e-13``)."""
 
+SIGMOID_NUFFT_ERROR = (10.0, 1.0, 1.5)
+"""Sigmoid: the absolute errors of ``Z``, ``grad G`` and ``Delta G`` are at most ``C eps`` times
+the ``l1`` norms of :attr:`_Plan.l1`. Measured (same sets, ``beta`` 0.5 to 40, ``b = -1``):
+largest ratios 4.7 (at ``beta = 40``, ``L = 751``: the coefficients' round-off times ``sum
+N_l``), 0.48, 0.66; these are those times 2 or more."""
+
 NUFFT_ERROR = (2.0, 0.4, 0.01)
 """``(C_Z, C_G, C_L)``: the absolute errors of the scaled sums ``Z``, ``grad G`` and ``Delta G``
 are at most ``C eps max_i Z(x_i)`` (``C_L eps L^2 max Z`` for the Laplacian). Measured over
@@ -83,9 +90,15 @@ TAIL_FRACTION = 1e-4
 like ``(beta/2)^l / l!``: a few degrees more cost little, and keep the truncation far below the
 tolerance even where ``Z`` is small, e.g. ``Z ~ 1/(2 beta)`` for the uniform measure)."""
 
-FAST_KINDS = ("softmax", "unnormalized", "l2")
+FAST_KINDS = ("softmax", "unnormalized", "l2", "sigmoid")
 """Kinds with a fast path (zonal weights); l2 only with ``Q = K = I`` (then, on the sphere,
-``|x - y|^2 = 2 - 2 <x, y>`` and its softmax weights are those of SA)."""
+``|x - y|^2 = 2 - 2 <x, y>`` and its softmax weights are those of SA); sigmoid through the
+Legendre (``S^2``) or Fourier (``S^1``) coefficients of ``sigma(beta t + b)`` and of its
+antiderivative, computed by quadrature (:func:`_sigmoid_coefficients`)."""
+
+SIGMOID_MAX_BAND = 1024
+"""Largest band limit of the sigmoid kernel's expansion (its singularity nears ``[-1, 1]``
+like ``pi / beta``: ``L`` grows about linearly in ``beta``; beyond this it stays direct)."""
 
 CROSSOVER = {2: 512, 3: 1024}
 """``auto`` uses the fast field when ``n_points * n_nodes >= CROSSOVER[d]^2`` (and it applies).
@@ -156,7 +169,7 @@ def fast_reason(model: Any, d: int, geometry: str = "sphere", *, causal_labels: 
                 "direct (no nonuniform harmonic transform there)")
     if model.attention not in FAST_KINDS:
         return (f"attention={model.attention!r}: the fast field covers {FAST_KINDS} "
-                "(sigmoid and sinkhorn stay direct)")
+                "(sinkhorn stays direct)")
     if model.heads is not None and len(model.heads) > 1:
         return f"heads: {len(model.heads)} heads; the fast field takes one head"
     if model.causal or causal_labels:
@@ -180,6 +193,11 @@ def fast_reason(model: Any, d: int, geometry: str = "sphere", *, causal_labels: 
             check_exp_beta(_beta_eff(model, d), "unnormalized attention")
         except ValueError as err:
             return str(err)
+    if model.attention == "sigmoid":
+        L = _sigmoid_band(_beta_eff(model, d), float(model.sigmoid_bias), d, DEFAULT_TOL)
+        if L > SIGMOID_MAX_BAND:
+            return (f"attention='sigmoid' with beta={model.beta:g}: its expansion needs band "
+                    f"limit {L} > {SIGMOID_MAX_BAND} (SIGMOID_MAX_BAND); it stays direct")
     return None
 
 
@@ -264,6 +282,140 @@ def _band_limit(beta: float, d: int, tol: float) -> tuple[int, float]:
         lmax *= 2
 
 
+def _degree_weights(d: int, L: int) -> tuple[np.ndarray, np.ndarray]:
+    """``N_l`` (``2l + 1`` on ``S^2``; 1, 2, 2, ... on ``S^1``) and ``l(l + d - 2)``."""
+    l = np.arange(L + 1, dtype=float)
+    return (2 * l + 1 if d == 3 else np.where(l > 0, 2.0, 1.0)), l * (l + d - 2)
+
+
+def _sigmoid_rho(beta: float, b: float) -> float:
+    """Bernstein-ellipse parameter of the singularity of ``sigma(beta t + b)`` nearest to
+    ``[-1, 1]``, ``t* = (-b + i pi) / beta``: the coefficients decay like ``rho^{-l}``."""
+    t = complex(-b, math.pi) / beta
+    r = abs(t + cmath.sqrt(t * t - 1))
+    return max(r, 1.0 / r)
+
+
+def _sigmoid_band(beta: float, b: float, d: int, tol: float) -> int:
+    return _sigmoid_plan(beta, b, d, tol)[0]
+
+
+@functools.lru_cache(maxsize=64)
+def _sigmoid_plan(beta: float, b: float, d: int, tol: float) -> tuple[int, float, Any, Any, Any]:
+    """``(L, tail, k, g, q)`` for sigmoid attention: ``k`` the coefficients of ``sigma(beta t +
+    b)`` (the reference sum), ``g`` those of its antiderivative ``softplus(beta t + b) / beta``
+    (the potential: ``P_x sum_j w_j sigma(.) x_j = grad_S G``), ``g_0 = 0``, ``q`` those of its
+    Laplacian; normalised as
+    :func:`_multipliers` (``f(t) = sum_l N_l f_l P_l(t)`` on ``S^2``, ``sum_k f_|k| e^{ik theta}``
+    on ``S^1``). Computed by quadrature (Gauss-Legendre on ``S^2``, the FFT on ``S^1``) up
+    to a little beyond the band limit. The tail past ``L`` is bounded by the envelope ``A
+    rho^{-l}`` (``A`` the largest ``|f_l| rho^l`` among the coefficients above round-off,
+    ``rho`` from :func:`_sigmoid_rho`), summed like :func:`_tail_terms`; ``L > SIGMOID_MAX_BAND``
+    is returned without coefficients."""
+    if beta == 0.0:  # sigma(b) constant; potential sigma(b) t, degree 1 only
+        sb = 1.0 / (1.0 + math.exp(-b))
+        k = np.array([sb, 0.0])
+        g = np.array([0.0, sb / 3 if d == 3 else sb / 2])
+        return 1, 0.0, k, g, -np.array([0.0, d - 1.0]) * g
+    rho = _sigmoid_rho(beta, b)
+    target = TAIL_FRACTION * tol
+    big = 4 * SIGMOID_MAX_BAND
+    N, ev = _degree_weights(d, big)
+    with np.errstate(under="ignore"):
+        crude = N * (1 + 2 * ev) * np.exp(-np.arange(big + 1) * math.log(rho))
+    crude_tail = np.cumsum(crude[::-1])[::-1]
+    guess = int(np.argmax(crude_tail <= target * 1e-3)) if crude_tail[-1] <= target * 1e-3 else big
+    if guess > SIGMOID_MAX_BAND:
+        return guess, math.inf, None, None, None
+    Lc = guess + 16
+    M = 2 * (Lc + 16)
+
+    def kernels(t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``sigma(beta t + b)`` and the Laplacian kernel ``(1 - t^2) H'' - (d - 1) t H'`` of
+        ``H = softplus(beta t + b) / beta`` (``Delta_S H(<x, y>)`` in ``x``)."""
+        sg = 1.0 / (1.0 + np.exp(-(beta * t + b)))
+        return sg, (1 - t * t) * beta * sg * (1 - sg) - (d - 1) * t * sg
+
+    # Coefficients of the values and of the Laplacian by quadrature (errors at round-off of
+    # their own size); those of the potential from the values' by the identity (P_{l+1} -
+    # P_{l-1})' = (2l + 1) P_l (on S^1: -sin(theta) e^{ik theta} shifts k by one):
+    # g_l = (k_{l-1} - k_{l+1}) / (2l + 1) on S^2, (k_{l-1} - k_{l+1}) / (2l) on S^1. Computing g
+    # and then l(l + d - 2) g would multiply the coefficients' round-off by l^2.
+    if d == 3:
+        # ducc0's Gauss-Legendre rule: weights to round-off (numpy's leggauss errs by ~1e-14
+        # at these sizes, which the (2l + 1)-weighted sums would amplify)
+        t = np.cos(ducc0.misc.GL_thetas(M))
+        wq = ducc0.misc.GL_weights(M, 1) / (2 * np.pi)
+        S, Lk = kernels(t)
+        k, q = np.empty(Lc + 2), np.empty(Lc + 2)
+        p0, p1 = np.ones_like(t), t.copy()
+        for l in range(Lc + 2):
+            if l >= 2:
+                p0, p1 = p1, ((2 * l - 1) * t * p1 - (l - 1) * p0) / l
+            pl = p0 if l == 0 else p1
+            k[l], q[l] = 0.5 * np.dot(wq * S, pl), 0.5 * np.dot(wq * Lk, pl)
+        denom = 2 * np.arange(1, Lc + 1) + 1.0
+    else:
+        S, Lk = kernels(np.cos(2 * np.pi * np.arange(M) / M))
+        k = np.fft.rfft(S).real[: Lc + 2] / M
+        q = np.fft.rfft(Lk).real[: Lc + 2] / M
+        denom = 2 * np.arange(1, Lc + 1, dtype=float)
+    g = np.zeros(Lc + 1)
+    g[1:] = (k[:Lc] - k[2 : Lc + 2]) / denom
+    k, q = k[: Lc + 1], q[: Lc + 1]
+    q[0] = 0.0
+    lr = np.arange(Lc + 1) * math.log(rho)
+
+    def envelope(f: np.ndarray) -> float:
+        ok = np.abs(f) > 1e-13 * np.max(np.abs(f))  # above the quadrature's round-off
+        return float(np.max(np.abs(f[ok]) * np.exp(lr[ok]))) if np.any(ok) else 0.0
+
+    N, ev = _degree_weights(d, big)
+    with np.errstate(under="ignore"):
+        env = N * (envelope(k) + 2 * ev * envelope(g)) * np.exp(-np.arange(big + 1) * math.log(rho))
+    tails = np.concatenate([np.cumsum(env[::-1])[::-1][1:], [0.0]])  # sum_{L < l <= big}
+    L = max(int(np.argmax(tails <= target)), 1)
+    if tails[L] > target or L > Lc:  # the envelope constant exceeded the guess's margin
+        return big, math.inf, None, None, None
+    k, g, q = k[: L + 1].copy(), g[: L + 1].copy(), q[: L + 1].copy()
+    for a in (k, g, q):
+        a.setflags(write=False)
+    return L, float(tails[L]), k, g, q
+
+
+class _Plan(NamedTuple):
+    """Band limit, tail, coefficients ``k`` (reference sum) and ``g`` (potential), the factor
+    of the field (``e^beta`` for USA) and whether it is normalised (softmax, l2)."""
+
+    L: int
+    tail: float
+    k: np.ndarray
+    g: np.ndarray
+    q: np.ndarray
+    scale: float
+    normalized: bool
+    beta: float
+    l1: tuple[float, float, float] | None = None
+    """sigmoid: ``sum_l N_l |k_l|``, ``sum_l N_l sqrt(l(l + d - 2)) |g_l|``, ``sum_l N_l |q_l|``,
+    the scales of the transforms' errors (its coefficients change sign: these exceed the
+    largest values, which bound them for the positive multipliers of the exponential kinds)."""
+
+
+def _plan(model: Any, d: int, tol: float) -> _Plan:
+    beta = _beta_eff(model, d)
+    if model.attention == "sigmoid":
+        L, tail, k, g, q = _sigmoid_plan(beta, float(model.sigmoid_bias), d, float(tol))
+        N, ev = _degree_weights(d, L)
+        l1 = (float(np.sum(N * np.abs(k))), float(np.sum(N * np.sqrt(ev) * np.abs(g))),
+              float(np.sum(N * np.abs(q))))
+        return _Plan(L, tail, k, g, q, 1.0, False, beta, l1)
+    L, tail = band_limit(beta, d, tol)
+    k, g = _multipliers(beta, d, L)
+    q = -_degree_weights(d, L)[1] * g  # exact multipliers: no round-off to amplify
+    normalized = model.attention != "unnormalized"
+    return _Plan(L, tail, k, g, q, 1.0 if normalized else math.exp(beta), normalized, beta)
+
+
 # -- transforms ---------------------------------------------------------------------------
 
 def _sphere_angles(x: np.ndarray) -> np.ndarray:
@@ -286,15 +438,16 @@ def _tangent_frame(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     return x[:, 2] / r, rho / r, cp, sp
 
 
-def _sums_sphere(points: np.ndarray, nodes: np.ndarray, w: np.ndarray, beta: float, L: int,
-                 eps: float, laplacian: bool, nthreads: int) -> tuple[Any, Any, Any]:
+def _sums_sphere(points: np.ndarray, nodes: np.ndarray, w: np.ndarray, k: np.ndarray,
+                 g: np.ndarray, q: np.ndarray, eps: float, laplacian: bool,
+                 nthreads: int) -> tuple[Any, Any, Any]:
     """Scaled ``Z``, ``grad G`` (Cartesian, (n, 3)) and ``Delta G`` at ``points`` (S^2)."""
     same = points is nodes or np.array_equal(points, nodes)
     loc_n = _sphere_angles(nodes)
     loc_p = loc_n if same else _sphere_angles(points)
+    L = len(k) - 1
     mu = ducc0.sht.adjoint_synthesis_general(
         map=w[None].astype(float), spin=0, lmax=L, loc=loc_n, epsilon=eps, nthreads=nthreads)[0]
-    k, g = _multipliers(beta, 3, L)
     ls = np.concatenate([np.arange(m, L + 1) for m in range(L + 1)])  # degree of each alm
     four_pi = 4 * np.pi
     zlm = (four_pi * k[ls] * mu)[None]
@@ -312,27 +465,28 @@ def _sums_sphere(points: np.ndarray, nodes: np.ndarray, w: np.ndarray, beta: flo
     grad[:, 2] = -gt * st
     lap = None
     if laplacian:
-        lap = ducc0.sht.synthesis_general(alm=(-(ls * (ls + 1.0)) * glm)[None], spin=0, lmax=L,
+        lap = ducc0.sht.synthesis_general(alm=(four_pi * q[ls] * mu)[None], spin=0, lmax=L,
                                           loc=loc_p, epsilon=eps, nthreads=nthreads)[0]
     return Z, grad, lap
 
 
-def _sums_circle(points: np.ndarray, nodes: np.ndarray, w: np.ndarray, beta: float, L: int,
-                 eps: float, laplacian: bool, nthreads: int) -> tuple[Any, Any, Any]:
+def _sums_circle(points: np.ndarray, nodes: np.ndarray, w: np.ndarray, k: np.ndarray,
+                 g: np.ndarray, q: np.ndarray, eps: float, laplacian: bool,
+                 nthreads: int) -> tuple[Any, Any, Any]:
     """Scaled ``Z``, ``grad G`` (Cartesian, (n, 2)) and ``Delta G`` at ``points`` (S^1)."""
     tn = np.arctan2(nodes[:, 1], nodes[:, 0])
     same = points is nodes or np.array_equal(points, nodes)
     tp = tn if same else np.arctan2(points[:, 1], points[:, 0])
+    L = len(k) - 1
     N = 2 * L + 2
     mu = ducc0.nufft.nu2u(points=w.astype(complex), coord=tn[:, None], forward=True,
                           epsilon=eps, nthreads=nthreads, out=np.empty(N, complex),
                           fft_order=True)  # mu_k = sum_j w_j e^{-i k theta_j}
     freq = np.fft.fftfreq(N, 1.0 / N)
     freq[L + 1] = 0.0  # the Nyquist slot stays empty
-    k, g = _multipliers(beta, 2, L)
     a = np.abs(freq).astype(int)
-    kk, gg = k[np.minimum(a, L)], g[np.minimum(a, L)]
-    kk[L + 1] = gg[L + 1] = 0.0
+    kk, gg, qq = k[np.minimum(a, L)], g[np.minimum(a, L)], q[np.minimum(a, L)]
+    kk[L + 1] = gg[L + 1] = qq[L + 1] = 0.0
     # Z + i G' in one type-2 transform (both real), then G''
     c1 = (kk + 1j * (1j * freq) * gg) * mu
     plan = ducc0.nufft.plan(nu2u=False, coord=tp[:, None], grid_shape=(N,), epsilon=eps,
@@ -343,7 +497,7 @@ def _sums_circle(points: np.ndarray, nodes: np.ndarray, w: np.ndarray, beta: flo
     grad = np.empty((len(points), 2))
     grad[:, 0] = -dG * points[:, 1] / r
     grad[:, 1] = dG * points[:, 0] / r
-    lap = plan.u2nu(grid=-(freq**2) * gg * mu, forward=False).real if laplacian else None
+    lap = plan.u2nu(grid=qq * mu, forward=False).real if laplacian else None
     return Z, grad, lap
 
 
@@ -377,13 +531,11 @@ def fast_field(
         ``(velocity, divergence or None, settings)``.
     """
     B, n, d = points.shape
-    beta = _beta_eff(model, d)
+    plan = _plan(model, d, tol)
+    beta, normalized, scale, L = plan.beta, plan.normalized, plan.scale, plan.L
     sign = float(_scalar_multiple(model.matrices(d)[0][2]))  # type: ignore[arg-type]
-    normalized = model.attention != "unnormalized"
-    L, tail = band_limit(beta, d, tol)
     eps = max(tol / 8, NUFFT_EPS_MIN)
     sums = _sums_sphere if d == 3 else _sums_circle
-    scale = 1.0 if normalized else math.exp(beta)  # USA carries e^beta (checked finite)
     cz, cg, cl = NUFFT_ERROR
     ref_div = 4 * beta + d - 1  # |div| <= (4 beta + d - 1) x the velocity's scale (docs)
     vel = np.empty(points.shape)
@@ -392,9 +544,13 @@ def fast_field(
     m = nodes.shape[1]
     for b in range(B):
         w = np.full(m, 1.0 / m) if weights is None else np.asarray(weights[b], dtype=float)
-        Z, grad, lap = sums(points[b], nodes[b], w, beta, L, eps, divergence, nthreads)
-        zmax = float(np.max(Z))
-        dz, dg, dl = (tail + c * eps * zmax for c in (cz, cg, cl * L * L))
+        Z, grad, lap = sums(points[b], nodes[b], w, plan.k, plan.g, plan.q, eps, divergence,
+                            nthreads)
+        if plan.l1 is None:
+            zmax = float(np.max(Z))
+            dz, dg, dl = (plan.tail + c * eps * zmax for c in (cz, cg, cl * L * L))
+        else:
+            dz, dg, dl = (plan.tail + c * eps * n1 for c, n1 in zip(SIGMOID_NUFFT_ERROR, plan.l1))
         zpos = np.maximum(Z - dz, 1e-300)  # a lower bound of the exact Z
         if normalized:
             v = grad / Z[:, None]
@@ -423,7 +579,7 @@ def fast_field(
         good[bad] = False
         if np.any(good):
             worst = max(worst, float(np.max(est[good])))
-    return vel, div, FastSettings(tol=tol, band_limit=L, epsilon=eps, tail=tail,
+    return vel, div, FastSettings(tol=tol, band_limit=L, epsilon=eps, tail=plan.tail,
                                   error_estimate=worst, corrected=corrected)
 
 

@@ -45,7 +45,10 @@ def _points(kind: str, n: int, d: int, rng: np.random.Generator) -> np.ndarray:
 def _reference_scale(model: Model, x: np.ndarray, w: np.ndarray) -> np.ndarray:
     """Per point, the sum of the magnitudes of the velocity's terms, which bounds the direct
     sum's own rounding error: 1 for softmax and l2 (``|F| <= 1``, a convex combination of unit
-    vectors), ``sum_j w_j e^{beta <x_i, x_j>}`` for unnormalized; times ``|value|``."""
+    vectors), ``sum_j w_j e^{beta <x_i, x_j>}`` for unnormalized, ``sum_j w_j sigma(beta <x_i,
+    x_j> + b)`` for sigmoid; times ``|value|``."""
+    if model.attention == "sigmoid":  # sigma(beta t + b) > 0: the sum of the weights
+        return 1.0 / (1.0 + np.exp(-(model.beta * (x @ x.T) + model.sigmoid_bias))) @ w
     if model.attention != "unnormalized":
         return np.ones(len(x))
     return np.exp(model.beta * (x @ x.T)) @ w
@@ -69,7 +72,7 @@ def _check(model: Model, x: np.ndarray, w: np.ndarray) -> fastsum.FastSettings:
 
 
 @pytest.mark.parametrize("d", [2, 3])
-@pytest.mark.parametrize("attention", ["softmax", "unnormalized", "l2"])
+@pytest.mark.parametrize("attention", ["softmax", "unnormalized", "l2", "sigmoid"])
 @pytest.mark.parametrize("value", [1.0, -1.0])
 @pytest.mark.parametrize("points", ["uniform", "clusters", "dirac-pole", "two-dirac", "mixed"])
 def test_fast_matches_direct(d: int, attention: str, value: float, points: str) -> None:
@@ -88,6 +91,8 @@ def test_large_and_zero_beta() -> None:
     for d in (2, 3):
         x = _points("clusters", 400, d, rng)
         w = np.full(len(x), 1.0 / len(x))
+        _check(Model(beta=0.0, attention="sigmoid", sigmoid_bias=0.5), x, w)
+        _check(Model(beta=4.0, attention="sigmoid", sigmoid_bias=-3.0), x, w)
         _check(Model(beta=0.0), x, w)
         _check(Model(beta=0.0, attention="unnormalized"), x, w)
         _check(Model(beta=300.0), x, w)  # SA: e^beta carried separately, no overflow
@@ -137,7 +142,7 @@ def test_band_limit() -> None:
 @pytest.mark.parametrize(
     ("model", "d", "geometry", "match"),
     [
-        (Model(beta=1.0, attention="sigmoid"), 3, "sphere", "attention='sigmoid'"),
+        (Model(beta=200.0, attention="sigmoid"), 3, "sphere", "attention='sigmoid'"),
         (Model(beta=1.0, attention="sinkhorn"), 3, "sphere", "attention='sinkhorn'"),
         (Model(beta=1.0), 4, "sphere", "d=4"),
         (Model(beta=1.0), 3, "euclidean", "geometry='euclidean'"),
@@ -164,7 +169,7 @@ def test_method_choice() -> None:
     # auto where fast does not apply: the direct result, bit for bit
     rng = np.random.default_rng(9)
     x = _points("uniform", 50, 4, rng)
-    sig = Model(beta=1.0, attention="sigmoid")
+    sig = Model(beta=1.0, attention="sinkhorn")
     np.testing.assert_array_equal(velocity(sig, x, method="auto"), velocity(sig, x, method="direct"))
 
 
@@ -223,3 +228,28 @@ def test_field_at_other_points(d: int) -> None:
         err_d = np.abs(fast.divergence - ref.divergence) / scale / (4 * model.beta + d - 1)
         assert np.max(err_d) <= TOL
     assert fast.fast is not None
+
+
+@pytest.mark.parametrize("d", [2, 3])
+def test_sigmoid_coefficients(d: int) -> None:
+    """The sigmoid kernel's expansion reproduces ``sigma(beta t + b)``, its antiderivative (up
+    to a constant) and its Laplacian kernel, to the tail plus the coefficients' round-off
+    (``sum_l N_l`` times ``1e-16``, about ``L^2 1e-16`` on ``S^2``)."""
+    from scipy.special import eval_legendre
+
+    beta, b = 4.0, -1.0
+    L, tail, k, g, q = fastsum._sigmoid_plan(beta, b, d, TOL)
+    t = np.linspace(-1.0, 1.0, 41)
+    if d == 3:
+        P = np.array([(2 * l + 1) * eval_legendre(l, t) for l in range(L + 1)])
+    else:
+        th = np.arccos(t)
+        P = np.array([np.where(l > 0, 2.0, 1.0) * np.cos(l * th) for l in range(L + 1)])
+    bound = tail + float(np.sum(P.max(axis=1))) * 1e-16 * 4
+    sig = 1.0 / (1.0 + np.exp(-(beta * t + b)))
+    assert np.max(np.abs(k @ P - sig)) <= bound
+    H = np.logaddexp(0.0, beta * t + b) / beta
+    assert np.ptp(g @ P - H) <= 2 * bound  # g_0 = 0: equal up to a constant
+    lap = (1 - t * t) * beta * sig * (1 - sig) - (d - 1) * t * sig
+    assert np.max(np.abs(q @ P - lap)) <= bound
+    assert fastsum._sigmoid_plan(0.0, b, d, TOL)[0] == 1
