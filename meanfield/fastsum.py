@@ -19,7 +19,9 @@ since ``P_x sum_j w_j e^{beta <x, x_j>} x_j = grad_S G``. Softmax (SA) and l2 (o
 the same weights): ``v = s grad G / Z``, ``div_S v = s (Delta G / Z - beta |grad G|^2 / Z^2)``;
 unnormalized (USA, the mass is 1): ``v = s grad G``, ``div_S v = s Delta G``, with ``s = v``
 the value scalar (``value = -1``: repulsion). The divergence is intrinsic, hence equal to
-docs/lagrangian.md section 2's ``tr DF - x^T DF x - (d - 1) <x, F>``.
+docs/lagrangian.md section 2's ``tr DF - x^T DF x - (d - 1) <x, F>``. Sigmoid is the
+unnormalized form with ``Z`` the sum of ``sigma(beta t + b)`` and ``G`` that of
+``softplus(beta t + b) / beta`` (:func:`_sigmoid_plan`).
 
 Both sums are zonal convolutions, diagonal in harmonics with the Funk–Hecke multipliers of
 :mod:`meanfield.special` (``e^{-beta}`` carried separately, so no overflow for SA):
