@@ -166,11 +166,14 @@ def test_method_choice() -> None:
     n = fastsum.CROSSOVER[3]
     assert fastsum.use_fast("auto", model, 3, "sphere", n, n)
     assert not fastsum.use_fast("auto", model, 3, "sphere", n - 1, n - 1)
+    sig = Model(beta=4.0, attention="sigmoid")
+    assert fastsum.use_fast("fast", sig, 3, "sphere", 10, 10)
+    assert not fastsum.use_fast("auto", sig, 3, "sphere", 10**6, 10**6)
     # auto where fast does not apply: the direct result, bit for bit
     rng = np.random.default_rng(9)
     x = _points("uniform", 50, 4, rng)
-    sig = Model(beta=1.0, attention="sinkhorn")
-    np.testing.assert_array_equal(velocity(sig, x, method="auto"), velocity(sig, x, method="direct"))
+    sk = Model(beta=1.0, attention="sinkhorn")
+    np.testing.assert_array_equal(velocity(sk, x, method="auto"), velocity(sk, x, method="direct"))
 
 
 @pytest.mark.parametrize("d", [2, 3])
