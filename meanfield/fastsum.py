@@ -295,12 +295,16 @@ def _degree_weights(d: int, L: int) -> tuple[np.ndarray, np.ndarray]:
     return (2 * l + 1 if d == 3 else np.where(l > 0, 2.0, 1.0)), l * (l + d - 2)
 
 
-def _sigmoid_rho(beta: float, b: float) -> float:
-    """Bernstein-ellipse parameter of the singularity of ``sigma(beta t + b)`` nearest to
-    ``[-1, 1]``, ``t* = (-b + i pi) / beta``: the coefficients decay like ``rho^{-l}``."""
-    t = complex(-b, math.pi) / beta
+def _sigmoid_log_rho(beta: float, b: float) -> float:
+    """``log rho``, ``rho`` the Bernstein-ellipse parameter of the singularity of ``sigma(beta
+    t + b)`` nearest to ``[-1, 1]``, ``t* = (-b + i pi) / beta``: the coefficients decay like
+    ``rho^{-l}``. For ``|t*|`` large (tiny ``beta``), ``rho ~ 2 |t*|``, in logarithms."""
+    z = complex(-b, math.pi)
+    if abs(z) > 1e8 * beta:
+        return math.log(2.0) + math.log(abs(z)) - math.log(beta)
+    t = z / beta
     r = abs(t + cmath.sqrt(t * t - 1))
-    return max(r, 1.0 / r)
+    return abs(math.log(r))
 
 
 def _sigmoid_band(beta: float, b: float, d: int, tol: float) -> int:
@@ -317,19 +321,19 @@ def _sigmoid_plan(beta: float, b: float, d: int, tol: float) -> tuple[int, float
     on ``S^1``). Computed by quadrature (Gauss-Legendre on ``S^2``, the FFT on ``S^1``) up
     to a little beyond the band limit. The tail past ``L`` is bounded by the envelope ``A
     rho^{-l}`` (``A`` the largest ``|f_l| rho^l`` among the coefficients above round-off,
-    ``rho`` from :func:`_sigmoid_rho`), summed like :func:`_tail_terms`; ``L > SIGMOID_MAX_BAND``
+    ``rho`` from :func:`_sigmoid_log_rho`), summed like :func:`_tail_terms`; ``L > SIGMOID_MAX_BAND``
     is returned without coefficients."""
-    if beta == 0.0:  # sigma(b) constant; potential sigma(b) t, degree 1 only
+    if beta <= 1e-2 * tol:  # sigma(b) constant (to beta / 4 <= 1e-2 tol); potential sigma(b) t
         sb = 1.0 / (1.0 + math.exp(-b))
         k = np.array([sb, 0.0])
         g = np.array([0.0, sb / 3 if d == 3 else sb / 2])
         return 1, 0.0, k, g, -np.array([0.0, d - 1.0]) * g
-    rho = _sigmoid_rho(beta, b)
+    log_rho = _sigmoid_log_rho(beta, b)
     target = TAIL_FRACTION * tol
     big = 4 * SIGMOID_MAX_BAND
     N, ev = _degree_weights(d, big)
     with np.errstate(under="ignore"):
-        crude = N * (1 + 2 * ev) * np.exp(-np.arange(big + 1) * math.log(rho))
+        crude = N * (1 + 2 * ev) * np.exp(-np.arange(big + 1) * log_rho)
     crude_tail = np.cumsum(crude[::-1])[::-1]
     guess = int(np.argmax(crude_tail <= target * 1e-3)) if crude_tail[-1] <= target * 1e-3 else big
     if guess > SIGMOID_MAX_BAND:
@@ -371,7 +375,7 @@ def _sigmoid_plan(beta: float, b: float, d: int, tol: float) -> tuple[int, float
     g[1:] = (k[:Lc] - k[2 : Lc + 2]) / denom
     k, q = k[: Lc + 1], q[: Lc + 1]
     q[0] = 0.0
-    lr = np.arange(Lc + 1) * math.log(rho)
+    lr = np.arange(Lc + 1) * log_rho
 
     def envelope(f: np.ndarray) -> float:
         ok = np.abs(f) > 1e-13 * np.max(np.abs(f))  # above the quadrature's round-off
@@ -379,7 +383,7 @@ def _sigmoid_plan(beta: float, b: float, d: int, tol: float) -> tuple[int, float
 
     N, ev = _degree_weights(d, big)
     with np.errstate(under="ignore"):
-        env = N * (envelope(k) + 2 * ev * envelope(g)) * np.exp(-np.arange(big + 1) * math.log(rho))
+        env = N * (envelope(k) + 2 * ev * envelope(g)) * np.exp(-np.arange(big + 1) * log_rho)
     tails = np.concatenate([np.cumsum(env[::-1])[::-1][1:], [0.0]])  # sum_{L < l <= big}
     L = max(int(np.argmax(tails <= target)), 1)
     if tails[L] > target or L > Lc:  # the envelope constant exceeded the guess's margin
