@@ -5,6 +5,7 @@ and mixed point sets; the choice point ``method=``; refusals by name."""
 from __future__ import annotations
 
 import json
+import math
 import zlib
 
 import numpy as np
@@ -256,3 +257,27 @@ def test_sigmoid_coefficients(d: int) -> None:
     lap = (1 - t * t) * beta * sig * (1 - sig) - (d - 1) * t * sig
     assert np.max(np.abs(q @ P - lap)) <= bound
     assert fastsum._sigmoid_plan(0.0, b, d, TOL)[0] == 1
+
+
+@pytest.mark.parametrize("d", [2, 3])
+def test_energy_from_coefficients(d: int) -> None:
+    """``fastsum.energy`` against the direct ``weighted_energy``: within ``TOL e^beta`` (its
+    error bound: the coefficients' error ``eps <= TOL / 3`` enters twice, times ``sum_l N_l
+    g_l <= 1``), ``beta = 0`` included; batches; refusals."""
+    from meanfield.lagrangian.energy import weighted_energy
+
+    rng = np.random.default_rng(30 + d)
+    x = np.stack([_points(kind, 500, d, rng) for kind in ("uniform", "clusters", "mixed")])
+    w = rng.random((3, 500))
+    w /= w.sum(axis=1, keepdims=True)
+    for beta in (0.0, 0.3, 4.0, 9.0):
+        for attention in ("softmax", "unnormalized"):
+            model = Model(beta=beta, attention=attention)
+            fast = fastsum.energy(model, x, w)
+            ref = weighted_energy(model, x, w)[0]
+            assert np.max(np.abs(fast - ref)) <= TOL * math.exp(beta), (beta, fast - ref)
+    single = fastsum.energy(Model(beta=4.0), x[0])
+    assert single.shape == () and abs(single - weighted_energy(
+        Model(beta=4.0), x[:1], np.full((1, 500), 1 / 500))[0][0]) <= TOL * math.exp(4.0)
+    with pytest.raises(ValueError, match="attention='sigmoid'"):
+        fastsum.energy(Model(beta=1.0, attention="sigmoid"), x)
