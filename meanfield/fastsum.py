@@ -8,6 +8,7 @@ r"""Fast summation of the attention field on ``S^1`` and ``S^2`` (docs/particles
    band_limit
    use_fast
    fast_field
+   energy
 
 For zonal attention (``<Q x, K y> = c <x, y>``, ``V = v I``, one head) the field of ``mu =
 sum_j w_j delta_{x_j}`` at a point ``x`` needs only two zonal sums (docs/equations.md section 3):
@@ -43,7 +44,8 @@ of its terms (SA: ``|F| <= 1``; USA: ``e^beta Z(x)``; the divergence: ``4 beta +
 that). The relative error at a point is then about ``delta / Z(x)``: tiny where the point sees
 mass, large only far from all of it (an isolated particle at large ``beta``). Every point whose
 estimate exceeds the tolerance is recomputed by the direct sum (``FastSettings.corrected``
-counts them), so the result meets the tolerance at every point.
+counts them), so the result meets the tolerance at every point. (Sigmoid: the error scales
+are the ``l1`` norms of its coefficients, :data:`SIGMOID_NUFFT_ERROR`.)
 
 References:
     J. Keiner, S. Kunis, D. Potts, *Fast summation of radial functions on the sphere*,
@@ -72,7 +74,8 @@ DEFAULT_TOL = 1e-12
 """Requested relative accuracy per point (the direct sum's accuracy, docs/particles.md)."""
 
 NUFFT_EPS_MIN = 3e-13
-"""Smallest ``epsilon`` ducc0 accepts in double precision (its docs: ``> 2e-13``)."""
+"""Smallest ``epsilon`` used: ducc0 accepts ``> 2e-13`` in double precision (its docs); the
+transforms run at ``max(tol / 8, NUFFT_EPS_MIN)``."""
 
 SIGMOID_NUFFT_ERROR = (10.0, 1.0, 1.5)
 """Sigmoid: the absolute errors of ``Z``, ``grad G`` and ``Delta G`` are at most ``C eps`` times
@@ -161,8 +164,9 @@ def fast_reason(model: Any, d: int, geometry: str = "sphere", *, causal_labels: 
     """Why the fast field does not apply (a sentence naming the field), or ``None``.
 
     It applies on ``S^1`` and ``S^2`` (``geometry="sphere"``, ``d`` in 2, 3) to one head with
-    ``Q^T K = c I`` (``c >= 0``) and ``V = v I``, kinds softmax, unnormalized and l2 (``Q = K =
-    I``), no causal mask, no feed-forward term, NumPy arrays.
+    ``Q^T K = c I`` (``c >= 0``) and ``V = v I``, kinds softmax, unnormalized, sigmoid (band
+    limit up to :data:`SIGMOID_MAX_BAND`) and l2 (``Q = K = I``), no causal mask, no
+    feed-forward term, NumPy arrays.
     """
     if geometry != "sphere":
         return f"geometry={geometry!r}: the fast field is on the sphere only (R^d stays direct)"
