@@ -37,6 +37,7 @@ import numpy as np
 import xarray as xr
 
 from meanfield import backend as bk
+from meanfield import fastsum
 from meanfield.blowup import BlowupMonitor
 from meanfield.checks import output_times
 from meanfield.finite import DISSIPATION_NOTE, NOTE, energy_variables, note_nonfinite
@@ -136,6 +137,7 @@ def simulate(
     backend: str | None = "numpy",
     device: Any = None,
     dtype: Any = None,
+    field_method: str = "auto",
 ) -> xr.Dataset:
     """Evolve tokens under the model's self-attention dynamics (docs/equations.md section 2).
 
@@ -161,6 +163,9 @@ def simulate(
         device: a torch device (``"cpu"``, ``"cuda:0"``); default: ``x0``'s, else the CPU.
         dtype: ``"float64"`` or ``"float32"`` for the whole state; default: ``x0``'s for a
             torch tensor, else ``"float64"``.
+        field_method: how the velocity is summed (:func:`particles.velocity`'s ``method``):
+            ``"direct"``, ``"fast"`` (fast summation on ``S^1``/``S^2``, :mod:`meanfield.fastsum`)
+            or ``"auto"``; recorded in ``settings``. The energy and observables stay direct.
 
     Returns:
         ``xarray.Dataset`` with ``x``, ``energy``, ``dissipation`` (and ``theta`` for
@@ -205,6 +210,10 @@ def simulate(
         if not METHODS[method]["adaptive"]:  # refused up front, with the estimate
             check_step_count(t, dtf, max_steps)
     sphere = geometry == "sphere"
+    summed = "direct"  # how the velocity is summed (field_method, decided once)
+    if field_method not in fastsum.METHODS:
+        msg = f"field_method must be one of {fastsum.METHODS}, got {field_method!r}"
+        raise ValueError(msg)
     seed = rng if isinstance(rng, (int, np.integer)) else None
     if method == "angles":
         if not sphere or x0.shape[-1] != 2:
@@ -234,8 +243,13 @@ def simulate(
             def f(x: Any) -> Any:
                 return attention(model, x, memory_limit=memory_limit, check=False)
         else:
+            fast = fastsum.use_fast(field_method, model, x0.shape[-1], geometry, x0.shape[-2],
+                                    x0.shape[-2], backend_numpy=bkd.is_numpy)
+            summed = "fast" if fast else "direct"
+
             def f(x: Any) -> Any:
-                return velocity(model, x, geometry, memory_limit=memory_limit, check=False)
+                return velocity(model, x, geometry, memory_limit=memory_limit, check=False,
+                                method=summed)
 
         y0 = bkd.asarray(x0)
 
@@ -250,7 +264,8 @@ def simulate(
                        rng=as_rng(rng) if method == "euler_maruyama" else None,
                        monitors=monitors)
         ds = _dataset(model, times, xs, batched, geometry, observables, memory_limit)
-    _settings(ds, model, method, geometry, dt, rtol, atol, memory_limit, sol, seed, bkd)
+    _settings(ds, model, method, geometry, dt, rtol, atol, memory_limit, sol, seed, bkd,
+              summed)
     return _finish(ds, sol, throw)
 
 
@@ -327,10 +342,12 @@ def _settings(
     sol: Any,
     seed: Any,
     backend: bk.Backend | None = None,
+    field_method: str = "direct",
 ) -> None:
     """Fill ``attrs`` with the result schema (NetCDF-safe)."""
     adaptive = METHODS[method]["adaptive"]
     settings: dict[str, Any] = {"method": method, "geometry": geometry,
+                                "field_method": field_method,
                                 "memory_limit": int(memory_limit), "seed": seed,
                                 "backend": (backend or bk.Backend()).label()}
     ds.attrs.update(result_attrs(

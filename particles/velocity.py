@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from meanfield import backend as bk
+from meanfield import fastsum
 from meanfield.kernels import DEFAULT_MEMORY_LIMIT, Kernel, Tiling
 from meanfield.lagrangian.field import _apply, ambient_field, project_tangent
 
@@ -90,6 +91,7 @@ def velocity(
     *,
     memory_limit: int = DEFAULT_MEMORY_LIMIT,
     check: bool = True,
+    method: str = "auto",
 ) -> np.ndarray:
     """The right-hand side ``x_i'`` of docs/equations.md section 2 (SA (2.3), USA, (2.7), (2.8), (9.1)).
 
@@ -100,6 +102,10 @@ def velocity(
         geometry: ``"sphere"`` projects with ``P_{x_i}^perp``; ``"euclidean"`` does not.
         memory_limit: bytes allowed for the temporary ``n x n`` attention tiles.
         check: validate ``x`` (the integrators validate once and skip it).
+        method: ``"direct"`` (the tiled sum, the reference), ``"fast"`` (fast summation on
+            ``S^1``/``S^2``, :mod:`meanfield.fastsum`; ``ValueError`` naming the reason where it
+            does not apply) or ``"auto"`` (fast where it applies and pays, the measured
+            crossover :data:`meanfield.fastsum.CROSSOVER`).
 
     Returns:
         An array of the shape of ``x``.
@@ -107,11 +113,26 @@ def velocity(
     check_geometry(geometry)
     x = _checked(model, x, check)
     xb = _as_batch(x)
+    n, d = xb.shape[-2:]
+    if fastsum.use_fast(method, model, d, geometry, n, n, backend_numpy=bk.is_numpy(xb)):
+        return _fast_velocity(model, xb, memory_limit).astype(x.dtype, copy=False).reshape(x.shape)
     a = ambient_field(model, xb, xb, memory_limit=memory_limit)[0]  # (2.8): inside P
     a = a if x.ndim == 3 else a[0]
     if geometry == "sphere":
         return project_tangent(x, a)
     return a
+
+
+def _fast_velocity(model: Any, xb: np.ndarray, memory_limit: int) -> np.ndarray:
+    """:func:`velocity` by fast summation (float64), the points it cannot vouch for by the
+    direct sum (:func:`meanfield.fastsum.fast_field`)."""
+    x64 = np.ascontiguousarray(xb, dtype=float)
+
+    def direct(pts: np.ndarray, b: int) -> tuple[np.ndarray, None]:
+        a = ambient_field(model, pts, x64[b : b + 1], memory_limit=memory_limit)[0]
+        return project_tangent(pts, a), None
+
+    return fastsum.fast_field(model, x64, x64, None, divergence=False, direct=direct)[0]
 
 
 __all__ = ["attention", "attention_weights", "project_tangent", "velocity"]

@@ -31,6 +31,7 @@ import xarray as xr
 
 from .. import attention as attention_registry
 from .. import backend as bk
+from .. import fastsum
 from ..blowup import BlowupMonitor
 from ..checks import output_times
 from ..finite import DISSIPATION_NOTE, energy_variables, note_nonfinite
@@ -52,7 +53,7 @@ from ..integrate import (
 from ..kernels import DEFAULT_MEMORY_LIMIT
 from ..model import Model
 from .energy import energy_terms, has_energy
-from .field import _finish, ambient_field, check_measure, weighted_field
+from .field import _fast_field, _finish, ambient_field, check_measure, weighted_field
 
 
 class LagrangianError(IntegrationError):
@@ -130,6 +131,7 @@ def solve_lagrangian(
     backend: str = "numpy",
     device: Any = None,
     dtype: str = "float64",
+    field_method: str = "auto",
 ) -> xr.Dataset:
     """Evolve the measure of ``nodes`` under ``model`` by characteristics (docs/lagrangian.md).
 
@@ -156,6 +158,11 @@ def solve_lagrangian(
         backend, device, dtype: where the state ``[x | log J]`` lives and in what precision
             (:mod:`meanfield.backend`: ``"numpy"`` or ``"torch"`` on ``device``, ``"float64"``
             or ``"float32"``); the Dataset is host NumPy float64 (docs/backends.md).
+        field_method: how the field is summed (:func:`weighted_field`'s ``method``):
+            ``"direct"``, ``"fast"`` (fast summation on ``S^1``/``S^2``,
+            :mod:`meanfield.fastsum`; stage points off the sphere are evaluated at ``x/|x|``)
+            or ``"auto"``; recorded in ``settings`` with the fast field's band limit and error
+            estimate.
 
     Returns:
         ``xarray.Dataset`` with ``x`` (time, node, dim), ``weight`` (node), ``density`` and
@@ -197,12 +204,18 @@ def solve_lagrangian(
     wb = be.asarray(weights[None])
     lab = None if labels is None else (be.asarray(labels[None]),) * 2
     deriv = "both" if sphere else "trace"
+    fast = fastsum.use_fast(field_method, model, d, nodes.geometry, n, n,
+                            causal_labels=labels is not None, backend_numpy=be.is_numpy)
 
     def rhs(y: Any) -> Any:
         xb = bk.contiguous(y[None, :, :d])
-        F, tr, xdx, state = ambient_field(model, xb, xb, wb, labels=lab, derivatives=deriv,
-                                          state=cache["state"], memory_limit=memory_limit)
-        res = _finish(xb, F, tr, xdx, nodes.geometry, False, state)
+        if fast:
+            res = _fast_field(model, xb, xb, wb, deriv, False, memory_limit)
+            cache["fast"] = fastsum.merge_settings(cache.get("fast"), res.fast)
+        else:
+            F, tr, xdx, state = ambient_field(model, xb, xb, wb, labels=lab, derivatives=deriv,
+                                              state=cache["state"], memory_limit=memory_limit)
+            res = _finish(xb, F, tr, xdx, nodes.geometry, False, state)
         cache["state"] = res.state
         out_ = bk.namespace(y).empty_like(y)
         out_[:, :d] = res.velocity
@@ -234,6 +247,8 @@ def solve_lagrangian(
     settings = {"geometry": nodes.geometry, "nodes": str(getattr(nodes, "describe", "")),
                 "num_nodes": int(n), "memory_limit": int(memory_limit),
                 "handover": handover, "backend": be.label()}
+    settings["field_method"] = "fast" if fast else "direct"
+    settings["fast_field"] = None if cache.get("fast") is None else cache["fast"].as_dict()
     if be.dtype != "float64" and sphere:  # unit to float64 round-off (from float32's)
         for _, y in saved:
             y[:, :d] /= np.linalg.norm(y[:, :d], axis=1)[:, None]

@@ -1,0 +1,179 @@
+"""Benchmark of the fast attention field (meanfield.fastsum) against the direct sum; run as a
+plain script:
+
+    python benchmarks/bench_fastsum.py [--quick] [--repeat R] [--direct-max N] [--json FILE]
+
+(a) The table: one evaluation of the field of ``n`` tokens (softmax, ``beta = 4``, ``Q = K = V
+    = I``, uniform random tokens, equal weights; ``meanfield.lagrangian.weighted_field``), the
+    velocity alone and the velocity with its divergence, direct and fast, on ``S^1`` and
+    ``S^2``, ``n`` from 10^3 to 10^6 (direct up to ``--direct-max``: it is ``O(n^2)``). The
+    floor is the time of the nonuniform transforms the fast field calls, at its band limit and
+    accuracy (``S^2``: one ``adjoint_synthesis_general`` and two (velocity) or three (with the
+    divergence) ``synthesis_general``; ``S^1``: one type-1 and one or two type-2 NUFFTs); the
+    ratio fast / floor says how much the rest costs and is robust to the machine's load.
+(b) The crossover: the smallest ``n`` of a grid (powers of 2 from 16 to 4096) from which on
+    the fast velocity beats the direct one at every larger ``n`` of the grid
+    (``meanfield.fastsum.CROSSOVER`` is this, rounded up).
+
+Times are the minimum over ``--repeat`` runs (wall clock; ducc0 with all hardware threads,
+numpy's BLAS with its own). Prints Markdown tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from typing import Any, Callable
+
+import ducc0
+import numpy as np
+
+from meanfield import Model, fastsum
+from meanfield.lagrangian.field import weighted_field
+
+BETA = 4.0
+FULL = {"sizes": [1000, 4096, 16384, 65536, 262144, 1048576], "direct_max": 16384,
+        "crossover": [16, 32, 64, 128, 256, 512, 1024, 2048, 4096]}
+QUICK = {"sizes": [1000], "direct_max": 1000, "crossover": [250, 1000]}
+
+
+def _best(fn: Callable[[], Any], repeat: int) -> float:
+    best = np.inf
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return float(best)
+
+
+def _tokens(n: int, d: int) -> np.ndarray:
+    x = np.random.default_rng(n + d).normal(size=(n, d))
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def floor_time(x: np.ndarray, divergence: bool, repeat: int) -> float:
+    """The nonuniform transforms the fast field calls (same band limit, accuracy, threads)."""
+    n, d = x.shape
+    L, _ = fastsum.band_limit(BETA, d, fastsum.DEFAULT_TOL)
+    eps = max(fastsum.DEFAULT_TOL / 8, fastsum.NUFFT_EPS_MIN)
+    w = np.full(n, 1.0 / n)
+    if d == 3:
+        loc = fastsum._sphere_angles(x)
+
+        def run() -> None:
+            alm = ducc0.sht.adjoint_synthesis_general(map=w[None], spin=0, lmax=L, loc=loc,
+                                                      epsilon=eps, nthreads=0)
+            ducc0.sht.synthesis_general(alm=alm, spin=0, lmax=L, loc=loc, epsilon=eps, nthreads=0)
+            ducc0.sht.synthesis_general(alm=alm, spin=1, lmax=L, loc=loc, epsilon=eps, nthreads=0,
+                                        mode="DERIV1")
+            if divergence:
+                ducc0.sht.synthesis_general(alm=alm, spin=0, lmax=L, loc=loc, epsilon=eps,
+                                            nthreads=0)
+    else:
+        th = np.arctan2(x[:, 1], x[:, 0])[:, None]
+        N = 2 * L + 2
+
+        def run() -> None:
+            c = ducc0.nufft.nu2u(points=w.astype(complex), coord=th, forward=True, epsilon=eps,
+                                 nthreads=0, out=np.empty(N, complex), fft_order=True)
+            plan = ducc0.nufft.plan(nu2u=False, coord=th, grid_shape=(N,), epsilon=eps,
+                                    nthreads=0, fft_order=True)
+            plan.u2nu(grid=c, forward=False)
+            if divergence:
+                plan.u2nu(grid=c, forward=False)
+
+    return _best(run, repeat)
+
+
+def field_time(x: np.ndarray, method: str, divergence: bool, repeat: int) -> float:
+    model = Model(beta=BETA)
+    w = np.full(len(x), 1.0 / len(x))
+    return _best(lambda: weighted_field(model, x, w, divergence=divergence, method=method), repeat)
+
+
+def table(sizes: list[int], direct_max: int, repeat: int) -> list[dict[str, Any]]:
+    rows = []
+    for d in (2, 3):
+        for n in sizes:
+            x = _tokens(n, d)
+            row: dict[str, Any] = {"sphere": f"S^{d - 1}", "n": n}
+            for div, tag in ((False, "v"), (True, "v+div")):
+                row[f"fast {tag}"] = field_time(x, "fast", div, repeat)
+                row[f"floor {tag}"] = floor_time(x, div, repeat)
+                row[f"direct {tag}"] = (field_time(x, "direct", div, 1 if n > 4096 else repeat)
+                                        if n <= direct_max else None)
+            rows.append(row)
+            print("  " + "  ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+                                   for k, v in row.items()), flush=True)
+    return rows
+
+
+def crossover(grid: list[int], repeat: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for d in (2, 3):
+        wins = []
+        for n in grid:
+            x = _tokens(n, d)
+            t_fast = field_time(x, "fast", False, repeat)
+            t_direct = field_time(x, "direct", False, repeat)
+            wins.append(t_fast < t_direct)
+            print(f"  crossover S^{d - 1} n={n}: fast {t_fast:.3g} s, direct {t_direct:.3g} s",
+                  flush=True)
+        first = None
+        for i in range(len(grid) - 1, -1, -1):  # the last run of wins up to the largest n
+            if not wins[i]:
+                break
+            first = grid[i]
+        out[f"S^{d - 1}"] = first
+    return out
+
+
+def _fmt(v: Any) -> str:
+    return "—" if v is None else f"{v:.3g}"
+
+
+def markdown(rows: list[dict[str, Any]], cross: dict[str, int | None]) -> str:
+    lines = ["| sphere | n | direct v (s) | fast v (s) | fast/floor v | direct v+div (s) | "
+             "fast v+div (s) | fast/floor v+div | direct/fast v+div |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        speed = (None if r["direct v+div"] is None else r["direct v+div"] / r["fast v+div"])
+        lines.append(
+            f"| {r['sphere']} | {r['n']} | {_fmt(r['direct v'])} | {_fmt(r['fast v'])} | "
+            f"{r['fast v'] / r['floor v']:.2f} | {_fmt(r['direct v+div'])} | "
+            f"{_fmt(r['fast v+div'])} | {r['fast v+div'] / r['floor v+div']:.2f} | "
+            f"{_fmt(speed)} |")
+    lines.append("")
+    lines.append("Crossover (smallest n of the grid from which on the fast velocity beats the "
+                 "direct one): "
+                 + ", ".join(f"{k}: {v}" for k, v in cross.items()))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--direct-max", type=int, default=None,
+                   help="largest n for the direct sum (default 16384; 1000 with --quick)")
+    p.add_argument("--json", default=None, help="also write the results to this JSON file")
+    args = p.parse_args(argv)
+    conf = QUICK if args.quick else FULL
+    direct_max = conf["direct_max"] if args.direct_max is None else args.direct_max
+    print(f"# bench_fastsum: {platform.processor() or platform.machine()}, "
+          f"{os.cpu_count()} CPUs, ducc0 {ducc0.__version__}, beta = {BETA}", flush=True)
+    rows = table(conf["sizes"], direct_max, args.repeat)  # type: ignore[arg-type]
+    cross = crossover(conf["crossover"], args.repeat)  # type: ignore[arg-type]
+    print(markdown(rows, cross))
+    result = {"rows": rows, "crossover": cross, "beta": BETA}
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(result, fh, indent=1)
+    return result
+
+
+if __name__ == "__main__":
+    main()

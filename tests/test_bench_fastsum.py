@@ -1,0 +1,30 @@
+"""Smoke test of benchmarks/bench_fastsum.py at its ``--quick`` sizes: the table and the
+crossover are printed, the JSON written, and every row has its times (no timings asserted)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+import bench_fastsum  # noqa: E402
+
+
+def test_quick_run(tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        result = bench_fastsum.main(["--quick", "--repeat", "1", "--json", str(out)])
+    assert json.loads(out.read_text()) == json.loads(json.dumps(result))
+    rows = result["rows"]
+    assert [(r["sphere"], r["n"]) for r in rows] == [
+        (s, n) for s in ("S^1", "S^2") for n in bench_fastsum.QUICK["sizes"]]
+    for r in rows:
+        for key in ("fast v", "floor v", "direct v", "fast v+div", "floor v+div", "direct v+div"):
+            assert r[key] > 0, key
+    assert set(result["crossover"]) == {"S^1", "S^2"}
+    assert "| sphere | n |" in printed.getvalue() and "Crossover" in printed.getvalue()
