@@ -136,13 +136,15 @@ def test_every_plot_function_draws_a_readable_figure(files: dict[str, xr.Dataset
     assert not bad, "\n".join(f"{name}: {'; '.join(d)}" for name, d in bad.items())
 
 
-# -- the figures of the validation checks named by issue 21, from synthetic results -------------
+# -- the figures of the validation checks named by issue 21 (and gaussian.particles, too long
+# for the quick suite's test), from synthetic results -----------------------------------------
 
 
-def test_check_figures_named_by_the_issue_are_readable(tmp_path: Path) -> None:
+def test_check_figures_from_synthetic_results_are_readable(tmp_path: Path) -> None:
     from meanfield.testing import checked_figures
     from validation.checks.convergence import _self_convergence_figure
     from validation.checks.energy import _pde_vs_particles_figure
+    from validation.checks.gaussian import _figure as gaussian_figure
     from validation.checks.lagrangian import _rate_figure
     from validation.checks.theory import REFERENCE_RATES, _growth_rates_figure
 
@@ -165,13 +167,19 @@ def test_check_figures_named_by_the_issue_are_readable(tmp_path: Path) -> None:
         {"error_tolerance": (("tolerance", "time"), np.outer([1e-6, 1e-7, 1e-8, 1e-9, 0], [0, 1]))},
         coords={"resolution": [32, 64, 128, 256], "tolerance": [1e-6, 1e-7, 1e-8, 1e-9, 1e-10]},
         attrs={"rtol": 1e-10, "tolerance_resolution": 32})
+    # gaussian.particles (a minute in the quick suite: its figure is drawn here only)
+    gn = np.array([10, 30, 100, 300, 1000])
+    gfit = {"intercept": 0.0, "slope": -0.5, "lo": -0.6, "hi": -0.4}
+    gerrs = {case: np.column_stack([gn ** -0.5, 2 * gn ** -0.5]) for case in ("softmax", "l2")}
     with checked_figures() as written:
         _rate_figure({"n": n.tolist(), "distance": distance.tolist(), "fit": fit}, "softmax", tmp_path)
         _growth_rates_figure(rows, tmp_path)
         _pde_vs_particles_figure(times, E, (10, 20, 40), Ep, corr, 2.6, tmp_path)
         _self_convergence_figure(conv, np.array([1e-3, 1e-7, 1e-12]),
                                  np.array([1e-4, 1e-9, 1e-14]), 1.2, tmp_path)
-    assert len(written) == 4 and all(Path(p).exists() for p in written)
+        gaussian_figure(gn, gerrs, {c: {"mean": gfit, "cov": gfit} for c in gerrs},
+                        tmp_path / "gaussian.png")
+    assert len(written) == 5 and all(Path(p).exists() for p in written)
 
 
 # -- the checker finds what it is meant to find -------------------------------------------------
@@ -234,3 +242,34 @@ def test_shared_axis_is_named_once() -> None:
     with pytest.raises(AssertionError, match="no x label"):
         axes[1].set_xlabel("")
         assert_figure_readable(fig)
+
+
+# -- meanfield plot --out: the format of its extension, or refused -------------------------------
+
+MAGIC = {".png": b"\x89PNG\r\n\x1a\n", ".jpg": b"\xff\xd8\xff", ".jpeg": b"\xff\xd8\xff",
+         ".pdf": b"%PDF", ".svg": b"<?xml"}
+
+
+@pytest.mark.parametrize("suffix", sorted(MAGIC))
+def test_plot_out_writes_the_format_of_its_extension(suffix: str, files: dict[str, xr.Dataset],
+                                                     tmp_path: Path) -> None:
+    from meanfield.io import write_netcdf
+
+    nc = write_netcdf(files["particles2"], tmp_path / "particles.nc")
+    out = tmp_path / f"figure{suffix}"
+    assert main(["plot", str(nc), "--out", str(out)]) == 0
+    assert out.read_bytes().startswith(MAGIC[suffix])
+
+
+@pytest.mark.parametrize("name", ["figure.xyz", "figure"])
+def test_plot_out_refuses_a_format_it_cannot_write(name: str, files: dict[str, xr.Dataset],
+                                                   tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from meanfield.io import write_netcdf
+
+    nc = write_netcdf(files["particles2"], tmp_path / "particles.nc")
+    out = tmp_path / name
+    assert main(["plot", str(nc), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "--out" in err and ("extension .xyz" in err if "." in name else "no extension" in err)
+    assert ".jpg" in err  # the formats it can write are listed
+    assert not out.exists()

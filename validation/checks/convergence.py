@@ -535,6 +535,21 @@ def check_pde_self_convergence(*, seed: int, out_dir: Path, suite: str) -> Check
     )
 
 
+def _resolution_panel(ax: Any, ds: xr.Dataset, err: np.ndarray, tails: np.ndarray, t_end: float,
+                      resolution: str, band: str) -> None:
+    """The L2 error to the finest grid against the resolution (log 2 axis, ticks at the
+    resolutions), with the finest grid's spectral tail beyond ``band`` (a lower bound)."""
+    N = ds["resolution"].values[:-1]
+    ax.semilogy(N, err, "o-", label="error to finest")
+    ax.semilogy(N, tails, "s--", label=f"tail of finest beyond {band} (lower bound)")
+    ax.set_xscale("log", base=2)
+    plain_log_ticks(ax.xaxis, N)
+    ax.set_xlabel(resolution)
+    ax.set_ylabel(f"L2 error to the finest grid at t = {t_end:g}")
+    ax.set_title(f"resolution doubling (rtol = {ds.attrs.get('rtol', 1e-10):g})", fontsize=10)
+    ax.legend(fontsize=7)
+
+
 def _self_convergence_figure(ds: xr.Dataset, err: np.ndarray, tails: np.ndarray, t_end: float,
                              out_dir: Path) -> str:
     """Left: the L2 error to the finest grid against ``N`` (and the finest grid's spectral
@@ -542,14 +557,7 @@ def _self_convergence_figure(ds: xr.Dataset, err: np.ndarray, tails: np.ndarray,
     ``t_end`` (a :func:`meanfield.convergence.self_convergence` Dataset ``ds``)."""
     fig, (a1, a2) = subplots(1, 2, figsize=(10, 4))
     N = ds["resolution"].values[:-1]
-    a1.semilogy(N, err, "o-", label="error to finest")
-    a1.semilogy(N, tails, "s--", label="tail of finest beyond the band (lower bound)")
-    a1.set_xscale("log", base=2)
-    plain_log_ticks(a1.xaxis, N)
-    a1.set_xlabel("N (grid points)")
-    a1.set_ylabel(f"L2 error to the finest grid at t = {t_end:g}")
-    a1.set_title(f"resolution doubling (rtol = {ds.attrs.get('rtol', 1e-10):g})", fontsize=10)
-    a1.legend(fontsize=7)
+    _resolution_panel(a1, ds, err, tails, t_end, "N (grid points)", "the band")
     tt = ds["tolerance"].values
     a2.loglog(tt[:-1], ds["error_tolerance"].values[:-1, -1], "o-", label="error to tightest")
     a2.loglog(tt, ds["error_tolerance"].values[-2, -1] * tt / tt[-2], "--", color="gray", label="slope 1")
@@ -588,12 +596,7 @@ def check_pde_self_convergence_sphere(*, seed: int, out_dir: Path, suite: str) -
                           tail_tol=1e-2)
     err, tails, lower_ok, decreasing, comparisons = _resolution_criteria(ds, model, domain, rho0, times)
     fig, ax = subplots(figsize=(5.5, 4))
-    ax.semilogy(ds["resolution"].values[:-1], err, "o-", label="error to finest")
-    ax.semilogy(ds["resolution"].values[:-1], tails, "s--", label="tail of finest beyond lmax (lower bound)")
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("lmax")
-    ax.set_ylabel(f"L2 error at t = {times[-1]}")
-    ax.legend(fontsize=7)
+    _resolution_panel(ax, ds, err, tails, float(times[-1]), "lmax", "lmax")
     figure = _save(fig, out_dir, "pde_self_convergence_sphere")
     table = convergence_table(ds, time=float(times[-1]))
     ds.attrs["table"] = table

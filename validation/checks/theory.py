@@ -244,6 +244,7 @@ def check_wendel(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
                 fmt="o", capsize=4, label="Monte Carlo (Clopper–Pearson CI)")
     ax.plot(xs, [r["exact"] for r in rows], "kx", ms=10, label="Wendel")
     ax.set_xticks(xs, [f"n={r['n']}, d={r['d']}" for r in rows])
+    ax.set_xlabel("n uniform points on the sphere in R^d")
     ax.set_ylabel("P(all in one open hemisphere)")
     ax.legend(fontsize=7)
     figure = _save(fig, out_dir, "wendel")
