@@ -68,7 +68,8 @@ def plain_log_ticks(axis: Any, values: Any) -> None:
 
 
 def finish(fig: Any, path: str | os.PathLike[str] | None, *, dpi: int = 120) -> Any:
-    """Write ``fig`` to ``path`` as PNG when ``path`` is given; return ``fig``."""
+    """Write ``fig`` to ``path`` when ``path`` is given (in the format its extension names,
+    :func:`meanfield.io.save_png`); return ``fig``."""
     if path is not None:
         save_png(fig, path, dpi=dpi)
     return fig

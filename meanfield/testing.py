@@ -84,7 +84,7 @@ def _tick_labels(axis: Any) -> list[Any]:
     """The visible, non-empty tick labels of ``axis`` that are drawn (ticks inside the view)."""
     lo, hi = sorted(axis.get_view_interval())
     span = (hi - lo) or 1.0
-    out = []
+    out: list[Any] = []
     for tick in [*axis.get_major_ticks(), *axis.get_minor_ticks()]:
         loc = tick.get_loc()
         if loc is None or not lo - 1e-9 * span <= loc <= hi + 1e-9 * span:

@@ -154,6 +154,7 @@ import io as _doc_io
 import sys as _doc_sys
 
 _DOC_FLAGS = _doc_doctest.ELLIPSIS | _doc_doctest.NORMALIZE_WHITESPACE
+_DOC_MAIN = __name__ == "__main__"  # not in a worker process that imports this script
 _doc_stdout = []
 
 
@@ -166,12 +167,16 @@ def _doc_end(expected, where):
     got = _doc_sys.stdout.getvalue()
     _doc_sys.stdout = _doc_stdout.pop()
     print(got, end="")
+    if not _DOC_MAIN:
+        return
     tidy = lambda text: "\\n".join(line.rstrip() for line in text.strip("\\n").splitlines()) + "\\n"
     if not _doc_doctest.OutputChecker().check_output(tidy(expected), tidy(got), _DOC_FLAGS):
         _doc_sys.exit(f"{where}: the block printed\\n{got}\\nbut the page shows\\n{expected}")
 
 
 def _doc_test(text, where, globs):
+    if not _DOC_MAIN:
+        return
     test = _doc_doctest.DocTestParser().get_doctest(text, globs, where, where, 0)
     runner = _doc_doctest.DocTestRunner(optionflags=_DOC_FLAGS)
     report = []

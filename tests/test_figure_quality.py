@@ -12,6 +12,7 @@ functions of the checks named by issue 21 are also drawn here from synthetic dat
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -131,9 +132,20 @@ def _figures(files: dict[str, xr.Dataset]) -> dict[str, Any]:
 
 
 def test_every_plot_function_draws_a_readable_figure(files: dict[str, xr.Dataset]) -> None:
-    defects = {name: figure_defects(fig) for name, fig in _figures(files).items()}
+    figures = _figures(files)
+    defects = {name: figure_defects(fig) for name, fig in figures.items()}
     bad = {name: d for name, d in defects.items() if d}
     assert not bad, "\n".join(f"{name}: {'; '.join(d)}" for name, d in bad.items())
+    # issue 21: the sphere run of FILES starts at lmax = 8 and is refined to 32 by the monitor
+    settings = json.loads(files["sphere"].attrs["settings"])
+    start, end = settings["initial_domain"]["lmax"], settings["domain"]["lmax"]
+    assert start < end
+    assert f"lmax={start}, refined to {end}" in figures["plot_sphere"]._suptitle.get_text()
+    # issue 21: angles in multiples of pi, on every angle axis
+    for name in ("plot_circle", "plot_circle_trajectories", "plot_trajectories",
+                 "plot_cluster_counts_vs_particles", "plot_lagrangian circle"):
+        ticks = [t.get_text() for t in figures[name].axes[0].get_yticklabels()]
+        assert r"$\pi$" in ticks and r"$2\pi$" in ticks, (name, ticks)
 
 
 # -- the figures of the validation checks named by issue 21 (and gaussian.particles, too long
