@@ -88,6 +88,8 @@ def plot_sphere(ds: xr.Dataset, path: str | Path | None = None,
     lat = 0.5 * np.pi - theta
     n = len(idx)
     fig = new_figure(figsize=(4.2 * n, 4.6))
+    # the layout places the suptitle ~2 px into the Mollweide panels' titles: more room
+    fig.get_layout_engine().set(h_pad=0.08)
     grid = fig.add_gridspec(2, n, height_ratios=[2.2, 1])
     shown = ds["density"].values[idx]
     vmin, vmax = float(shown.min()), float(shown.max())

@@ -112,6 +112,14 @@ def _legend_covers(ax: Any, box: Any) -> int:
     return count
 
 
+def _titles(fig: Any) -> list[Any]:
+    """The figure's title texts: its suptitle and every axes' titles (left, centre, right)."""
+    out = [t for t in (getattr(fig, "_suptitle", None),) if t is not None]
+    for ax in fig.axes:
+        out.extend(t for t in (ax.title, ax._left_title, ax._right_title))
+    return [t for t in out if t.get_visible() and t.get_text().strip()]
+
+
 def figure_defects(fig: Any) -> list[str]:
     """What makes ``fig`` (a matplotlib Figure) unreadable in print; ``[]`` when nothing.
 
@@ -122,10 +130,17 @@ def figure_defects(fig: Any) -> list[str]:
     * tick labels smaller than :data:`MIN_TICK_FONT_PT`;
     * an x or y axis without a label (:func:`_named`), unless the axes is exempt
       (:func:`_exempt`: axis off, colorbar, polar or 3-d, no data); a colorbar without a label;
-    * a legend drawn over data points (markers of lines, scatter points).
+    * a legend drawn over data points (markers of lines, scatter points);
+    * two titles (the suptitle, the axes' titles) printed over each other.
     """
     renderer = _renderer(fig)
     out: list[str] = []
+    titles = _titles(fig)
+    boxes = [t.get_window_extent(renderer) for t in titles]
+    for i in range(len(boxes)):
+        for j in range(i + 1, len(boxes)):
+            if _overlap(boxes[i], boxes[j]):
+                out.append(f"titles {titles[i].get_text()!r} and {titles[j].get_text()!r} overlap")
     for k, ax in enumerate(fig.axes):
         where = f"axes {k} ({ax.get_title() or ax.get_label() or 'untitled'!r})"
         if hasattr(ax, "_colorbar"):

@@ -285,3 +285,13 @@ def test_plot_out_refuses_a_format_it_cannot_write(name: str, files: dict[str, x
     assert "--out" in err and ("extension .xyz" in err if "." in name else "no extension" in err)
     assert ".jpg" in err  # the formats it can write are listed
     assert not out.exists()
+
+
+def test_checker_finds_overlapping_titles() -> None:
+    fig, ax = _axes(figsize=(3, 2))
+    ax.plot([0, 1], [0, 1])
+    ax.set_xlabel("x")
+    ax.set_ylabel("y")
+    ax.set_title("a title", loc="left")
+    ax.set_title("another title, long enough to reach the left one", loc="right")
+    assert any("titles" in d and "overlap" in d for d in figure_defects(fig))

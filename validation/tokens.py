@@ -585,7 +585,7 @@ def plot_dynamics(dynamics: xr.Dataset, passage: int = 0) -> Any:
             m, s = _mean_std(dynamics[name].sel(variant=v))
             ax.errorbar(layer, m, yerr=s, marker="o", capsize=3, color=colors.get(str(v)),
                         label=str(v))
-        ax.set_title(f"{label} (colours as above)")
+        ax.set_title(label)  # the variants' colours: the legend of the first panel
         ax.set_xlabel("layer")
         ax.set_ylabel(label)
     ax = fig.add_subplot(gs[1, 2 * third:])
@@ -594,7 +594,7 @@ def plot_dynamics(dynamics: xr.Dataset, passage: int = 0) -> Any:
     ax.axhline(DEFAULTS["beta_bounds"][1], color="gray", ls="--", lw=0.8,
                label="search bound")
     ax.legend(fontsize=7)
-    ax.set_title(r"toy model ($Q=K=V=I$): fitted $\beta$ per layer")
+    ax.set_title(r"toy model $Q=K=V=I$")
     ax.set_xlabel("layer")
     ax.set_ylabel(r"fitted $\beta$")
     fig.suptitle(f"{dynamics.attrs.get('model', '')}: real tokens against the dynamics with "

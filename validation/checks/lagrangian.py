@@ -937,7 +937,7 @@ def _rate_figure(res: dict[str, Any], name: str, out_dir: Path) -> str:
     ax.loglog(grid, np.exp(f["intercept"]) * grid ** f["slope"], "C0-",
               label=f"slope {f['slope']:.2f} [{f['lo']:.2f}, {f['hi']:.2f}]")
     ax.loglog(grid, np.exp(f["intercept"]) * grid.min() ** f["slope"] * (grid / grid.min()) ** -0.5,
-              "k--", lw=0.8, label="n^{-1/2}")
+              "k--", lw=0.8, label=r"$n^{-1/2}$")
     plain_log_ticks(ax.xaxis, n)
     ax.set_xlabel("n (particles)")
     ax.set_ylabel("kernel distance to the Lagrangian solution")
