@@ -107,9 +107,20 @@ def _legend_covers(ax: Any, box: Any) -> int:
         if line.get_marker() in (None, "None", "", " ") or not line.get_visible():
             continue
         xy = line.get_transform().transform(np.column_stack(line.get_data()).astype(float))
-        count += int(np.sum((xy[:, 0] > box.x0) & (xy[:, 0] < box.x1)
-                            & (xy[:, 1] > box.y0) & (xy[:, 1] < box.y1)))
+        count += _inside(xy, box)
+    from matplotlib.collections import PathCollection
+
+    for coll in ax.collections:
+        if isinstance(coll, PathCollection) and coll.get_visible() and len(coll.get_offsets()):
+            xy = coll.get_offset_transform().transform(np.asarray(coll.get_offsets(), dtype=float))
+            count += _inside(xy, box)
     return count
+
+
+def _inside(xy: np.ndarray, box: Any) -> int:
+    """How many of the display points ``xy`` lie strictly inside ``box``."""
+    return int(np.sum((xy[:, 0] > box.x0) & (xy[:, 0] < box.x1)
+                      & (xy[:, 1] > box.y0) & (xy[:, 1] < box.y1)))
 
 
 def _titles(fig: Any) -> list[Any]:

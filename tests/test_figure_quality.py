@@ -295,3 +295,14 @@ def test_checker_finds_overlapping_titles() -> None:
     ax.set_title("a title", loc="left")
     ax.set_title("another title, long enough to reach the left one", loc="right")
     assert any("titles" in d and "overlap" in d for d in figure_defects(fig))
+
+
+def test_checker_finds_a_legend_over_scatter_points() -> None:
+    fig, ax = _axes(figsize=(3, 2))
+    ax.scatter(np.linspace(0, 1, 41), np.full(41, 0.5), label="points")
+    ax.set_xlabel("x")
+    ax.set_ylabel("y")
+    ax.legend(loc="center")
+    assert any("legend covers" in d for d in figure_defects(fig))
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    assert figure_defects(fig) == []
