@@ -111,9 +111,10 @@ def _legend_covers(ax: Any, box: Any) -> int:
     from matplotlib.collections import PathCollection
 
     for coll in ax.collections:
-        if isinstance(coll, PathCollection) and coll.get_visible() and len(coll.get_offsets()):
-            xy = coll.get_offset_transform().transform(np.asarray(coll.get_offsets(), dtype=float))
-            count += _inside(xy, box)
+        if not (isinstance(coll, PathCollection) and coll.get_visible()):
+            continue
+        offsets = np.asarray(coll.get_offsets(), dtype=float).reshape(-1, 2)
+        count += _inside(coll.get_offset_transform().transform(offsets), box)
     return count
 
 
