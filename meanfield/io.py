@@ -6,6 +6,7 @@
    write_netcdf
    write_text
    save_png
+   figure_format
    read_netcdf
    model_of
    domain_of
@@ -181,11 +182,32 @@ def write_text(path: str | os.PathLike, text: str) -> Path:
     return _write_atomically(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
 
 
-def save_png(fig: Any, path: str | os.PathLike, dpi: int = 120, tight: bool = False) -> Path:
-    """Write a matplotlib figure to ``path`` as PNG, atomically; ``tight`` trims the margins
+def figure_format(path: str | os.PathLike, name: str = "path") -> str:
+    """The image format named by ``path``'s extension (``png``, ``jpg``, ``pdf``, ``svg``, ...:
+    those matplotlib writes); a ``ValueError`` naming ``name`` (the option, ``--out`` say)
+    and the extension when there is none or matplotlib cannot write it, so that a file never
+    holds another format than its name says (a ``.jpg`` of PNG bytes)."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    known = FigureCanvasBase.get_supported_filetypes()
+    ext = Path(path).suffix.lower().lstrip(".")
+    if ext not in known:
+        said = f"extension .{ext}" if ext else "no extension"
+        msg = (f"{name}: {os.fspath(path)!r} has {said}; a figure is written in the format its "
+               f"extension names, one of {', '.join('.' + k for k in sorted(known))}")
+        raise ValueError(msg)
+    return ext
+
+
+def save_png(fig: Any, path: str | os.PathLike, dpi: int = 120, tight: bool = False,
+             name: str = "path") -> Path:
+    """Write a matplotlib figure to ``path`` atomically, in the format its extension names
+    (:func:`figure_format`: PNG for ``.png``, JPEG for ``.jpg``, PDF, SVG, ...; another
+    extension is refused with a ``ValueError`` naming ``name``); ``tight`` trims the margins
     (``bbox_inches="tight"``). The figure stays open."""
+    fmt = figure_format(path, name)
     extra = {"bbox_inches": "tight"} if tight else {}
-    return _write_atomically(path, lambda tmp: fig.savefig(tmp, format="png", dpi=dpi, **extra))
+    return _write_atomically(path, lambda tmp: fig.savefig(tmp, format=fmt, dpi=dpi, **extra))
 
 
 def read_netcdf(path: str | os.PathLike) -> xr.Dataset:
@@ -214,5 +236,5 @@ def domain_of(ds: xr.Dataset) -> Domain:
     return Domain.from_state(settings["domain"])
 
 
-__all__ = ["WriteError", "check_folder", "check_writable", "domain_of", "model_of", "read_netcdf", "save_png",
-           "write_netcdf", "write_text"]
+__all__ = ["WriteError", "check_folder", "check_writable", "domain_of", "figure_format", "model_of",
+           "read_netcdf", "save_png", "write_netcdf", "write_text"]

@@ -11,10 +11,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import xarray as xr
 
-from .figures import finish, new_figure
+from .figures import angle_axis, finish, new_figure
 
 
 def plot_circle(ds: xr.Dataset, path: str | Path | None = None) -> Any:
@@ -26,8 +25,7 @@ def plot_circle(ds: xr.Dataset, path: str | Path | None = None) -> Any:
     theta = ds["theta"].values
     mesh = ax.pcolormesh(t, theta, ds["density"].values.T, shading="nearest", cmap="viridis")
     fig.colorbar(mesh, ax=ax, label=r"density $\rho(\theta, t)$")
-    ax.set_ylabel(r"$\theta$")
-    ax.set_yticks([0, np.pi, 2 * np.pi], ["0", r"$\pi$", r"$2\pi$"])
+    angle_axis(ax.yaxis, r"$\theta$")
     model = json.loads(ds.attrs.get("model", "{}"))
     ax.set_title(
         f"{model.get('attention', '?')} attention, beta = {model.get('beta', '?')}, "

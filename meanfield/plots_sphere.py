@@ -42,9 +42,19 @@ def pick_times(ds: xr.Dataset, times: Sequence[float] | None = None, most: int =
 
 
 def _title(ds: xr.Dataset) -> str:
+    """Domain and model; a grid the resolution monitor refined says so (``lmax=32, refined to
+    128``: the run started at the first value and ended at the second)."""
     model = json.loads(ds.attrs.get("model", "{}"))
-    domain = json.loads(ds.attrs.get("settings", "{}")).get("domain", {})
-    where = ", ".join(f"{k}={v}" for k, v in domain.items() if k not in ("name", "nthreads"))
+    settings = json.loads(ds.attrs.get("settings", "{}"))
+    domain = settings.get("domain", {})
+    start = settings.get("initial_domain", {})
+
+    def value(k: str, v: Any) -> str:
+        if k in start and start[k] != v:
+            return f"{k}={start[k]}, refined to {v}"
+        return f"{k}={v}"
+
+    where = ", ".join(value(k, v) for k, v in domain.items() if k not in ("name", "nthreads"))
     return (
         f"{domain.get('name', '?')} ({where}): {model.get('attention', '?')} attention, "
         f"beta = {model.get('beta', '?')}, value = {model.get('value', '?')}, "
@@ -78,6 +88,8 @@ def plot_sphere(ds: xr.Dataset, path: str | Path | None = None,
     lat = 0.5 * np.pi - theta
     n = len(idx)
     fig = new_figure(figsize=(4.2 * n, 4.6))
+    # the layout places the suptitle ~2 px into the Mollweide panels' titles: more room
+    fig.get_layout_engine().set(h_pad=0.08)
     grid = fig.add_gridspec(2, n, height_ratios=[2.2, 1])
     shown = ds["density"].values[idx]
     vmin, vmax = float(shown.min()), float(shown.max())
@@ -90,9 +102,8 @@ def plot_sphere(ds: xr.Dataset, path: str | Path | None = None,
         ax.set_xticks(np.radians([-120, -60, 0, 60, 120]), ["", "", "", "", ""])
         ax.grid(True, lw=0.3, color="w", alpha=0.5)
         ax.set_xlabel("longitude", fontsize=8)
-        if j == 0:
-            ax.set_ylabel("latitude", fontsize=8)
-        else:
+        ax.set_ylabel("latitude", fontsize=8)
+        if j:
             ax.set_yticklabels([])
         ax.set_title(f"t = {ds['time'].values[i]:.4g}", fontsize=10)
         axes.append(ax)

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from meanfield.figures import finish, new_figure
+from meanfield.figures import angle_axis, finish, new_figure
 
 
 def _ticks(values: list[float]) -> Any:
@@ -73,8 +73,7 @@ def plot_circle_trajectories(
         col[1:][np.abs(np.diff(col)) > np.pi] = np.nan
         ax.plot(t, col, lw=0.8)
     ax.set_xlabel("t")
-    ax.set_ylabel(r"$\theta_i(t)$")
-    ax.set_ylim(0, 2 * np.pi)
+    angle_axis(ax.yaxis, r"$\theta_i(t)$")
     ax.set_title(_title(ds))
     return finish(fig, path)
 

@@ -120,13 +120,13 @@ def plot_cluster_counts_vs_particles(ds: xr.Dataset, path: str | os.PathLike[str
     level Figure 4). Right: the number of clusters against time, Lagrangian and particles
     (median and quartiles over seeds; dashed: ``particles.count_clusters`` of every
     cluster)."""
-    from meanfield.figures import finish, new_figure
+    from meanfield.figures import angle_axis, finish, new_figure
 
     settings = json.loads(ds.attrs.get("settings", "{}"))
     t = ds["time"].values
     fig = new_figure(figsize=(10, 3.8))
     left, right = fig.subplots(1, 2)
-    ang = ds["angle"].values
+    ang = np.mod(ds["angle"].values, 2 * np.pi)  # (-pi, pi] -> [0, 2 pi)
     logd = ds["log_density"].values
     T = np.broadcast_to(t[:, None], ang.shape)
     finite = np.isfinite(logd)
@@ -135,7 +135,7 @@ def plot_cluster_counts_vs_particles(ds: xr.Dataset, path: str | os.PathLike[str
                       rasterized=True)
     fig.colorbar(sc, ax=left, label="log density at the node")
     left.set_xlabel("t")
-    left.set_ylabel(r"node angle $\theta_j(t)$")
+    angle_axis(left.yaxis, r"node angle $\theta_j(t)$")
     left.set_title(f"Lagrangian nodes, {settings.get('attention', '')} $\\beta$ = {settings.get('beta', '')}, "
                    f"N = {settings.get('N', '')}", fontsize=9)
     right.step(t, ds["lagrangian_clusters"].values, where="post", color="C3", lw=2, label="Lagrangian")

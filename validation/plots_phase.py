@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from meanfield.figures import finish, new_figure
+from meanfield.figures import angle_axis, finish, new_figure
 
 _COLOURBAR = {
     "probability": r"$P(\langle x_1(t), x_2(t)\rangle \geq 1 - \delta)$",
@@ -82,8 +82,7 @@ def plot_trajectories(ds: xr.Dataset, path: str | os.PathLike[str] | None = None
         ax.plot(t, np.where(jump, np.nan, wrapped), lw=0.6, alpha=0.7)  # no wrap-around lines
         for s in snaps:
             ax.axvline(s, color="grey", lw=0.6, ls="--")
-        ax.set_ylim(0, 2 * np.pi)
-        ax.set_ylabel(rf"$\theta_i(t)$, $\beta$ = {beta:g}")
+        angle_axis(ax.yaxis, rf"$\theta_i(t)$, $\beta$ = {beta:g}")
         ax.set_xlabel("t")
         for c, s in enumerate(snaps):
             k = int(np.argmin(np.abs(t - s)))

@@ -562,12 +562,14 @@ def plot_summary(tokens: xr.Dataset) -> Any:
         ax.errorbar(layer, m, yerr=s, marker="o", capsize=3)
         ax.set_title(label)
         ax.set_xlabel("layer")
+        ax.set_ylabel(label)
     for ib, b in enumerate(tokens.beta.values):
         m, s = _mean_std(tokens.energy.isel(beta=ib))
         axes[-1].errorbar(layer, m, yerr=s, marker="o", capsize=3, label=f"beta = {b:g}")
     axes[-1].set_yscale("log")
     axes[-1].set_title(r"energy $E_\beta$")
     axes[-1].set_xlabel("layer")
+    axes[-1].set_ylabel(r"$E_\beta$")
     axes[-1].legend(fontsize=7)
     fig.suptitle(f"{tokens.attrs.get('model', '')}: {tokens.sizes['passage']} passages "
                  "(mean ± std)", fontsize=10)
@@ -587,14 +589,17 @@ def plot_dynamics(dynamics: xr.Dataset, passage: int = 0) -> Any:
     centres = dynamics.bin.values
     colors = {"real": "k", "attention": "tab:blue", "attention+ff": "tab:red",
               "post_ln": "tab:green", "post_ln+ff": "tab:orange"}
+    first = None
     for ell in range(L1):
-        ax = fig.add_subplot(gs[0, 2 * ell: 2 * ell + 2])
+        ax = fig.add_subplot(gs[0, 2 * ell: 2 * ell + 2], sharey=first)
+        first = first or ax
         for v in dynamics.variant.values:
             ax.plot(centres, dynamics.histogram.sel(variant=v).isel(passage=passage, layer=ell),
                     color=colors.get(str(v)), lw=1.5 if v == "real" else 1, label=str(v))
         ax.set_title(f"layer {ell}" if ell else "embeddings")
         _inner_product_axis(ax)
         ax.set_xlabel(r"$\langle y_i, y_j\rangle$")
+        ax.set_ylabel("density" if ell == 0 else "")
         if ell == 0:
             ax.legend(fontsize=7)
     layer = dynamics.layer.values
@@ -608,17 +613,18 @@ def plot_dynamics(dynamics: xr.Dataset, passage: int = 0) -> Any:
             m, s = _mean_std(dynamics[name].sel(variant=v))
             ax.errorbar(layer, m, yerr=s, marker="o", capsize=3, color=colors.get(str(v)),
                         label=str(v))
-        ax.set_title(label)
+        ax.set_title(label)  # the variants' colours: the legend of the first panel
         ax.set_xlabel("layer")
-        ax.legend(fontsize=7)
+        ax.set_ylabel(label)
     ax = fig.add_subplot(gs[1, 2 * third:])
     m, s = _mean_std(dynamics.toy_beta)
     ax.errorbar(layer, m, yerr=s, marker="o", capsize=3, color="tab:purple")
     ax.axhline(DEFAULTS["beta_bounds"][1], color="gray", ls="--", lw=0.8,
                label="search bound")
     ax.legend(fontsize=7)
-    ax.set_title(r"toy model ($Q=K=V=I$): fitted $\beta$ per layer")
+    ax.set_title(r"toy model $Q=K=V=I$")
     ax.set_xlabel("layer")
+    ax.set_ylabel(r"fitted $\beta$")
     fig.suptitle(f"{dynamics.attrs.get('model', '')}: real tokens against the dynamics with "
                  "the model's own attention", fontsize=10)
     fig.tight_layout()

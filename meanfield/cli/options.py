@@ -334,7 +334,9 @@ COMMANDS: dict[str, dict[str, Any]] = {
         "device": _NONE, "dtype": Use(help="lagrangian only: precision of the state"),
     },
     "plot": {
-        "out": Use(shown="FILE with suffix .png", help="PNG to write"), "at": None,
+        "out": Use(shown="FILE with suffix .png",
+                   help="image to write, in the format of its extension (.png, .jpg, .pdf, .svg, ...)"),
+        "at": None,
         "overwrite": False,
     },
     "convergence": {

@@ -1,4 +1,6 @@
-"""``meanfield plot FILE``: draw a result file to PNG.
+"""``meanfield plot FILE``: draw a result file to an image (PNG by default; ``--out`` writes
+the format its extension names, ``.jpg``, ``.pdf``, ``.svg``, ..., and refuses one matplotlib
+cannot write).
 
 The core draws its own files (densities of ``solve``; Gaussians of ``gaussian``;
 self-convergence studies of ``convergence``); other packages add drawers for theirs through
@@ -15,7 +17,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from ..io import check_writable
+from ..io import check_writable, figure_format
 from . import options
 
 GROUP = "meanfield.plotters"
@@ -25,7 +27,7 @@ GROUP = "meanfield.plotters"
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     """Register ``plot`` and set ``func``."""
     p = options.add_parser(
-        sub, "plot", help="draw a result file (NetCDF) to PNG", func=run,
+        sub, "plot", help="draw a result file (NetCDF) to an image", func=run,
         description="Circle: (theta, t) heat map with the energy beneath; sphere: maps at chosen "
                     "times; zonal: profiles against s; Gaussian: ellipses or eigenvalues; "
                     "convergence: differences against resolution and rtol; and the files of the "
@@ -80,10 +82,11 @@ def _check_at(ds: Any, args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Read, pick the drawer for the kind of file, write the PNG."""
+    """Read, pick the drawer for the kind of file, write the image (the format of ``--out``)."""
     ds = _read(args.file)
     _check_at(ds, args)
     out = args.out or args.file.with_suffix(".png")
+    figure_format(out, "--out")  # the format its extension names, or refused before drawing
     check_writable(out, overwrite=args.overwrite, name="--out")  # the default name too
     if "log_jacobian" in ds:
         from meanfield.lagrangian.plots import plot_lagrangian

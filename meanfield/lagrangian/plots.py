@@ -17,7 +17,7 @@ from typing import Any, Sequence
 import numpy as np
 import xarray as xr
 
-from ..figures import finish, new_figure
+from ..figures import angle_axis, finish, new_figure
 from ..plots_sphere import pick_times
 
 
@@ -105,8 +105,7 @@ def _circle(ds: xr.Dataset, path: str | Path | None) -> Any:
     for ax in (ax_n, ax_g):
         ax.set_xlabel("t")
         _handover(ax, ds)
-    ax_n.set_ylabel(r"angle $\theta$")
-    ax_n.set_yticks([0, np.pi, 2 * np.pi], ["0", r"$\pi$", r"$2\pi$"])
+    angle_axis(ax_n.yaxis, r"angle $\theta$")
     fig.colorbar(pts, ax=[ax_n, ax_g], label=r"$\log_{10}$ density (one range for both)")
     if has_energy:
         ax_e = fig.add_subplot(grid[1, :])
@@ -144,12 +143,12 @@ def _maps(ds: xr.Dataset, path: str | Path | None, times: Sequence[float] | None
             ax.set_xticklabels([])
             ax.grid(True, lw=0.3, alpha=0.5)
             ax.set_xlabel("longitude", fontsize=8)
-            ax.set_ylabel("latitude" if j == 0 else "", fontsize=8)
+            ax.set_ylabel("latitude", fontsize=8)
         else:
             pts = ax.scatter(x[i, :, 0], x[i, :, 1], c=logr[i], s=5, cmap="viridis", vmin=lo,
                              vmax=hi, linewidths=0)
             ax.set_xlabel(r"$x_1$" if d == 2 else r"$x_1$ (projection onto the first two axes)")
-            ax.set_ylabel(r"$x_2$" if j == 0 else "")
+            ax.set_ylabel(r"$x_2$")
             ax.set_aspect("equal", adjustable="datalim")
         ax.set_title(f"nodes, t = {ds['time'].values[i]:.4g}", fontsize=9)
         axes.append(ax)
@@ -171,10 +170,14 @@ def _maps(ds: xr.Dataset, path: str | Path | None, times: Sequence[float] | None
                                shading="nearest", cmap="viridis", vmin=lo, vmax=hi)
                 ax2.set_xticklabels([])
                 ax2.grid(True, lw=0.3, alpha=0.5)
+                ax2.set_xlabel("longitude", fontsize=8)
+                ax2.set_ylabel("latitude", fontsize=8)
             else:
                 ax2.pcolormesh(f[a].values, f[b].values, values.T, shading="nearest",
                                cmap="viridis", vmin=lo, vmax=hi)
                 ax2.set_aspect("equal", adjustable="datalim")
+                ax2.set_xlabel(r"$x_1$")
+                ax2.set_ylabel(r"$x_2$")
             ax2.set_title("interpolated onto a grid (blank: no node near)", fontsize=9)
             axes.append(ax2)
     fig.colorbar(pts, ax=axes, orientation="horizontal", shrink=0.6, pad=0.04,

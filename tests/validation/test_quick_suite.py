@@ -4,7 +4,8 @@ This is the computation of ``meanfield validate`` with no arguments: every check
 quick suite on the default seed, each through the runner with its report, one test per
 check (so that parallel test workers share them out). Each check carries its own justified
 tolerance; these tests only ask that none fails or errors (there is no skipped status: a
-check module that fails to import is an error).
+check module that fails to import is an error), and that every figure a check writes passes
+:func:`meanfield.testing.assert_figure_readable` (a defect makes the check an error).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import io
 
 import pytest
 
+from meanfield.testing import checked_figures
 from validation import Check, exit_code, get_suite, run_suite, status_of, write_report
 
 QUICK = get_suite("quick")
@@ -30,8 +32,9 @@ def test_quick_suite_has_every_module():
     for e in QUICK])
 def test_quick_check_passes_with_its_report(entry, tmp_path):
     table = io.StringIO()
-    results = run_suite([entry], out_dir=tmp_path, seed=0, suite="quick", progress=False,
-                        stream=table)
+    with checked_figures():  # every figure the check writes is readable (issue 21)
+        results = run_suite([entry], out_dir=tmp_path, seed=0, suite="quick", progress=False,
+                            stream=table)
     write_report([entry], tmp_path, suite="quick", seed=0)
     assert [status_of(r) for r in results] == ["pass"], table.getvalue()
     assert exit_code(results) == 0

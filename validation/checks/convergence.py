@@ -27,7 +27,7 @@ import xarray as xr
 from scipy import special, stats
 
 from meanfield import fits, theory
-from meanfield.figures import subplots
+from meanfield.figures import angle_axis, plain_log_ticks, subplots
 
 from ..records import CheckResult, Comparison
 from ..suites import check
@@ -147,7 +147,7 @@ def _histogram_panel(ax: Any, domain: Any, snap: tuple, t_end: float) -> None:
         ax.hist(th, bins=48, range=(0, 2 * np.pi), density=True, alpha=0.35, color=col,
                 label=f"particles t = {t:g} (n = {x.shape[-2]}, all seeds)")
         ax.plot(grid, rho, "-", color=col, lw=2, label=f"PDE t = {t:g}")
-    ax.set_xlabel("theta")
+    angle_axis(ax.xaxis, r"$\theta$")
     ax.set_ylabel("density")
     ax.legend(fontsize=7)
 
@@ -521,19 +521,7 @@ def check_pde_self_convergence(*, seed: int, out_dir: Path, suite: str) -> Check
     dq = ds["difference_tolerance"].values[:-1, -1]
     q_tight = float(np.polyfit(np.log(np.asarray(tols[:-1])), np.log(dq), 1)[0])
     comparisons.append(Comparison("order of the error in rtol", q_tight, 1.0, 0.2, "abs"))
-    fig, (a1, a2) = subplots(1, 2, figsize=(10, 4))
-    a1.semilogy(ds["resolution"].values[:-1], err, "o-", label="error to finest")
-    a1.semilogy(ds["resolution"].values[:-1], tails, "s--", label="tail of finest beyond the band (lower bound)")
-    a1.set_xscale("log", base=2)
-    a1.set_xlabel("N")
-    a1.set_ylabel(f"L2 error at t = {times[-1]}")
-    a1.legend(fontsize=7)
-    a2.loglog(ds["tolerance"].values[:-1], ds["error_tolerance"].values[:-1, -1], "o-", label="error to tightest")
-    tt = ds["tolerance"].values
-    a2.loglog(tt, ds["error_tolerance"].values[-2, -1] * tt / tt[-2], "--", color="gray", label="slope 1")
-    a2.set_xlabel("rtol")
-    a2.legend(fontsize=7)
-    figure = _save(fig, out_dir, "pde_self_convergence")
+    figure = _self_convergence_figure(ds, err, tails, float(times[-1]), out_dir)
     table = convergence_table(ds, time=float(times[-1]))
     ds.attrs["table"] = table
     return CheckResult(
@@ -547,6 +535,40 @@ def check_pde_self_convergence(*, seed: int, out_dir: Path, suite: str) -> Check
         data=ds,
         figure=figure,
     )
+
+
+def _resolution_panel(ax: Any, ds: xr.Dataset, err: np.ndarray, tails: np.ndarray, t_end: float,
+                      resolution: str, band: str) -> None:
+    """The L2 error to the finest grid against the resolution (log 2 axis, ticks at the
+    resolutions), with the finest grid's spectral tail beyond ``band`` (a lower bound)."""
+    N = ds["resolution"].values[:-1]
+    ax.semilogy(N, err, "o-", label="error to finest")
+    ax.semilogy(N, tails, "s--", label=f"tail of finest beyond {band} (lower bound)")
+    ax.set_xscale("log", base=2)
+    plain_log_ticks(ax.xaxis, N)
+    ax.set_xlabel(resolution)
+    ax.set_ylabel(f"L2 error to the finest grid at t = {t_end:g}")
+    ax.set_title(f"resolution doubling (rtol = {ds.attrs.get('rtol', 1e-10):g})", fontsize=10)
+    ax.legend(fontsize=7)
+
+
+def _self_convergence_figure(ds: xr.Dataset, err: np.ndarray, tails: np.ndarray, t_end: float,
+                             out_dir: Path) -> str:
+    """Left: the L2 error to the finest grid against ``N`` (and the finest grid's spectral
+    tail, a lower bound); right: the error to the tightest ``rtol`` against ``rtol``, both at
+    ``t_end`` (a :func:`meanfield.convergence.self_convergence` Dataset ``ds``)."""
+    fig, (a1, a2) = subplots(1, 2, figsize=(10, 4))
+    N = ds["resolution"].values[:-1]
+    _resolution_panel(a1, ds, err, tails, t_end, "N (grid points)", "the band")
+    tt = ds["tolerance"].values
+    a2.loglog(tt[:-1], ds["error_tolerance"].values[:-1, -1], "o-", label="error to tightest")
+    a2.loglog(tt, ds["error_tolerance"].values[-2, -1] * tt / tt[-2], "--", color="gray", label="slope 1")
+    a2.set_xlabel("rtol")
+    a2.set_ylabel(f"L2 error to the tightest rtol at t = {t_end:g}")
+    a2.set_title(f"tolerance tightening (N = {int(ds.attrs.get('tolerance_resolution', N[0]))})",
+                 fontsize=10)
+    a2.legend(fontsize=7)
+    return _save(fig, out_dir, "pde_self_convergence")
 
 
 @check("pde.self_convergence_sphere", suites=("full",))
@@ -576,12 +598,7 @@ def check_pde_self_convergence_sphere(*, seed: int, out_dir: Path, suite: str) -
                           tail_tol=1e-2)
     err, tails, lower_ok, decreasing, comparisons = _resolution_criteria(ds, model, domain, rho0, times)
     fig, ax = subplots(figsize=(5.5, 4))
-    ax.semilogy(ds["resolution"].values[:-1], err, "o-", label="error to finest")
-    ax.semilogy(ds["resolution"].values[:-1], tails, "s--", label="tail of finest beyond lmax (lower bound)")
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("lmax")
-    ax.set_ylabel(f"L2 error at t = {times[-1]}")
-    ax.legend(fontsize=7)
+    _resolution_panel(ax, ds, err, tails, float(times[-1]), "lmax", "lmax")
     figure = _save(fig, out_dir, "pde_self_convergence_sphere")
     table = convergence_table(ds, time=float(times[-1]))
     ds.attrs["table"] = table

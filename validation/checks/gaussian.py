@@ -250,7 +250,7 @@ def _figure(n: np.ndarray, errs: dict[str, np.ndarray], fits: dict[str, Any],
             ax.loglog(grid, np.exp(f["intercept"]) * grid ** f["slope"], color=colour,
                       label=f"{q}: slope {f['slope']:.2f} [{f['lo']:.2f}, {f['hi']:.2f}]")
         ref = np.exp(fits[name]["mean"]["intercept"]) * n.min() ** fits[name]["mean"]["slope"]
-        ax.loglog(grid, ref * (grid / n.min()) ** -0.5, "k--", lw=0.8, label="n^{-1/2}")
+        ax.loglog(grid, ref * (grid / n.min()) ** -0.5, "k--", lw=0.8, label=r"$n^{-1/2}$")
         ax.xaxis.set_minor_formatter(NullFormatter())  # decades only: no overlapping labels
         ax.set_title(name)
         ax.set_xlabel("n")

@@ -927,7 +927,7 @@ def _table_figure(sizes: Sequence[int], errors: Sequence[float], tol: float, xla
 
 
 def _rate_figure(res: dict[str, Any], name: str, out_dir: Path) -> str:
-    from meanfield.figures import subplots
+    from meanfield.figures import plain_log_ticks, subplots
 
     fig, ax = subplots(figsize=(4.5, 3.5))
     n = np.array(res["n"], dtype=float)
@@ -937,8 +937,9 @@ def _rate_figure(res: dict[str, Any], name: str, out_dir: Path) -> str:
     ax.loglog(grid, np.exp(f["intercept"]) * grid ** f["slope"], "C0-",
               label=f"slope {f['slope']:.2f} [{f['lo']:.2f}, {f['hi']:.2f}]")
     ax.loglog(grid, np.exp(f["intercept"]) * grid.min() ** f["slope"] * (grid / grid.min()) ** -0.5,
-              "k--", lw=0.8, label="n^{-1/2}")
-    ax.set_xlabel("n")
+              "k--", lw=0.8, label=r"$n^{-1/2}$")
+    plain_log_ticks(ax.xaxis, n)
+    ax.set_xlabel("n (particles)")
     ax.set_ylabel("kernel distance to the Lagrangian solution")
     ax.set_title(name)
     ax.legend(fontsize=8)

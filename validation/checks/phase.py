@@ -70,7 +70,8 @@ def check_phase_transition(*, seed: int, out_dir: Path, suite: str) -> CheckResu
     tmp = out_dir / ".phase_transition.nc.tmp"
     ds.to_netcdf(tmp, engine="h5netcdf")
     tmp.replace(data_path)
-    fig = plot_phase_diagram(ds, out_dir / "phase_transition.png")
+    figure = out_dir / "phase_transition.png"
+    plot_phase_diagram(ds, figure)  # returns the Figure; the report links the file
     return CheckResult(
         name=name, quantity=quantity, comparisons=comparisons,
         description=(f"t*(beta) of (6.12); tolerance: grid step {step:g} + Wilson interval at level "
@@ -78,7 +79,7 @@ def check_phase_transition(*, seed: int, out_dir: Path, suite: str) -> CheckResu
         details={"n": size["n"], "d": size["d"], "realizations": size["realizations"],
                  "t_half_lower": lo.tolist(), "t_half_upper": hi.tolist(),
                  "max_excess": float(excess.max()), "data": str(data_path)},
-        data=ds, figure=str(fig))
+        data=ds, figure=str(figure))
 
 
 __all__ = ["check_phase_transition"]

@@ -23,7 +23,7 @@ import xarray as xr
 from scipy import optimize, special, stats
 
 from meanfield import theory
-from meanfield.figures import subplots
+from meanfield.figures import angle_axis, subplots
 
 from ..records import CheckResult, Comparison
 from ..suites import check
@@ -81,7 +81,7 @@ def check_growth_rates(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
         for l, r in enumerate(ref, start=1):
             g = growth_rate(d, att, beta, l)
             tol = 5e-6 if dom == "circle" else 5e-5
-            rows.append({"what": f"formula {dom} {att} beta={beta} l={l}", "expected": r,
+            rows.append({"what": f"formula {dom} {att} beta={beta:g} l={l}", "expected": r,
                          "measured": g, "error": abs(g - r), "tol": tol})
             comparisons.append(Comparison(rows[-1]["what"], g, r, tol, "abs"))
     circle = Circle(32)
@@ -91,7 +91,7 @@ def check_growth_rates(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
         for k in (1, 2, 3):
             g = growth_rate(2, att, beta, k)
             m = _measured_rate(model, circle, k, k, T)
-            rows.append({"what": f"PDE circle {att} beta={beta} k={k}", "expected": g, "measured": m,
+            rows.append({"what": f"PDE circle {att} beta={beta:g} k={k}", "expected": g, "measured": m,
                          "error": abs(m - g), "tol": 1e-6 * abs(g)})
             comparisons.append(Comparison(rows[-1]["what"], m, g, 1e-6, "rel"))
     sph = Sphere(8)
@@ -102,14 +102,7 @@ def check_growth_rates(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
         rows.append({"what": f"PDE sphere unnormalized beta=4 l={l}", "expected": g, "measured": m,
                      "error": abs(m - g), "tol": 1e-6 * abs(g)})
         comparisons.append(Comparison(rows[-1]["what"], m, g, 1e-6, "rel"))
-    fig, ax = subplots(figsize=(7, 4))
-    y = np.array([r["error"] / r["tol"] for r in rows])
-    ax.barh(np.arange(len(rows)), np.maximum(y, 1e-12), color=["C0" if v <= 1 else "C3" for v in y])
-    ax.set_xscale("log")
-    ax.axvline(1.0, color="k", lw=1)
-    ax.set_yticks(np.arange(len(rows)), [r["what"] for r in rows], fontsize=6)
-    ax.set_xlabel("|error| / tolerance (pass < 1)")
-    figure = _save(fig, out_dir, "growth_rates")
+    figure = _growth_rates_figure(rows, out_dir)
     data = xr.Dataset({k: ("row", [r[k] for r in rows]) for k in ("expected", "measured", "error", "tol")},
                       coords={"row": [r["what"] for r in rows]})
     return CheckResult(
@@ -122,6 +115,22 @@ def check_growth_rates(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
         data=data,
         figure=figure,
     )
+
+
+def _growth_rates_figure(rows: list[dict[str, Any]], out_dir: Path) -> str:
+    """One bar per row of :func:`check_growth_rates`: ``|error| / tolerance`` (log scale),
+    the row's name as its tick label (8 pt; the figure grows with the rows)."""
+    fig, ax = subplots(figsize=(7.5, 1.2 + 0.19 * len(rows)))
+    y = np.array([r["error"] / r["tol"] for r in rows])
+    ax.barh(np.arange(len(rows)), np.maximum(y, 1e-12), color=["C0" if v <= 1 else "C3" for v in y])
+    ax.set_xscale("log")
+    ax.axvline(1.0, color="k", lw=1)
+    ax.set_yticks(np.arange(len(rows)), [r["what"] for r in rows], fontsize=8)
+    ax.set_ylim(len(rows) - 0.5, -0.5)  # the first row on top, as in the report's table
+    ax.set_xlabel("|error| / tolerance (pass < 1)")
+    ax.set_ylabel("comparison")
+    ax.set_title("growth rates gamma_l: formula vs references, PDE vs formula", fontsize=10)
+    return _save(fig, out_dir, "growth_rates")
 
 
 @check("theory.orthogonal_start")
@@ -235,6 +244,7 @@ def check_wendel(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
                 fmt="o", capsize=4, label="Monte Carlo (Clopper–Pearson CI)")
     ax.plot(xs, [r["exact"] for r in rows], "kx", ms=10, label="Wendel")
     ax.set_xticks(xs, [f"n={r['n']}, d={r['d']}" for r in rows])
+    ax.set_xlabel("n uniform points on the sphere in R^d")
     ax.set_ylabel("P(all in one open hemisphere)")
     ax.legend(fontsize=7)
     figure = _save(fig, out_dir, "wendel")
@@ -464,7 +474,7 @@ def check_wrapped_cauchy(*, seed: int, out_dir: Path, suite: str) -> CheckResult
         r = math.sqrt(r0**2 * math.exp(t) / (1 - r0**2 + r0**2 * math.exp(t)))
         ax.plot(th, (1 - r * r) / (2 * np.pi * (1 - 2 * r * np.cos(th - phi) + r * r)), "k--", lw=1)
         ax.plot(th, ds["density"].values[i], "-", label=f"PDE t = {t}")
-    ax.set_xlabel("theta")
+    angle_axis(ax.xaxis, r"$\theta$")
     ax.set_ylabel("density (dashed: exact)")
     ax.legend(fontsize=7)
     figure = _save(fig, out_dir, "wrapped_cauchy")
