@@ -15,7 +15,8 @@
 output time. It ends on every path with a :class:`StopReason`:
 
 * success, or a tracker raising :class:`FinishedSimulation` (early, still successful);
-* a monitor raising :class:`Stop` (e.g. the resolution monitor of :func:`meanfield.solve`);
+* a monitor raising :class:`Stop` (e.g. the resolution monitor of :func:`meanfield.solve`),
+  after a step or, through its ``start`` method, before the first one;
 * a non-finite state, ``max_steps`` attempted steps, a step below ``1e-13 |t|``;
 * ``KeyboardInterrupt``, reported as :attr:`StopReason.INTERRUPTED` (the caller saves what it
   has and re-raises :class:`Interrupted`).
@@ -118,7 +119,9 @@ class Replace:
 
 class Monitor(Protocol):
     """Checked after every accepted step: return ``None`` (go on) or :class:`Replace`, or
-    raise :class:`Stop`."""
+    raise :class:`Stop`. A monitor with a method ``start(t0, y0, stage, context)`` is also
+    asked before the first step, where a :class:`Stop` ends the run at ``t0`` with its own
+    reason (a step that would overflow at once is judged before it is taken)."""
 
     def check(self, t: float, y: np.ndarray, stage: np.ndarray | None, context: Any
               ) -> Replace | None: ...
@@ -227,6 +230,10 @@ def integrate(
         nsteps = max(1, math.ceil((t_end - t0) / dt - 1e-9))
         dt = (t_end - t0) / nsteps
     try:
+        for mon in monitors:  # before the first step: a step too large is named, not overflowed
+            start = getattr(mon, "start", None)
+            if start is not None:
+                start(t0, y, stage, context)
         while k_out < len(times):
             target = t_end if dense else float(times[k_out])
             if adaptive or dense:
