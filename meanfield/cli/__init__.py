@@ -111,7 +111,8 @@ the command itself, with :func:`meanfield.io.check_folder`, after what needs no 
 def _check_outputs(args: argparse.Namespace) -> None:
     """Every command that writes files declares ``--overwrite``: its outputs are checked before
     any computation (``meanfield.io.check_writable``: not a folder, not under a file, writable,
-    not already there unless ``--overwrite``)."""
+    not already there unless ``--overwrite``, or ``--resume`` of the run whose partial result
+    it is)."""
     from ..io import check_writable
 
     if "overwrite" not in vars(args):
@@ -120,7 +121,23 @@ def _check_outputs(args: argparse.Namespace) -> None:
     for dest, flag in _OUTPUTS.items():
         value = vars(args).get(dest)
         if isinstance(value, Path) and dest not in folders:
-            check_writable(value, overwrite=args.overwrite, name=flag)
+            again = dest == "out" and bool(vars(args).get("resume")) and _partial(value)
+            check_writable(value, overwrite=args.overwrite or again, name=flag)
+
+
+def _partial(path: Path) -> bool:
+    """``path`` is the partial result of an interrupted or failed run (a NetCDF file whose
+    ``successful`` is 0), which ``--resume`` continues and replaces; never a finished one."""
+    if not path.is_file():
+        return False
+    import xarray as xr
+
+    try:
+        with xr.open_dataset(path, engine="h5netcdf") as ds:  # the attributes only
+            attrs = dict(ds.attrs)
+    except Exception:  # noqa: BLE001 (not a result file: not ours to replace)
+        return False
+    return "successful" in attrs and not int(attrs["successful"])
 
 
 def _keep(args: argparse.Namespace | None, exc: BaseException) -> str:

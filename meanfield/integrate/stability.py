@@ -254,6 +254,8 @@ class StepSizeMonitor:
 
     def _judge(self, t: float, h: float, y: Any, fx: Any) -> None:
         hL = h * self.rate(y, fx)
+        if not math.isfinite(hL):  # a field already non-finite: the engine's check names it
+            return
         if self.worst is None or hL > self.worst[0]:
             self.worst = (hL, t)
         if hL <= WARN_FACTOR * self.radius:
