@@ -532,3 +532,17 @@ def test_interrupted_gaussian_writes_the_steps_accepted(tmp_path) -> None:
     np.testing.assert_allclose(ds["cov"].values, np.broadcast_to(np.eye(2), (t.size, 2, 2)),
                                atol=1e-6)
 
+
+
+def test_gaussian_blow_up_is_said_with_one_prefix(tmp_path, capsys) -> None:
+    """Softmax, Q = K = V = I, beta = 1, Sigma0 = I: Sigma' = 2 Sigma^2 blows up at t* = 1/2
+    (docs/gaussian.md). Exit 1, the partial result written, and the message has one prefix
+    (it read 'meanfield gaussian: solve_gaussian: ...')."""
+    out = tmp_path / "g.nc"
+    assert main(["gaussian", "--mean", "[0,0]", "--cov", "[[1,0],[0,1]]", "--t-max", "1",
+                 "--times", "11", "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("meanfield gaussian: finite-time blow-up") and "t* = 0.5" in err
+    assert err.count("meanfield gaussian") == 1 and "solve_gaussian" not in err
+    ds = read_netcdf(out)
+    assert int(ds.attrs["successful"]) == 0 and float(ds["time"][-1]) <= 0.5
