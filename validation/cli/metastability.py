@@ -80,11 +80,13 @@ def run(args: argparse.Namespace) -> int:
             parts.append(pde_cluster_counts(betas=args.beta, N=args.resolution, t_max=args.t_max,
                                             times=args.pde_times, seed=args.seed,
                                             attention=args.attention))
-    except KeyboardInterrupt as exc:
+    except KeyboardInterrupt as exc:  # the finished cells of the counts too (others NaN)
+        if getattr(exc, "dataset", None) is not None and stage == "cluster counts":
+            parts.insert(0, exc.dataset)  # type: ignore[attr-defined]
         said = _write_partial(parts, args, stage, "interrupted")
         raise Interrupted(said, None) from exc
     except IntegrationError as exc:  # its finished cells too (the others NaN), then exit 1
-        if getattr(exc, "dataset", None) is not None and stage == "cluster counts":
+        if exc.dataset is not None and stage == "cluster counts":
             parts.insert(0, exc.dataset)
         said = _write_partial(parts, args, stage, f"failed: {exc}")
         exc.args = (f"{in_options(str(exc))}; {said}",)  # names --out: not written again
