@@ -133,6 +133,11 @@ def self_convergence(
         ``resolution_needed`` (where a level stopped early, the resolution its monitor's
         estimate asks for: :meth:`Domain.degree_needed`) and their ``*_tolerance``
         counterparts; the settings in ``attrs``.
+
+    Raises:
+        meanfield.integrate.Interrupted: on ``KeyboardInterrupt``; its ``.dataset`` is the
+            study of the runs finished (the others NaN, ``stop_reasons`` saying "not run"),
+            with ``successful = 0`` and a ``stop_reason`` naming the runs not done.
     """
     if int(levels) < 2:
         msg = f"levels must be >= 2, got {levels!r}"
@@ -148,59 +153,109 @@ def self_convergence(
     check_solve_memory(fine, times.size)  # the finest level, before the coarse ones run
 
     tail_tol = float(solve_kwargs.get("tail_tol", 1e-10))
-    coefs, t_ok, steps, ok_flags, reasons, needed = [], [], [], [], [], []
-    for dom in domains:
-        try:
-            ds = solve(model, dom, _initial_on(dom, domain, rho0), times, rtol=rtol, atol=atol,
-                       max_resolution=dom.resolution, throw=False, form=form, **solve_kwargs)
-        except ValueError as exc:  # rho0 itself is not resolved at this resolution
-            if "not resolved" not in str(exc):
-                raise
-            coefs.append(np.full((times.size,) + np.shape(fine.forward(fine.uniform())), np.nan, dtype=complex))
-            t_ok.append(-math.inf)
+    coefs: list[np.ndarray] = []
+    t_ok: list[float] = []
+    steps: list[int] = []
+    ok_flags: list[int] = []
+    reasons: list[str] = []
+    needed: list[int] = []
+    cq: list[np.ndarray] = []
+    steps_q = np.zeros(tols.size, dtype=int)
+    tok_q = np.full(tols.size, np.nan)
+    res_tol = None
+    try:
+        for dom in domains:
+            try:
+                ds = solve(model, dom, _initial_on(dom, domain, rho0), times, rtol=rtol,
+                           atol=atol, max_resolution=dom.resolution, throw=False, form=form,
+                           **solve_kwargs)
+            except ValueError as exc:  # rho0 itself is not resolved at this resolution
+                if "not resolved" not in str(exc):
+                    raise
+                coefs.append(np.full((times.size,) + np.shape(fine.forward(fine.uniform())),
+                                     np.nan, dtype=complex))
+                t_ok.append(-math.inf)
+                steps.append(0)
+                ok_flags.append(0)
+                reasons.append(str(exc))
+                needed.append(2 * dom.resolution)
+                continue
+            coefs.append(_coefficients_at(ds, dom, fine, times))
+            t_ok.append(float(ds.attrs["t_reached"]))
+            steps.append(int(ds.attrs["num_accepted"]))
+            ok_flags.append(int(ds.attrs["successful"]))
+            reasons.append(str(ds.attrs["stop_reason"]))
+            needed.append(_needed(ds, tail_tol))
+        if tolerance_resolution is not None:
+            res_tol = domain.with_resolution(int(tolerance_resolution))
+        else:  # the coarsest level resolved to the end, else the one resolved longest
+            done = [j for j in range(len(domains)) if t_ok[j] >= times[-1] * (1 - 1e-12)]
+            res_tol = domains[done[0] if done else int(np.argmax(t_ok))]
+        if tolerance_resolution is None and not np.isfinite(max(t_ok)):
+            tols = tols[:0]  # no level resolves the start: nothing to study (diagnose says so)
+            steps_q, tok_q = steps_q[:0], tok_q[:0]
+        for j, tol in enumerate(tols):
+            ds = solve(model, res_tol, _initial_on(res_tol, domain, rho0), times,
+                       rtol=float(tol), atol=float(tol) * 1e-4,
+                       max_resolution=res_tol.resolution, throw=False, form=form,
+                       **solve_kwargs)
+            cq.append(_coefficients_at(ds, res_tol, res_tol, times))
+            steps_q[j] = int(ds.attrs["num_accepted"])
+            tok_q[j] = float(ds.attrs["t_reached"])
+    except KeyboardInterrupt as exc:  # the finished runs kept, the others NaN and named
+        from .integrate import Interrupted
+
+        missing = [str(r) for r in resolutions[len(coefs):]]
+        missing_q = [f"{tol:g}" for tol in tols[len(cq):]]
+        running = (f"resolution {missing[0]}" if missing else
+                   f"tolerance {missing_q[0]}" if missing_q else "the comparison")
+        not_run = "; ".join(
+            part for part in (f"resolutions not run: {', '.join(missing)}" if missing else "",
+                              f"tolerances not run: {', '.join(missing_q)}" if missing_q else "")
+            if part)
+        msg = (f"self_convergence interrupted while running {running}"
+               f"{'; ' + not_run if not_run else ''} (the study is incomplete: its differences "
+               "and orders compare only the runs finished)")
+        for r in missing:
+            coefs.append(np.full((times.size,) + np.shape(fine.forward(fine.uniform())),
+                                 np.nan, dtype=complex))
+            t_ok.append(math.nan)
             steps.append(0)
             ok_flags.append(0)
-            reasons.append(str(exc))
-            needed.append(2 * dom.resolution)
-            continue
-        coefs.append(_coefficients_at(ds, dom, fine, times))
-        t_ok.append(float(ds.attrs["t_reached"]))
-        steps.append(int(ds.attrs["num_accepted"]))
-        ok_flags.append(int(ds.attrs["successful"]))
-        reasons.append(str(ds.attrs["stop_reason"]))
-        needed.append(_needed(ds, tail_tol))
-    L = len(domains)
+            reasons.append(f"not run (interrupted) at resolution {r}")
+            needed.append(0)
+        partial = _study(model, domain, times, resolutions, fine, coefs, t_ok, steps, ok_flags,
+                         reasons, needed, tols, cq, steps_q, tok_q,
+                         res_tol if res_tol is not None else domain, rtol, atol, form, tail_tol)
+        partial.attrs.update(successful=0, stop_reason=f"interrupted by the user: {msg}")
+        raise Interrupted(msg, partial) from exc
+    assert res_tol is not None
+    return _study(model, domain, times, resolutions, fine, coefs, t_ok, steps, ok_flags, reasons,
+                  needed, tols, cq, steps_q, tok_q, res_tol, rtol, atol, form, tail_tol)
+
+
+def _study(model: Model, domain: Domain, times: np.ndarray, resolutions: list[int],
+           fine: Domain, coefs: list[np.ndarray], t_ok: list[float], steps: list[int],
+           ok_flags: list[int], reasons: list[str], needed: list[int], tols: np.ndarray,
+           cq: list[np.ndarray], steps_q: np.ndarray, tok_q: np.ndarray, res_tol: Domain,
+           rtol: float, atol: float, form: str, tail_tol: float) -> xr.Dataset:
+    """The Dataset of :func:`self_convergence` from its runs (the tolerance runs ``cq``: the
+    first ones of ``tols``; the others, not run, are NaN)."""
+    L = len(resolutions)
     diff_r = np.full((L, times.size), np.nan)
     err_r = np.full((L, times.size), np.nan)
     for j in range(L - 1):
         diff_r[j] = _norms(fine, coefs[j], coefs[j + 1])
         err_r[j] = _norms(fine, coefs[j], coefs[-1])
     order_r = _orders(diff_r, np.full(L, 2.0))
-
-    if tolerance_resolution is not None:
-        res_tol = domain.with_resolution(int(tolerance_resolution))
-    else:  # the coarsest level resolved to the end, else the one resolved longest
-        done = [j for j in range(L) if t_ok[j] >= times[-1] * (1 - 1e-12)]
-        res_tol = domains[done[0] if done else int(np.argmax(t_ok))]
-    if tolerance_resolution is None and not np.isfinite(max(t_ok)):
-        tols = tols[:0]  # no level resolves the start: nothing to study (diagnose says so)
     T = tols.size
     diff_q = np.full((T, times.size), np.nan)
     err_q = np.full((T, times.size), np.nan)
-    steps_q = np.zeros(T, dtype=int)
-    tok_q = np.full(T, np.nan)
     if T:
-        cq = []
-        for j, tol in enumerate(tols):
-            ds = solve(model, res_tol, _initial_on(res_tol, domain, rho0), times, rtol=float(tol),
-                       atol=float(tol) * 1e-4, max_resolution=res_tol.resolution, throw=False,
-                       form=form, **solve_kwargs)
-            cq.append(_coefficients_at(ds, res_tol, res_tol, times))
-            steps_q[j] = int(ds.attrs["num_accepted"])
-            tok_q[j] = float(ds.attrs["t_reached"])
-        for j in range(T - 1):
+        for j in range(len(cq) - 1):
             diff_q[j] = _norms(res_tol, cq[j], cq[j + 1])
-            err_q[j] = _norms(res_tol, cq[j], cq[-1])
+            if len(cq) == T:  # to the tightest tolerance, only once it has run
+                err_q[j] = _norms(res_tol, cq[j], cq[-1])
         ratio = np.append(tols[:-1] / tols[1:], 10.0)
         order_q = _orders(diff_q, ratio)
     else:

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 import xarray as xr
-from scipy.integrate import solve_ivp
+from scipy.integrate import BDF, DOP853, LSODA, RK23, RK45, OdeSolver, Radau, solve_ivp
 
 from . import attention
 from .checks import output_times
@@ -88,6 +88,41 @@ class BlowUpError(GaussianFlowError):
         self.eigenvalue = eigenvalue
         self.eigenvector = eigenvector
         self.blowup_time = blowup_time
+
+
+METHODS: dict[str, type[OdeSolver]] = {c.__name__: c for c in (DOP853, RK45, RK23, Radau, BDF,
+                                                                LSODA)}
+"""The ``solve_ivp`` methods :func:`solve_gaussian` takes, by name."""
+
+
+def _recording(base: type[OdeSolver], times: np.ndarray, kept: dict[int, np.ndarray]
+               ) -> type[OdeSolver]:
+    """``base`` that also keeps, after each accepted step, the states at the output times it
+    passed (``kept[k]``, from the step's own interpolant, as ``solve_ivp``'s ``t_eval``) and
+    the last accepted state (``kept[-1] = [t, *y]``): what an interrupt inside ``solve_ivp``,
+    which keeps nothing, leaves to the partial result."""
+
+    class Recording(base):  # type: ignore[valid-type,misc]
+        def step(self) -> str | None:
+            message = super().step()
+            if self.status == "failed":
+                return message
+            t_old, t_new = self.t_old, self.t
+            k = len(kept) - (-1 in kept)  # the next output time not kept
+            interp = None
+            while k < times.size and times[k] <= t_new:
+                if times[k] == t_new or t_old is None:
+                    kept[k] = np.array(self.y, copy=True)
+                else:
+                    if interp is None:
+                        interp = self.dense_output()
+                    kept[k] = np.asarray(interp(times[k]), dtype=float)
+                k += 1
+            kept[-1] = np.concatenate([[t_new], self.y])
+            return message
+
+    Recording.__name__ = base.__name__
+    return Recording
 
 
 # -- the field ------------------------------------------------------------------------------
@@ -224,7 +259,8 @@ def solve_gaussian(model: Model, mean0: Any, cov0: Any, t: Any, *, rtol: float =
         cov0: initial covariance, symmetric positive definite, shape ``(d, d)``.
         t: strictly increasing output times; ``t[0]`` is the initial time.
         rtol, atol: tolerances of ``scipy.integrate.solve_ivp`` on ``(m, L)``, ``Sigma = L L^T``.
-        method: an adaptive ``solve_ivp`` method (``"DOP853"``, ``"RK45"``, ``"Radau"``, ...).
+        method: a ``solve_ivp`` method named in :data:`METHODS` (``"DOP853"``, ``"RK45"``,
+            ``"Radau"``, ...).
         max_eigenvalue: blow-up threshold on the largest eigenvalue of ``Sigma``; default
             ``1e10 * max(1, largest eigenvalue of cov0)``.
         throw: raise :class:`BlowUpError` (or :class:`GaussianFlowError`) on failure; if
@@ -236,6 +272,8 @@ def solve_gaussian(model: Model, mean0: Any, cov0: Any, t: Any, *, rtol: float =
         state, the method and, after a blow-up, ``blowup_time`` in ``settings``).
 
     Raises:
+        meanfield.integrate.Interrupted: on ``KeyboardInterrupt``; its ``.dataset`` holds the
+            output times passed up to the last accepted step (``t_reached``), ``successful = 0``.
         ValueError: bad input (shapes, a covariance that is not symmetric positive definite,
             an attention kind without a Gaussian reduction, a model of another dimension).
         BlowUpError: finite-time blow-up (the partial Dataset is its ``partial``).
@@ -243,6 +281,9 @@ def solve_gaussian(model: Model, mean0: Any, cov0: Any, t: Any, *, rtol: float =
     _check_model(model)
     mean, cov, factor = _check_state(model, mean0, cov0)
     times = _check_times(t)
+    if method not in METHODS:
+        msg = f"method must be one of {', '.join(METHODS)}, got {method!r}"
+        raise ValueError(msg)
     for name, tol in (("rtol", rtol), ("atol", atol)):
         if not (np.isfinite(tol) and tol > 0):
             msg = f"{name} must be finite and > 0, got {tol!r}"
@@ -294,20 +335,29 @@ def solve_gaussian(model: Model, mean0: Any, cov0: Any, t: Any, *, rtol: float =
                    f"{float(times[0]):.6g} (beta = {model.beta:g})")
         nfev = nsteps = 0
     else:
+        kept: dict[int, np.ndarray] = {0: y0}
         try:
             with np.errstate(over="ignore", invalid="ignore"):
-                sol = solve_ivp(rhs, (times[0], times[-1]), y0, method=method, t_eval=times,
+                sol = solve_ivp(rhs, (times[0], times[-1]), y0, t_eval=times,
+                                method=_recording(METHODS[method], times, kept),
                                 rtol=rtol, atol=atol, events=blowup, dense_output=True)
-        except KeyboardInterrupt:  # scipy keeps nothing: the initial state, marked
+        except KeyboardInterrupt:  # the output times passed, up to the last accepted step
             wall = _time.perf_counter() - start
-            ended = Solution(StopReason.INTERRUPTED, "", float(times[0]), y0, None,
-                             wall_time_s=wall)
-            partial = _dataset(model, times[:1], mean[None], cov[None], result_attrs(
+            t_last = float(kept[-1][0]) if -1 in kept else float(times[0])
+            reached = sorted(k for k in kept if k >= 0)
+            ys_kept = np.array([kept[k] for k in reached])
+            lf_kept = ys_kept[:, d:].reshape(-1, d, d)
+            cov_kept = lf_kept @ np.transpose(lf_kept, (0, 2, 1))
+            cov_kept = 0.5 * (cov_kept + np.transpose(cov_kept, (0, 2, 1)))
+            cov_kept[0] = cov
+            ended = Solution(StopReason.INTERRUPTED, "", t_last, y0, None, wall_time_s=wall)
+            partial = _dataset(model, times[reached], ys_kept[:, :d], cov_kept, result_attrs(
                 title="meanfield solve_gaussian", solver="meanfield.solve_gaussian",
                 model=model.to_json(), settings=settings, scheme=f"scipy-{method}",
                 controller="scipy", rtol=rtol, atol=atol, dt=None, stats={},
-                stop_reason=ended.message, successful=False, t_reached=float(times[0]),
-                wall_time_s=wall))
+                stop_reason=(f"{ended.message} at t = {t_last:.6g} (the last accepted step; "
+                             f"{len(reached)} of {times.size} output times reached)"),
+                successful=False, t_reached=t_last, wall_time_s=wall))
             return finish(ended, partial, name="solve_gaussian")
         sol_t, status, message, nfev = np.asarray(sol.t, dtype=float), sol.status, sol.message, sol.nfev
         sol_y = np.asarray(sol.y, dtype=float).reshape(y0.size, -1)
@@ -394,6 +444,7 @@ def solve_gaussian(model: Model, mean0: Any, cov0: Any, t: Any, *, rtol: float =
 
 __all__ = [
     "GAUSSIAN_KINDS",
+    "METHODS",
     "BlowUpError",
     "GaussianFlowError",
     "affine_field",

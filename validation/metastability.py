@@ -48,7 +48,7 @@ from .phase_diagram import (
     sample_tokens,
     usa_step,
 )
-from .sweep import SweepError, sweep
+from .sweep import ON_FAILURE, SweepError, sweep
 
 NEVER_CLUSTERED = "NaN where the seed never had at most that many clusters up to the last time"
 """The note on ``first_time`` (:mod:`meanfield.finite`)."""
@@ -74,20 +74,30 @@ def _angles(x: np.ndarray) -> np.ndarray:
 def trajectories(betas: Sequence[float] = (4.0, 9.0), n: int = 32, t_max: float = 30.0,
                  times: int = 301, seed: int = 0, attention: str = "softmax",
                  dt: float = 0.1, *, backend: str = "numpy", device: str | None = None,
-                 dtype: str = "float64") -> xr.Dataset:
+                 dtype: str = "float64", on_failure: str = "stop") -> xr.Dataset:
     """Angles of one random uniform start of ``n`` tokens on the circle, for each ``beta``.
 
     The same start for every ``beta`` (drawn from ``seed``), integrated by the batched RK4 of
     :mod:`validation.phase_diagram` (checked against ``particles``). Returns ``theta``
     (beta, time, token), unwrapped in time, and ``clusters`` (beta, time), ``delta = 1e-3``.
     ``backend``, ``device``, ``dtype``: the array backend of the runs (recorded in ``attrs``).
+
+    A ``beta`` whose run did not reach ``t_max`` raises
+    :class:`particles.ensemble.EnsembleError` (``on_failure="stop"``) or, with
+    ``on_failure="record"``, is NaN (``clusters`` becomes float) and named with its reason
+    in ``attrs["failed_betas"]`` (JSON ``{beta: reason}``, ``"{}"`` when none failed); every
+    ``beta`` failing raises the first error.
     """
+    if on_failure not in ON_FAILURE:
+        msg = f"on_failure must be one of {ON_FAILURE}, got {on_failure!r}"
+        raise ValueError(msg)
     _check(n=n, t_max=t_max, times=times, betas=betas)
     where = check_backend(backend, device, dtype)
     t = np.linspace(0.0, float(t_max), int(times))
     check_cell_steps(t, float(dt), betas, attention)
     x0 = sample_tokens(np.random.default_rng(seed), 1, int(n), 2)
     theta = np.empty((len(betas), t.size, int(n)))
+    failed: dict[int, str] = {}
     for b, beta in enumerate(betas):
         def record(k: int, _t: float, x: np.ndarray, b: int = b) -> None:
             theta[b, k] = _angles(x[0])
@@ -95,15 +105,29 @@ def trajectories(betas: Sequence[float] = (4.0, 9.0), n: int = 32, t_max: float 
         sol = simulate_ensemble(x0, float(beta), t, record, attention=attention,
                                 dt=usa_step(dt, float(beta), attention), backend=where.name,
                                 device=where.device, dtype=where.dtype)
-        finish(sol, None, name=f"trajectories at beta = {float(beta):g}", error=EnsembleError)
+        try:
+            finish(sol, None, name=f"trajectories at beta = {float(beta):g}",
+                   error=EnsembleError)
+        except EnsembleError as exc:
+            if on_failure == "stop" or len(failed) == len(betas) - 1:
+                raise
+            failed[b] = str(exc)
+    theta[list(failed)] = 0.0  # never counted: NaN below
     theta = np.unwrap(theta, axis=1)
+    clusters: np.ndarray = count_clusters_angles(theta)
+    if failed:
+        theta[list(failed)] = np.nan
+        clusters = clusters.astype(float)
+        clusters[list(failed)] = np.nan
     return xr.Dataset(
         {"theta": (("beta", "time", "token"), theta, {"long_name": "angle theta_i(t)"}),
-         "clusters": (("beta", "time"), count_clusters_angles(theta))},
+         "clusters": (("beta", "time"), clusters)},
         coords={"beta": ("beta", np.asarray(betas, dtype=float)), "time": ("time", t),
                 "token": np.arange(int(n))},
         attrs={"n": int(n), "seed": int(seed), "attention": attention, "dt": float(dt),
                "backend": where.label(),
+               "failed_betas": json.dumps({f"{float(betas[b]):g}": why
+                                           for b, why in failed.items()}),
                "title": "trajectories on the circle (Figure 4 of arXiv 2312.10794)"})
 
 

@@ -7,9 +7,13 @@ core names its own commands (``solve``, ``plot``, ``gaussian``, ``convergence``)
 nothing of ``particles`` or ``validation``, which register theirs. A command whose module
 cannot be imported stays in ``meanfield --help``, marked broken, and running it says why.
 
-Exit codes: 0 success, 1 a run that ended early or failed, 2 bad input (a ``ValueError``, a
-missing file), 130 interrupted. Anticipated errors print one line; ``--debug`` shows the
-traceback before it, and the exit code stays the same.
+Exit codes: 0 success, 1 a run that ended early or failed (an
+:class:`meanfield.integrate.IntegrationError`: a sweep's failed cell, an ensemble, a Gaussian
+blow-up, an unresolved run), 2 bad input (a ``ValueError``, a missing file), 130 interrupted.
+Anticipated errors print one line, the reason; ``--debug`` shows the traceback before it, and
+the exit code stays the same. The partial result an interrupt or a failure carries
+(``.dataset``) is written to the command's ``--out`` file, if it has one and the command did
+not already, and the line says so ("partial results written to OUT").
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Any, Sequence
 
+from ..integrate import IntegrationError
 from .options import check_required
 
 GROUP = "meanfield.commands"
@@ -106,7 +111,8 @@ the command itself, with :func:`meanfield.io.check_folder`, after what needs no 
 def _check_outputs(args: argparse.Namespace) -> None:
     """Every command that writes files declares ``--overwrite``: its outputs are checked before
     any computation (``meanfield.io.check_writable``: not a folder, not under a file, writable,
-    not already there unless ``--overwrite``)."""
+    not already there unless ``--overwrite``, or ``--resume`` of the run whose partial result
+    it is)."""
     from ..io import check_writable
 
     if "overwrite" not in vars(args):
@@ -115,7 +121,42 @@ def _check_outputs(args: argparse.Namespace) -> None:
     for dest, flag in _OUTPUTS.items():
         value = vars(args).get(dest)
         if isinstance(value, Path) and dest not in folders:
-            check_writable(value, overwrite=args.overwrite, name=flag)
+            again = dest == "out" and bool(vars(args).get("resume")) and _partial(value)
+            check_writable(value, overwrite=args.overwrite or again, name=flag)
+
+
+def _partial(path: Path) -> bool:
+    """``path`` is the partial result of an interrupted or failed run (a NetCDF file whose
+    ``successful`` is 0), which ``--resume`` continues and replaces; never a finished one."""
+    if not path.is_file():
+        return False
+    import xarray as xr
+
+    try:
+        with xr.open_dataset(path, engine="h5netcdf") as ds:  # the attributes only
+            attrs = dict(ds.attrs)
+    except Exception:  # noqa: BLE001 (not a result file: not ours to replace)
+        return False
+    return "successful" in attrs and not int(attrs["successful"])
+
+
+def _keep(args: argparse.Namespace | None, exc: BaseException) -> str:
+    """Write the partial Dataset ``exc`` carries (``.dataset``) to the command's ``--out``
+    file and return the words that say so; ``""`` when there is none, when ``--out`` is a
+    folder or not given, or when the message already names the file (the command or
+    :func:`meanfield.integrate.finish` wrote it)."""
+    ds = getattr(exc, "dataset", None)
+    out = vars(args).get("out") if args is not None else None
+    if (ds is None or not hasattr(ds, "to_netcdf") or not isinstance(out, Path)
+            or "out" in getattr(args, FOLDER_KEY, ()) or str(out) in str(exc)):
+        return ""
+    from ..io import write_netcdf
+
+    try:
+        write_netcdf(ds, out)
+    except OSError as err:  # the reason stays the run's; the file's failure is added
+        return f"; the partial results could not be written to {out} ({err})"
+    return f"; partial results written to {out}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -124,6 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug = "--debug" in argv
     parser = build_parser()
     command = next((a for a in argv if not a.startswith("-")), "")
+    args: argparse.Namespace | None = None
     try:
         args, extra = parser.parse_known_args(argv)
         if extra and not getattr(args, "_broken", False):
@@ -137,8 +179,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except KeyboardInterrupt as exc:
         said = str(exc).strip()  # meanfield.integrate.Interrupted says what was kept
-        return _fail(command, f"interrupted: {said}" if said else "interrupted", 130,
-                     exc if debug else None)
+        said = (f"interrupted: {said}" if said else "interrupted") + _keep(args, exc)
+        return _fail(command, said, 130, exc if debug else None)
+    except IntegrationError as exc:  # a run that ended early: its reason, what was kept
+        return _fail(command, f"{exc}{_keep(args, exc)}", 1, exc if debug else None)
     except ValueError as exc:
         return _fail(command, str(exc), 2, exc if debug else None)
     except FileNotFoundError as exc:

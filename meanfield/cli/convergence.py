@@ -8,8 +8,9 @@ is used) and final time. See :func:`meanfield.convergence.self_convergence` and
 ``docs/validation.md``. Exit code 0 when two resolutions (and the tolerance study) stayed
 resolved to the final time; 1 otherwise, with a sentence saying what to change (a finer
 ``--resolution``, an earlier ``--t-max``, a larger ``--tail-tol``), and no table at all when
-no two resolutions can be compared after the start; 2 on bad input; 130 interrupted (nothing is
-written: the study compares whole runs).
+no two resolutions can be compared after the start; 2 on bad input; 130 interrupted (the study of
+the runs finished is written to ``--out``, the others NaN, ``successful = 0``, its
+``stop_reason`` naming the resolutions and tolerances not run).
 """
 
 from __future__ import annotations
@@ -78,16 +79,11 @@ def run(args: argparse.Namespace) -> int:
     domain = _domain(args)
     rho0 = _initial(args, domain)
     times = np.linspace(0.0, args.t_max, args.times)
-    try:
-        ds = self_convergence(model, domain, rho0, times, levels=args.levels, rtol=args.rtol,
-                              atol=args.atol, tolerances=tuple(args.tolerances),
-                              tail_tol=args.tail_tol)
-    except KeyboardInterrupt as exc:  # say what is kept: nothing, a study compares whole runs
-        from ..integrate import Interrupted
-
-        where = f"; nothing is written to {args.out}" if args.out is not None else ""
-        msg = f"{str(exc).strip() or 'a run of the study was interrupted'}{where} (the study is incomplete)"
-        raise Interrupted(msg) from exc
+    # Ctrl-C: self_convergence's Interrupted carries the study of the runs finished, which
+    # meanfield.cli.main writes to --out (successful = 0)
+    ds = self_convergence(model, domain, rho0, times, levels=args.levels, rtol=args.rtol,
+                          atol=args.atol, tolerances=tuple(args.tolerances),
+                          tail_tol=args.tail_tol)
     problem = diagnose(ds)
     if table_time(ds) is not None:  # else every comparison is at the start: no table
         print(convergence_table(ds, note=False))  # the note goes to stderr

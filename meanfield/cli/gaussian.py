@@ -4,7 +4,8 @@ Matrices and vectors are given as JSON (``--Q "[[1,0],[0,1]]"``), or the whole m
 JSON file written by ``Model.to_json()`` (``--model model.json``). Writes the Dataset as
 NetCDF (atomically) and, optionally, a PNG of the ellipses (``d = 2``) or eigenvalues.
 Exit code 0 on success, 1 on blow-up or when the integrator gives up (the partial result is
-still written), 2 on bad input.
+still written), 2 on bad input, 130 interrupted (the output times passed up to the last
+accepted step are written to ``--out``, ``successful = 0``).
 See ``docs/gaussian.md`` and docs/equations.md section 4.
 """
 
@@ -65,7 +66,8 @@ def run(args: argparse.Namespace) -> int:
     except GaussianFlowError as exc:  # a blow-up, or the integrator gave up
         if exc.partial is None:
             raise
-        print(f"meanfield gaussian: {exc}", file=sys.stderr)
+        # one prefix: the reason as the partial result records it, not solve_gaussian's name
+        print(f"meanfield gaussian: {exc.partial.attrs['stop_reason']}", file=sys.stderr)
         ds, code = exc.partial, 1
     last = ds.isel(time=-1)
     np.set_printoptions(precision=6, suppress=False)

@@ -253,6 +253,14 @@ OPTIONS: dict[str, Option] = {
                         "(tcp://host:8786)", str, metavar="ADDRESS", shown="none"),
     "resume": Option("--resume", "skip the work already saved by an interrupted run", None,
                      False, flag_only=True),
+    "on_failure": Option(
+        "--on-failure", "what a cell whose integration did not succeed (non-finite states, a "
+        "step beyond the stability bound) does: 'stop' ends the command with its reason (the "
+        "finished cells written to --out, exit 1); 'record' goes on, the failed cells are NaN, "
+        "left out of every statistic, counted in num_rejected and listed in "
+        "settings['failed_cells'], and the file is written with successful = 0 and exit code 1 "
+        "(the file as a whole is not the result asked for: a script must not take it for one)",
+        str, "stop", choices=("stop", "record")),
     "store": Option("--store", "directory for the per-cell files", Path,
                     shown="OUT with suffix .cells"),
     "keep_cells": Option("--keep-cells", "keep the per-cell files after success", None, False,
@@ -386,8 +394,10 @@ COMMANDS: dict[str, dict[str, Any]] = {
         "delta": 1e-3, "realizations": Use(default=1024, help="random starts per cell"),
         "attention": Use(choices=_kinds("phase_diagram")), "qk": "identity",
         "v": "identity", "dt": Use(default=0.3, help="largest RK4 step"), "seed": 0,
-        "workers": 1, "scheduler": None, "store": None,
-        "resume": Use(help="skip the cells already in the store (after an interruption)"),
+        "workers": 1, "scheduler": None, "on_failure": "stop", "store": None,
+        "resume": Use(help="skip the cells already in the store (after an interruption); "
+                           "an --out file left by the interrupted run (successful = 0) is "
+                           "replaced"),
         "keep_cells": False, "progress": True,
         "out": Use(required=True, help="NetCDF file to write"),
         "plot": Use(help="PNG heat map with the curve (6.12)"), "overwrite": False,
@@ -398,7 +408,7 @@ COMMANDS: dict[str, dict[str, Any]] = {
         "realizations": Use(default=256, help="random starts per beta"), "t_max": 30.0,
         "times": 301, "delta": 1e-3, "attention": Use(choices=_kinds("ensemble")),
         "dt": Use(default=0.1, help="largest RK4 step"), "seed": 0, "workers": 1,
-        "scheduler": None, "pde": False,
+        "scheduler": None, "on_failure": "stop", "pde": False,
         "resolution": Use(default=256, help="starting grid size N of the PDE"),
         "pde_times": 61, "progress": True,
         "out": Use(required=True, help="NetCDF file to write"),

@@ -15,7 +15,8 @@
 output time. It ends on every path with a :class:`StopReason`:
 
 * success, or a tracker raising :class:`FinishedSimulation` (early, still successful);
-* a monitor raising :class:`Stop` (e.g. the resolution monitor of :func:`meanfield.solve`);
+* a monitor raising :class:`Stop` (e.g. the resolution monitor of :func:`meanfield.solve`),
+  after a step or, through its ``start`` method, before the first one;
 * a non-finite state, ``max_steps`` attempted steps, a step below ``1e-13 |t|``;
 * an overflow (:attr:`StopReason.OVERFLOW`): a non-finite field at the start, or an adaptive
   step that shrank below its minimum while its trial states stayed non-finite (the cause is
@@ -130,7 +131,9 @@ class Monitor(Protocol):
     ``explain_small_step(t, y, h)``, called before the loop stops on a non-finite state or a
     step below its minimum, which raise :class:`Stop` with a more precise reason than
     :attr:`StopReason.NON_FINITE` or :attr:`StopReason.STEP_TOO_SMALL` (or return to leave
-    it at that)."""
+    it at that). A monitor with a method ``start(t0, y0, stage, context)`` is also asked
+    before the first step, where a :class:`Stop` ends the run at ``t0`` with its own reason
+    (a step that would overflow at once is judged before it is taken)."""
 
     def check(self, t: float, y: np.ndarray, stage: np.ndarray | None, context: Any
               ) -> Replace | None: ...
@@ -261,6 +264,10 @@ def integrate(
         if start_overflow:
             raise Stop(StopReason.OVERFLOW, f"the field is non-finite at the start, t = {t:.6g} "
                        "(e.g. e^{beta <x, y>} beyond float64)")
+        for mon in monitors:  # before the first step: a step too large is named, not overflowed
+            start = getattr(mon, "start", None)
+            if start is not None:
+                start(t0, y, stage, context)
         while k_out < len(times):
             target = t_end if dense else float(times[k_out])
             if adaptive or dense:

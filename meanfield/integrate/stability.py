@@ -184,7 +184,7 @@ class StepSizeMonitor:
         self.spent = 0
         self.accepted = 0  # the engine calls check after every accepted step
         first = self.steps.get(float(t[1]), self._step(t[1] - t[0])) if dense else self._step(t[1] - t[0])
-        self.start = None if x0 is None else (float(t[0]), first, x0)
+        self._start = None if x0 is None else (float(t[0]), first, x0)
         self.sphere = sphere
         self.iterations = iterations
         self.rng = np.random.default_rng(0)  # the same directions in every run: repeatable
@@ -227,17 +227,23 @@ class StepSizeMonitor:
                 eps = rel * scale * math.sqrt(size) / nv
                 jv = self._tangent(x, (self.f(x + eps * v) - f0) / eps)
                 L = math.sqrt(float(xp.sum(jv * jv))) / nv
-                if not math.isfinite(L):  # the Jacobian overflows the float range
-                    return math.inf
+                if not math.isfinite(L):  # inf: the Jacobian overflows; NaN: the field is not finite
+                    return L
                 v = jv
         return L
 
+    def start(self, t: float, y: Any, stage: Any, context: Any) -> None:
+        """Judge ``x0`` with the first step before it is taken (the engine's hook): a step
+        whose first stage already overflows ends with this monitor's message, not with a
+        non-finite state."""
+        if self._start is not None:
+            t0, h0, x0 = self._start
+            self._start = None
+            self._judge(t0, h0, x0, None)
+
     def check(self, t: float, y: Any, stage: Any, context: Any) -> None:
         self.accepted += 1
-        if self.start is not None:
-            t0, h0, x0 = self.start
-            self.start = None
-            self._judge(t0, h0, x0, None)
+        self.start(t, y, stage, context)  # a caller's loop without the engine's start hook
         due = None
         while self._due and t >= self._due[0] - self._slack:
             due = self._due.pop(0)
@@ -251,6 +257,8 @@ class StepSizeMonitor:
 
     def _judge(self, t: float, h: float, y: Any, fx: Any) -> None:
         hL = h * self.rate(y, fx)
+        if math.isnan(hL):  # a field already non-finite: the engine's check names it
+            return
         if self.worst is None or hL > self.worst[0]:
             self.worst = (hL, t)
         if hL <= WARN_FACTOR * self.radius:

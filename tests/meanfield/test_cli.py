@@ -454,15 +454,95 @@ def test_an_unresolved_start_is_said_with_the_options(tmp_path, capsys) -> None:
     assert "rho0" not in err and "tail_tol" not in err and not out.exists()
 
 
-def test_interrupted_convergence_says_nothing_is_written(tmp_path, monkeypatch, capsys) -> None:
-    import meanfield.convergence
-    from meanfield.integrate import Interrupted
+def _interrupt(argv: list[str], wait_for: bytes, after_s: float) -> tuple[int, str]:
+    """Run ``meanfield ARGV`` in a child whose SIGINT handler is Python's default (asserted
+    there, as a terminal's Ctrl-C finds it), send SIGINT ``after_s`` seconds after ``wait_for``
+    appears on its stderr; return its exit code and stderr."""
+    import os
+    import signal
+    import time
 
-    def interrupted(*args, **kwargs):
-        raise Interrupted("spectral solve interrupted at t = 0.25")
+    child = ("import signal, sys\n"
+             "assert signal.getsignal(signal.SIGINT) is signal.default_int_handler\n"
+             "from meanfield.cli import main\n"
+             "print('started', file=sys.stderr, flush=True)\n"
+             f"sys.exit(main({argv!r}))\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(meanfield.__file__).parents[1])}
+    proc = subprocess.Popen([sys.executable, "-c", child], stderr=subprocess.PIPE,
+                            stdout=subprocess.PIPE, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert proc.stderr is not None
+    seen, deadline = b"", time.monotonic() + 120
+    while wait_for not in seen:
+        chunk = os.read(proc.stderr.fileno(), 4096)
+        if not chunk or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"the child ended or timed out before {wait_for!r}: {seen[-500:]!r}")
+        seen += chunk
+    time.sleep(after_s)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    return proc.returncode, (seen + stderr).decode()
 
-    monkeypatch.setattr(meanfield.convergence, "self_convergence", interrupted)
+
+def test_interrupted_convergence_writes_the_runs_finished(tmp_path) -> None:
+    """Ctrl-C (real SIGINT) during the study: exit 130, the message names the file and the
+    runs not done, and the file holds the runs finished (finite) and those not run (NaN),
+    successful = 0. The noise keeps every level resolved to t = 10; 80 tolerances keep the
+    child busy far past the SIGINT (each run takes a good fraction of a second), which lands
+    8 s after the imports, when at least the first resolution (about a second) has run."""
     out = tmp_path / "study.nc"
-    assert main(["convergence", "--resolution", "16", "--out", str(out)]) == 130
+    tols = ",".join(f"{x:.6g}" for x in np.logspace(-6, -13, 80))
+    code, err = _interrupt(["convergence", "--levels", "2", "--noise", "0.5", "--t-max", "10",
+                            "--times", "3", "--tolerances", tols, "--out", str(out)],
+                           b"started", 8.0)
+    assert code == 130, err
+    assert "self_convergence interrupted while running" in err and "not run" in err
+    assert f"partial results written to {out}" in err
+    ds = read_netcdf(out)
+    assert int(ds.attrs["successful"]) == 0 and "not run: " in ds.attrs["stop_reason"]
+    t_res = ds["t_resolved"].values
+    t_tol = ds["t_resolved_tolerance"].values
+    assert t_res[0] == 10.0  # the first level ran, to the end
+    ran = np.concatenate([t_res, t_tol])
+    done = int(np.sum(np.isfinite(ran)))
+    assert 0 < done < ran.size and np.all(np.isfinite(ran[:done])) and np.all(np.isnan(ran[done:]))
+    if np.isnan(t_tol[-1]):  # the tightest tolerance did not run: no error is claimed to it
+        assert np.all(np.isnan(ds["error_tolerance"].values))
+
+
+def test_interrupted_gaussian_writes_the_steps_accepted(tmp_path) -> None:
+    """Ctrl-C (real SIGINT) inside scipy's solve_ivp: exit 130, and --out holds the output
+    times passed up to the last accepted step (it used to hold the initial state only), with
+    the exact rotation m(t) = (cos 2t, sin 2t) of this model (V a rotation, Q = K = I,
+    beta = 1: m' = (1 + beta) V m, Sigma = I fixed)."""
+    out = tmp_path / "g.nc"
+    code, err = _interrupt(["gaussian", "--mean", "[1,0]", "--cov", "[[1,0],[0,1]]", "--V",
+                            "[[0,-1],[1,0]]", "--t-max", "1e6", "--times", "100001", "--rtol",
+                            "1e-12", "--out", str(out)], b"started", 3.0)
+    assert code == 130, err
+    assert err.count("meanfield gaussian") == 1 and f"partial results written to {out}" in err
+    ds = read_netcdf(out)
+    assert int(ds.attrs["successful"]) == 0 and "interrupted" in ds.attrs["stop_reason"]
+    t = ds["time"].values
+    assert t.size >= 2 and t[-1] <= ds.attrs["t_reached"] < 1e6
+    # DOP853 at rtol 1e-12: a local error ~1e-12 per step, at most ~1e5 steps in 3 s: < 1e-6
+    expected = np.stack([np.cos(2 * t), np.sin(2 * t)], axis=-1)
+    np.testing.assert_allclose(ds["mean"].values, expected, atol=1e-6)
+    np.testing.assert_allclose(ds["cov"].values, np.broadcast_to(np.eye(2), (t.size, 2, 2)),
+                               atol=1e-6)
+
+
+
+def test_gaussian_blow_up_is_said_with_one_prefix(tmp_path, capsys) -> None:
+    """Softmax, Q = K = V = I, beta = 1, Sigma0 = I: Sigma' = 2 Sigma^2 blows up at t* = 1/2
+    (docs/gaussian.md). Exit 1, the partial result written, and the message has one prefix
+    (it read 'meanfield gaussian: solve_gaussian: ...')."""
+    out = tmp_path / "g.nc"
+    assert main(["gaussian", "--mean", "[0,0]", "--cov", "[[1,0],[0,1]]", "--t-max", "1",
+                 "--times", "11", "--out", str(out)]) == 1
     err = capsys.readouterr().err
-    assert f"interrupted at t = 0.25; nothing is written to {out}" in err and not out.exists()
+    assert err.startswith("meanfield gaussian: finite-time blow-up") and "t* = 0.5" in err
+    assert err.count("meanfield gaussian") == 1 and "solve_gaussian" not in err
+    ds = read_netcdf(out)
+    assert int(ds.attrs["successful"]) == 0 and float(ds["time"][-1]) <= 0.5

@@ -58,6 +58,24 @@ def test_a_step_beyond_the_bound_stops_the_phase_diagram(tmp_path):
     assert ok.attrs["successful"] == 1 and ok.attrs["num_rejected"] == 0
 
 
+@pytest.mark.parametrize("dt", [5.0, 20.0])
+def test_a_step_that_overflows_at_once_is_named_by_the_step_size_monitor(dt):
+    """The issue's ensembles with dt = 5 or 20 ended as 'non-finite': the first RK4 step at
+    beta = 9 overflows exp before any monitor ran. The monitor now judges h L at the initial
+    state before the first step, so the run stops at t = 0 with the step-size message (as
+    particles.simulate), and no exp overflowed (RuntimeWarning raised as an error)."""
+    kw = dict(n=8, seeds=8, t_max=20.0, times=11, progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        with pytest.raises(SweepError, match=r"at t = 0 .*h L = .*stability bound 2\.785 of "
+                           r"rk4.*take dt <= ") as info:
+            _quiet(cluster_counts, betas=[9.0], dt=dt, **kw)
+        assert info.value.reason is StopReason.UNSTABLE
+        with pytest.raises(SweepError, match=r"at t = 0 .*h L = .*take dt <= ") as info:
+            _quiet(phase_diagram, betas=[9.0], dt=dt, **SMALL)
+        assert info.value.reason is StopReason.UNSTABLE
+
+
 def test_recorded_failures_are_nan_and_counted():
     """on_failure='record': the failed cell (beta = 1e300: non-finite states) is NaN and
     left out of t_half, counted in num_rejected and named in stop_reason; the other cell is

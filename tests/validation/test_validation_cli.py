@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from importlib.metadata import entry_points
 
+import numpy as np
 import pytest
 import xarray as xr
 
@@ -131,3 +132,34 @@ def test_metastability_interrupted_writes_the_finished_parts(tmp_path, monkeypat
         assert ds.attrs["successful"] == 0 and "interrupted" in ds.attrs["stop_reason"]
         assert ds["theta"].shape == (2, 3, 5)  # the trajectories, computed before, are kept
         assert bool(ds["theta"].notnull().all())
+
+
+def test_metastability_interrupted_keeps_the_finished_betas_of_the_counts(tmp_path, monkeypatch,
+                                                                         capsys) -> None:
+    """Ctrl-C inside the sweep of the cluster counts after its first beta: the file holds the
+    trajectories and the counts of that beta (the other NaN), successful = 0."""
+    import functools
+
+    import validation.metastability as vm
+
+    real = vm.metastability_cell
+    calls = []
+
+    @functools.wraps(real)
+    def cut(*a, **kw):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*a, **kw)
+
+    monkeypatch.setattr(vm, "metastability_cell", cut)
+    out = tmp_path / "ms.nc"
+    assert main(["metastability", "--beta", "2", "5", "--n", "5", "--realizations", "4",
+                 "--t-max", "0.4", "--times", "3", "--no-progress", "--out", str(out)]) == 130
+    err = capsys.readouterr().err
+    assert "during the cluster counts" in err and str(out) in err
+    with xr.open_dataset(out, engine="h5netcdf") as ds:
+        assert ds.attrs["successful"] == 0 and "interrupted" in ds.attrs["stop_reason"]
+        assert bool(ds["theta"].notnull().all())
+        counts = ds["clusters"].values
+        assert np.all((counts[0] >= 1) & (counts[0] <= 5)) and np.all(np.isnan(counts[1]))

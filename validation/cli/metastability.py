@@ -4,7 +4,12 @@ Trajectories of one start, cluster counts of many seeds and the time spent in ea
 multi-cluster state (:mod:`validation.metastability`), optionally the peaks of the PDE
 density; writes NetCDF (atomically) and optional PNGs (angles against time; cluster counts).
 Interrupted (Ctrl-C), it writes the parts already finished (the trajectories, then the
-cluster counts) with ``successful = 0`` and exits 130.
+cluster counts) with ``successful = 0`` and exits 130; a run that did not succeed (non-finite
+states, a step beyond the stability bound) does the same with its reason and exits 1. With
+``--on-failure record`` a failed ``beta`` of the cluster counts is NaN instead, left out of
+the statistics and counted (``num_rejected``, ``settings["failed_cells"]``): the file is
+written with ``successful = 0`` and the exit code is 1, the file as a whole not being the
+study asked for.
 The particle runs take ``--backend``, ``--device`` and ``--dtype`` as ``meanfield
 phase-diagram`` does.
 """
@@ -12,6 +17,8 @@ phase-diagram`` does.
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 from typing import Any
 
 from meanfield.cli import options
@@ -24,55 +31,81 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="trajectories and cluster counts on the circle, particles and PDE (Figure 4)")
 
 
-def _write_partial(parts: list[Any], args: argparse.Namespace, stage: str) -> str:
-    """Write the parts finished before an interruption to ``--out`` (``successful = 0``, the
-    stage interrupted in ``stop_reason``); return the sentence that says so."""
+def _write_partial(parts: list[Any], args: argparse.Namespace, stage: str, why: str) -> str:
+    """Write the parts finished before an interruption or a failure to ``--out``
+    (``successful = 0``, ``why`` and the stage in ``stop_reason``); return the sentence that
+    says so."""
     import xarray as xr
 
     from meanfield.io import write_netcdf
 
+    if not parts:
+        return f"during the {stage}; nothing was finished, nothing is written to {args.out}"
     ds = xr.merge(parts, combine_attrs="override")
-    ds.attrs.update(successful=0, stop_reason=f"interrupted during the {stage}")
+    ds.attrs.update(successful=0, stop_reason=f"{why} during the {stage}")
     write_netcdf(ds, args.out)
     kept = ", ".join(sorted(str(v) for v in ds.data_vars))
     return f"during the {stage}; the parts computed ({kept}) are written to {args.out}"
 
 
 def run(args: argparse.Namespace) -> int:
-    """Compute, write, plot; see the module docstring. Ctrl-C writes what was finished."""
+    """Compute, write, plot; see the module docstring. Ctrl-C, or a run that failed, writes
+    what was finished."""
     import xarray as xr
 
-    from meanfield.integrate import Interrupted
+    from meanfield.integrate import IntegrationError, Interrupted
     from meanfield.io import write_netcdf
+    from validation.cli.phase_diagram import in_options
     from validation.metastability import cluster_counts, pde_cluster_counts, trajectories
     from validation.plots_phase import plot_cluster_counts, plot_trajectories
 
-    traj = trajectories(betas=args.beta, n=args.n, t_max=args.t_max, times=args.times,
-                        seed=args.seed, attention=args.attention, dt=args.dt,
-                        backend=args.backend, device=args.device, dtype=args.dtype)
-    parts = [traj.rename(clusters="trajectory_clusters", token="token")]
-    stage = "cluster counts"
+    parts: list[Any] = []
+    stage = "trajectories"
     try:
+        traj = trajectories(betas=args.beta, n=args.n, t_max=args.t_max, times=args.times,
+                            seed=args.seed, attention=args.attention, dt=args.dt,
+                            backend=args.backend, device=args.device, dtype=args.dtype,
+                            on_failure=args.on_failure)
+        parts.append(traj.rename(clusters="trajectory_clusters", token="token"))
+        stage = "cluster counts"
         counts = cluster_counts(betas=args.beta, n=args.n, seeds=args.realizations,
                                 t_max=args.t_max, times=args.times, delta=args.delta,
                                 attention=args.attention, seed=args.seed, workers=args.workers,
                                 scheduler=args.scheduler, dt=args.dt, progress=args.progress,
-                                backend=args.backend, device=args.device, dtype=args.dtype)
+                                backend=args.backend, device=args.device, dtype=args.dtype,
+                                on_failure=args.on_failure)
         parts.insert(0, counts)
         if args.pde:
             stage = "PDE peaks"
             parts.append(pde_cluster_counts(betas=args.beta, N=args.resolution, t_max=args.t_max,
                                             times=args.pde_times, seed=args.seed,
                                             attention=args.attention))
-    except KeyboardInterrupt as exc:
-        said = _write_partial(parts, args, stage)
+    except KeyboardInterrupt as exc:  # the finished cells of the counts too (others NaN)
+        if getattr(exc, "dataset", None) is not None and stage == "cluster counts":
+            parts.insert(0, exc.dataset)  # type: ignore[attr-defined]
+        said = _write_partial(parts, args, stage, "interrupted")
         raise Interrupted(said, None) from exc
+    except IntegrationError as exc:  # its finished cells too (the others NaN), then exit 1
+        if exc.dataset is not None and stage == "cluster counts":
+            parts.insert(0, exc.dataset)
+        said = _write_partial(parts, args, stage, f"failed: {exc}")
+        exc.args = (f"{in_options(str(exc))}; {said}",)  # names --out: not written again
+        raise
     ds = xr.merge(parts, combine_attrs="override")
+    lost = json.loads(traj.attrs.get("failed_betas", "{}"))
+    if lost:  # --on-failure record met a failed trajectory: the file says so
+        said = "; ".join(lost.values())
+        before = "" if int(ds.attrs["successful"]) else f"{ds.attrs['stop_reason']}; "
+        ds.attrs.update(successful=0, stop_reason=f"{before}the trajectories of {len(lost)} "
+                        f"beta(s) failed and are NaN: {said}")
     write_netcdf(ds, args.out)
     print(f"wrote {args.out}")
     for beta in args.beta:
         vf = ds["visit_fraction"].sel(beta=beta)
         dm = ds["dwell_median"].sel(beta=beta)
+        if not bool(vf.notnull().any()):
+            print(f"beta = {beta:g}: failed (NaN, left out: see stop_reason)")
+            continue
         states = [int(k) for k in vf["clusters_state"].values if 2 <= k <= 6]
         summary = ", ".join(f"k={k}: {float(vf.sel(clusters_state=k)):.2f} of seeds, median "
                             f"{float(dm.sel(clusters_state=k)):.3g}" for k in states)
@@ -83,6 +116,10 @@ def run(args: argparse.Namespace) -> int:
     if args.plot_clusters is not None:
         plot_cluster_counts(ds, args.plot_clusters)
         print(f"wrote {args.plot_clusters}")
+    if not int(ds.attrs["successful"]):  # --on-failure record met a failed beta
+        print(f"meanfield metastability: error: {in_options(ds.attrs['stop_reason'])}; "
+              f"{args.out} is written with successful = 0", file=sys.stderr)
+        return 1
     return 0
 
 

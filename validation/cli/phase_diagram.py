@@ -8,6 +8,15 @@ that holds an earlier run's cells is never deleted or reused silently: without `
 the command is refused before any work unless ``--overwrite`` (start again).
 ``--backend torch --device cuda`` runs the cells on a GPU (one GPU per worker with
 ``--workers``), ``--dtype float32`` in single precision.
+
+How it ends (:func:`validation.sweep.sweep`): exit 0 when every cell succeeded; 130 when
+interrupted (the finished cells kept in the store and written to ``--out``, the others NaN,
+``successful = 0``); 1 when a cell failed (non-finite states, a step beyond the stability
+bound): with ``--on-failure stop`` (the default) the command stops with the cell's reason,
+the finished cells written to ``--out``; with ``--on-failure record`` it goes on, and the
+file holds the failed cells as NaN, counted in ``num_rejected`` and listed in
+``settings["failed_cells"]``, with ``successful = 0``: exit 1, because the file as a whole is
+not the diagram asked for (a script that checks the exit code must not take it for one).
 """
 
 from __future__ import annotations
@@ -66,12 +75,19 @@ def _mismatch(exc: Any, store: Path) -> ValueError:
                       "without --resume to start again (or another --store)")
 
 
+def in_options(text: str) -> str:
+    """A sweep's message in the command's words: ``--on-failure record``, ``--resume``."""
+    return (text.replace("on_failure='record'", "--on-failure record")
+            .replace("resume=True", "--resume"))
+
+
 def run(args: argparse.Namespace) -> int:
     """Compute, write, plot; see the module docstring."""
+    from meanfield.integrate import Interrupted
     from meanfield.io import write_netcdf
     from validation.phase_diagram import phase_diagram
     from validation.plots_phase import plot_phase_diagram
-    from validation.sweep import ResumeMismatch
+    from validation.sweep import ResumeMismatch, SweepError
 
     d = args.d[0] if len(args.d) == 1 else args.d
     store = _store(args)
@@ -81,14 +97,23 @@ def run(args: argparse.Namespace) -> int:
             t_max=args.t_max, times=args.times, delta=args.delta, realizations=args.realizations,
             attention=args.attention, seed=args.seed, workers=args.workers, qk=args.qk, v=args.v,
             dt=args.dt, scheduler=args.scheduler, store=str(store), resume=args.resume,
-            progress=args.progress, backend=args.backend, device=args.device, dtype=args.dtype)
+            progress=args.progress, backend=args.backend, device=args.device, dtype=args.dtype,
+            on_failure=args.on_failure)
     except ResumeMismatch as exc:
         raise _mismatch(exc, store) from exc
-    except KeyboardInterrupt:
-        print(f"meanfield phase-diagram: interrupted; the finished cells are kept in {store}; "
-              "run the same command with --resume to compute only the missing ones",
-              file=sys.stderr)
-        return 130
+    except SweepError as exc:  # meanfield.cli.main writes .dataset to --out, exit 1
+        exc.args = (in_options(str(exc)),)
+        raise
+    except KeyboardInterrupt as exc:
+        partial = getattr(exc, "dataset", None)
+        written = ""
+        if partial is not None:
+            write_netcdf(partial, args.out)
+            written = f"; the finished cells are written to {args.out} (successful = 0)"
+        said = in_options(str(exc).strip()) or "the phase diagram was interrupted"
+        msg = (f"{said}{written}; run the same command with --resume to compute only the "
+               f"missing cells (kept in {store})")
+        raise Interrupted(msg, None) from exc
     write_netcdf(ds, args.out)
     print(f"wrote {args.out}")
     if not args.keep_cells:
@@ -96,6 +121,10 @@ def run(args: argparse.Namespace) -> int:
     if args.plot is not None:
         plot_phase_diagram(ds, args.plot)
         print(f"wrote {args.plot}")
+    if not int(ds.attrs["successful"]):  # --on-failure record met failed cells
+        print(f"meanfield phase-diagram: error: {in_options(ds.attrs['stop_reason'])}; "
+              f"{args.out} is written with successful = 0", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -245,3 +245,33 @@ def test_monitor_replace_and_stop():
 def test_adaptive_controller_needs_an_embedded_pair():
     with pytest.raises(ValueError, match="no error estimate"):
         run(rotation, [1.0, 0.0], [0, 1], PIController(rtol=1e-6, atol=1e-9), scheme="rk4")
+
+
+def test_a_monitor_start_stops_before_the_first_step():
+    """A monitor's start(t0, y0, stage, context) runs before the first step: its Stop ends
+    the run at t0 with its own reason and the initial state, no step taken (a step that
+    would overflow at once is named, not reported as non-finite); check still runs after
+    each step of a run it lets start."""
+    calls = []
+
+    class Judge:
+        def __init__(self, refuse):
+            self.refuse = refuse
+
+        def start(self, t, y, stage, context):
+            calls.append(("start", t))
+            if self.refuse:
+                raise Stop(StopReason.UNSTABLE, "h L too large at t = 0")
+
+        def check(self, t, y, stage, context):
+            calls.append(("check", t))
+
+    sol, rec = run(blowup, [1.0], [0, 20], ConstantStep(10.0), scheme="rk4",
+                   monitors=[Judge(True)])
+    assert sol.reason is StopReason.UNSTABLE and "h L too large" in sol.message
+    assert sol.t_reached == 0.0 and sol.num_steps == 0 and sol.y[0] == 1.0
+    assert calls == [("start", 0.0)] and rec.t == [0.0]
+    calls.clear()
+    sol, _ = run(rotation, [1.0, 0.0], [0, 1], ConstantStep(0.5), scheme="rk4",
+                 monitors=[Judge(False)])
+    assert sol.successful and calls == [("start", 0.0), ("check", 0.5), ("check", 1.0)]
