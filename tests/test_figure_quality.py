@@ -306,3 +306,19 @@ def test_checker_finds_a_legend_over_scatter_points() -> None:
     assert any("legend covers" in d for d in figure_defects(fig))
     ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0))
     assert figure_defects(fig) == []
+
+
+@pytest.mark.parametrize("argv", [
+    ["solve", "circle", "--resolution", "16", "--t-max", "0.1", "--times", "2"],
+    ["particles", "--n", "4", "--d", "2", "--t-max", "0.1", "--times", "2"],
+])
+def test_plot_of_a_command_is_refused_before_any_work(argv: list[str], tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """``--plot figure.xyz`` is refused with exit 2 naming ``--plot`` before the run: no
+    result file is written (the run would otherwise be computed, then lost to the plot)."""
+    out = tmp_path / "run.nc"
+    assert main([*argv, "--out", str(out), "--plot", str(tmp_path / "figure.xyz"),
+                 "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "--plot" in err and "extension .xyz" in err
+    assert not out.exists()

@@ -102,6 +102,9 @@ def _fail(command: str, text: str, code: int, exc: BaseException | None = None) 
 _OUTPUTS = {"out": "--out", "plot": "--plot", "plot_clusters": "--plot-clusters"}
 """The options that name files a command writes."""
 
+_FIGURES = ("plot", "plot_clusters")
+"""Those of :data:`_OUTPUTS` that name figures (their extension must name a format)."""
+
 
 FOLDER_KEY = "_meanfield_folder_outputs"
 """Namespace attribute listing the output options of a command that name folders (checked by
@@ -113,13 +116,15 @@ def _check_outputs(args: argparse.Namespace) -> None:
     any computation (``meanfield.io.check_writable``: not a folder, not under a file, writable,
     not already there unless ``--overwrite``, or ``--resume`` of the run whose partial result
     it is)."""
-    from ..io import check_writable
+    from ..io import check_writable, figure_format
 
     if "overwrite" not in vars(args):
         return
     folders = getattr(args, FOLDER_KEY, ())
     for dest, flag in _OUTPUTS.items():
         value = vars(args).get(dest)
+        if isinstance(value, Path) and dest in _FIGURES:
+            figure_format(value, flag)  # a format matplotlib writes, named by the extension
         if isinstance(value, Path) and dest not in folders:
             again = dest == "out" and bool(vars(args).get("resume")) and _partial(value)
             check_writable(value, overwrite=args.overwrite or again, name=flag)
