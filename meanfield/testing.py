@@ -5,10 +5,12 @@
    figure_defects
    assert_figure_readable
    checked_figures
+   interrupt_command
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -222,5 +224,47 @@ def checked_figures() -> Iterator[list[str]]:
             module.save_png = original  # type: ignore[attr-defined]
 
 
+
+def interrupt_command(argv: list[str], wait_for: bytes | re.Pattern[bytes], *, after_s: float = 0.0,
+                      timeout: float = 120.0) -> tuple[int, str]:
+    """Ctrl-C as a terminal sends it: run ``meanfield ARGV`` in a child process whose SIGINT
+    handler is Python's default (asserted in the child: a background job of a non-interactive
+    shell inherits SIG_IGN, and a test that signals such a process proves nothing), send SIGINT
+    ``after_s`` seconds after ``wait_for`` (bytes, or a compiled pattern) appears on its
+    stderr (the child prints ``started`` there after its imports); return its exit code and
+    its whole stderr. Fails (``AssertionError``) if the child ends or ``timeout`` passes
+    first."""
+    import os
+    import signal
+    import subprocess
+    import time
+    from pathlib import Path
+
+    import meanfield
+
+    child = ("import signal, sys\n"
+             "assert signal.getsignal(signal.SIGINT) is signal.default_int_handler\n"
+             "from meanfield.cli import main\n"
+             "print('started', file=sys.stderr, flush=True)\n"
+             f"sys.exit(main({argv!r}))\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(meanfield.__file__).parents[1])}
+    proc = subprocess.Popen([sys.executable, "-c", child], stderr=subprocess.PIPE,
+                            stdout=subprocess.PIPE, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert proc.stderr is not None
+    found = wait_for.search if isinstance(wait_for, re.Pattern) else (lambda b: wait_for in b)
+    seen, deadline = b"", time.monotonic() + timeout
+    while not found(seen):
+        chunk = os.read(proc.stderr.fileno(), 4096)
+        if not chunk or time.monotonic() > deadline:
+            proc.kill()
+            msg = f"the child ended or timed out before {wait_for!r}: {seen[-500:]!r}"
+            raise AssertionError(msg)
+        seen += chunk
+    time.sleep(after_s)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=timeout)
+    return proc.returncode, (seen + stderr).decode()
+
 __all__ = ["MIN_TICK_FONT_PT", "RUN_SPECIFIC", "assert_figure_readable", "assert_same_result",
-           "checked_figures", "figure_defects"]
+           "checked_figures", "figure_defects", "interrupt_command"]

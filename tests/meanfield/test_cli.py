@@ -20,6 +20,7 @@ import meanfield
 import meanfield.cli as cli
 from meanfield.cli import build_parser, command_entry_points, main, options
 from meanfield.io import read_netcdf
+from meanfield.testing import interrupt_command
 
 CORE = ("convergence", "gaussian", "plot", "solve")
 ALL = (*CORE, "metastability", "particles", "phase-diagram", "tokens", "validate")
@@ -454,36 +455,6 @@ def test_an_unresolved_start_is_said_with_the_options(tmp_path, capsys) -> None:
     assert "rho0" not in err and "tail_tol" not in err and not out.exists()
 
 
-def _interrupt(argv: list[str], wait_for: bytes, after_s: float) -> tuple[int, str]:
-    """Run ``meanfield ARGV`` in a child whose SIGINT handler is Python's default (asserted
-    there, as a terminal's Ctrl-C finds it), send SIGINT ``after_s`` seconds after ``wait_for``
-    appears on its stderr; return its exit code and stderr."""
-    import os
-    import signal
-    import time
-
-    child = ("import signal, sys\n"
-             "assert signal.getsignal(signal.SIGINT) is signal.default_int_handler\n"
-             "from meanfield.cli import main\n"
-             "print('started', file=sys.stderr, flush=True)\n"
-             f"sys.exit(main({argv!r}))\n")
-    env = {**os.environ, "PYTHONPATH": str(Path(meanfield.__file__).parents[1])}
-    proc = subprocess.Popen([sys.executable, "-c", child], stderr=subprocess.PIPE,
-                            stdout=subprocess.PIPE, env=env,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    assert proc.stderr is not None
-    seen, deadline = b"", time.monotonic() + 120
-    while wait_for not in seen:
-        chunk = os.read(proc.stderr.fileno(), 4096)
-        if not chunk or time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail(f"the child ended or timed out before {wait_for!r}: {seen[-500:]!r}")
-        seen += chunk
-    time.sleep(after_s)
-    proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=120)
-    return proc.returncode, (seen + stderr).decode()
-
 
 def test_interrupted_convergence_writes_the_runs_finished(tmp_path) -> None:
     """Ctrl-C (real SIGINT) during the study: exit 130, the message names the file and the
@@ -493,9 +464,9 @@ def test_interrupted_convergence_writes_the_runs_finished(tmp_path) -> None:
     8 s after the imports, when at least the first resolution (about a second) has run."""
     out = tmp_path / "study.nc"
     tols = ",".join(f"{x:.6g}" for x in np.logspace(-6, -13, 80))
-    code, err = _interrupt(["convergence", "--levels", "2", "--noise", "0.5", "--t-max", "10",
+    code, err = interrupt_command(["convergence", "--levels", "2", "--noise", "0.5", "--t-max", "10",
                             "--times", "3", "--tolerances", tols, "--out", str(out)],
-                           b"started", 8.0)
+                           b"started", after_s=8.0)
     assert code == 130, err
     assert "self_convergence interrupted while running" in err and "not run" in err
     assert f"partial results written to {out}" in err
@@ -517,9 +488,9 @@ def test_interrupted_gaussian_writes_the_steps_accepted(tmp_path) -> None:
     the exact rotation m(t) = (cos 2t, sin 2t) of this model (V a rotation, Q = K = I,
     beta = 1: m' = (1 + beta) V m, Sigma = I fixed)."""
     out = tmp_path / "g.nc"
-    code, err = _interrupt(["gaussian", "--mean", "[1,0]", "--cov", "[[1,0],[0,1]]", "--V",
+    code, err = interrupt_command(["gaussian", "--mean", "[1,0]", "--cov", "[[1,0],[0,1]]", "--V",
                             "[[0,-1],[1,0]]", "--t-max", "1e6", "--times", "100001", "--rtol",
-                            "1e-12", "--out", str(out)], b"started", 3.0)
+                            "1e-12", "--out", str(out)], b"started", after_s=3.0)
     assert code == 130, err
     assert err.count("meanfield gaussian") == 1 and f"partial results written to {out}" in err
     ds = read_netcdf(out)

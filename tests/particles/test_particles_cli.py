@@ -10,6 +10,7 @@ import xarray as xr
 
 import particles.cli as pcli
 from meanfield.cli import GROUP, build_parser, main
+from meanfield.testing import interrupt_command
 from particles.simulate import METHODS
 
 
@@ -85,41 +86,16 @@ def test_outputs_are_checked_before_any_work(tmp_path: Path, capsys, monkeypatch
 def test_interrupted_run_writes_its_partial_result(tmp_path: Path) -> None:
     """Ctrl-C in a real process (SIGINT, default handler): exit 130, the message names the
     file, and the file holds the states up to the interruption with successful = 0."""
-    import os
     import re
-    import signal
-    import subprocess
-    import sys
-    import time
 
     out = tmp_path / "p.nc"
     # 5e5 steps of 0.01 (within max_steps = 1e6, which refuses a longer run up front): far
     # longer than the test waits
     argv = ["particles", "--n", "48", "--d", "3", "--t-max", "5e3", "--times", "5",
             "--method", "rk4", "--dt", "0.01", "--no-observables", "--out", str(out)]
-    child = ("import signal, sys\n"
-             "assert signal.getsignal(signal.SIGINT) is signal.default_int_handler\n"
-             "from meanfield.cli import main\n"
-             f"sys.exit(main({argv!r}))\n")
-    env = {**os.environ, "PYTHONPATH": str(Path(pcli.__file__).parents[1])}
-    # SIGINT as a terminal delivers it: SIG_DFL in the child (a background job of a
-    # non-interactive shell would inherit SIG_IGN), which Python turns into KeyboardInterrupt
-    proc = subprocess.Popen([sys.executable, "-c", child], stderr=subprocess.PIPE,
-                            stdout=subprocess.PIPE, env=env,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    seen = b""
-    deadline = time.monotonic() + 120
-    assert proc.stderr is not None
-    while not re.search(rb"\| t=[0-9.]*[1-9]", seen):  # the bar has moved: steps were taken
-        chunk = os.read(proc.stderr.fileno(), 4096)
-        if not chunk or time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail(f"no progress before the child ended or timed out: {seen[-500:]!r}")
-        seen += chunk
-    proc.send_signal(signal.SIGINT)
-    stdout, stderr = proc.communicate(timeout=120)
-    err = (seen + stderr).decode()
-    assert proc.returncode == 130, err
+    # SIGINT once the bar has moved: steps were taken
+    code, err = interrupt_command(argv, re.compile(rb"\| t=[0-9.]*[1-9]"))
+    assert code == 130, err
     assert "interrupted at t = " in err and f"written to {out}" in err
     with xr.open_dataset(out, engine="h5netcdf") as ds:
         assert ds.attrs["successful"] == 0 and "interrupt" in ds.attrs["stop_reason"]
