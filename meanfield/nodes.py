@@ -5,6 +5,7 @@ r"""Weighted node sets: the quadratures of an initial measure that start a Lagra
    circle
    sphere
    zonal
+   rings
    gaussian
    from_samples
    from_dataset
@@ -48,6 +49,7 @@ from scipy.special import roots_hermitenorm, roots_legendre
 from .checks import count, finite, nonnegative_weights
 from .domains import Circle, Domain, Sphere, ZonalSphere
 from .domains.zonal_sphere import gauss_jacobi
+from .nodes_reduced import RingNodes, rings
 from .special import sphere_area
 
 GEOMETRIES = ("sphere", "euclidean")
@@ -467,5 +469,5 @@ def with_labels(nodes: Nodes, labels: Any, rule: str = "gauss") -> Nodes:
                  describe=f"{nodes.describe}; labelled")
 
 
-__all__ = ["GEOMETRIES", "SPHERE_TOL", "Nodes", "circle", "from_dataset", "from_samples", "gaussian",
-           "sphere", "sphere_rule", "with_labels", "zonal"]
+__all__ = ["GEOMETRIES", "SPHERE_TOL", "Nodes", "RingNodes", "circle", "from_dataset", "from_samples", "gaussian",
+           "rings", "sphere", "sphere_rule", "with_labels", "zonal"]

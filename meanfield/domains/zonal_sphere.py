@@ -86,6 +86,14 @@ def gauss_jacobi(d: int, n: int) -> tuple[np.ndarray, np.ndarray]:
     """``n``-point Gauss quadrature for ``dA`` on zonal functions of ``S^{d-1}``:
     nodes ``s_j`` (ascending) and weights with ``sum_j w_j g(s_j) = int g(<x,e>) dA(x)``,
     exact for polynomials ``g`` of degree ``<= 2n - 1``."""
+    s, log_w = gauss_jacobi_log(d, n)
+    return s, np.exp(log_w + log_sphere_area(d))
+
+
+def gauss_jacobi_log(d: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The rule of :func:`gauss_jacobi` for the normalised measure ``dA / |S^{d-1}|``: nodes
+    and the logarithms of weights summing to 1, for any ``d >= 2`` (no ``|S^{d-1}|``, which
+    underflows float64 beyond ``d ~ 800``); ``d >= 3``."""
     b = _recurrence(d, n - 1)
     s = eigh_tridiagonal(np.zeros(n), b, eigvals_only=True) if n > 1 else np.zeros(1)
     s = np.clip(np.sort(s), -1.0, 1.0)
@@ -103,8 +111,7 @@ def gauss_jacobi(d: int, n: int) -> tuple[np.ndarray, np.ndarray]:
             q1[big] *= 1e-100
             total[big] *= 1e-200
             logscale[big] += 100 * math.log(10.0)
-    log_w = log_sphere_area(d) - np.log(total) - 2 * logscale
-    return s, np.exp(log_w)
+    return s, -np.log(total) - 2 * logscale
 
 
 class ZonalSphere(Domain):
@@ -433,4 +440,4 @@ class ZonalSphere(Domain):
         return np.concatenate([np.sin(th)[:, None] * u, np.cos(th)[:, None]], axis=1)
 
 
-__all__ = ["ZonalSphere", "gauss_jacobi", "gegenbauer_table", "log_harmonic_dimension"]
+__all__ = ["ZonalSphere", "gauss_jacobi", "gauss_jacobi_log", "gegenbauer_table", "log_harmonic_dimension"]

@@ -172,6 +172,11 @@ def solve_lagrangian(
         return out_
 
     y0 = be.asarray(np.concatenate([x0, np.zeros((n, 1))], axis=1))
+    project = _project(sphere, d)
+    if getattr(nodes, "reduction", None) is not None:  # exact symmetry reduction (section 8):
+        from .rings import engine  # its own state [theta | log J] on the same engine
+
+        rhs, y0, project = engine(model, nodes, be, memory_limit)
     saved: list[tuple[float, np.ndarray]] = []
 
     def output(k: int, tk: float, y: Any, _ctx: Any) -> None:
@@ -180,7 +185,7 @@ def solve_lagrangian(
     trackers = list(trackers)
     if progress:
         trackers.append(ProgressTracker(desc="solve_lagrangian", leave=False))
-    sol = integrate(RungeKutta(rhs, tab, project=_project(sphere, d)), y0, times,
+    sol = integrate(RungeKutta(rhs, tab, project=project), y0, times,
                     controller=controller, output=output,
                     dt0=dt if tab.adaptive else None, max_steps=max_steps, trackers=trackers)
     last = np.array(bk.to_numpy(sol.y), dtype=float)
@@ -221,6 +226,10 @@ def solve_lagrangian(
 def _assemble(saved: list[tuple[float, np.ndarray]], model: Model, nodes: Any,
               weights: np.ndarray, labels: np.ndarray | None, d: int,
               memory_limit: int) -> xr.Dataset:
+    if getattr(nodes, "reduction", None) is not None:  # ring nodes: s, theta, log densities
+        from .rings import assemble
+
+        return assemble(saved, model, nodes)
     tvals = np.array([s[0] for s in saved])
     ys = np.stack([s[1] for s in saved])
     x = ys[:, :, :d]

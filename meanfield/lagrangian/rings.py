@@ -1,0 +1,230 @@
+r"""The ring-averaged attention field of a zonal measure on ``S^{d-1}`` (the ``k = 1`` reduction).
+
+.. autosummary::
+   log_hyp0f1
+   ring_field
+   engine
+   assemble
+
+docs/lagrangian.md section 8 derives it. For ``Q = K = V = I`` and ``x = s e + r u``,
+``y = s' e + r' u'`` (``r = sqrt(1 - s^2)``, ``u, u' in S^{d-2}``), the kernel averaged over
+the ring of ``y`` is, with ``nu = (d - 3)/2`` and ``w = (beta r r')^2 / 4``,
+
+.. math::  \bar k(s, s') = e^{\beta s s'} F_0(w), \qquad
+           F_j(w) = {}_0F_1(; \nu + 1 + j; w) = \Gamma(\nu+1+j) (2/z)^{\nu+j} I_{\nu+j}(z),
+           \quad z = \beta r r',
+
+and ``F_j' = F_{j+1} / (nu + 1 + j)``. The potential ``Z(s) = sum_j w_j kbar(s, s_j)`` gives
+``ds/dt = (1 - s^2) h(s)`` with ``h = Z'/(beta Z)`` (SA) or ``Z'/beta`` (USA), times the
+sign of ``V``, and the surface divergence ``(1 - s^2) h' - (d - 1) s h``. Every quantity is
+a ratio ``F_1/F_0``, ``F_2/F_0`` or a logarithm ``log F_0`` (:func:`log_hyp0f1`, the series
+where it converges fast, else ``scipy.special.ive``): no overflow for ``d`` to the
+thousands and ``beta`` to the hundreds. The state is ``[theta | log J]`` (``s = cos theta``
+keeps the distance to the pole ``1 - s = 2 sin^2(theta/2)`` to relative precision through
+collapse).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import xarray as xr
+from scipy.special import gammaln
+
+from .. import attention as attention_registry
+from .. import backend as bk
+from ..kernels import DEFAULT_MEMORY_LIMIT
+from ..model import Model
+from ..special import log_sphere_area
+
+RING_KINDS = {"softmax": "softmax", "l2": "softmax", "unnormalized": "unnormalized"}
+"""The attention kinds whose ring average is the Bessel form (``l2`` is softmax on the sphere:
+``|x - y|^2 = 2 - 2 <x, y>``, the constant cancels in the normalisation)."""
+
+_SERIES_TOL = 1e-18  # the series stops when a term falls below this fraction of the sum
+_SERIES_MAX = 4000
+
+
+def _series(b: float, w: np.ndarray) -> np.ndarray:
+    """``log sum_j w^j / ((b)_j j!)`` (the terms fall once ``j (b + j) > w``)."""
+    term = np.ones_like(w)
+    acc = np.ones_like(w)
+    j = 1
+    while True:
+        term = term * w / ((b + j - 1) * j)
+        acc = acc + term
+        if j > w.max(initial=0.0) ** 0.5 + 2 and np.all(term <= _SERIES_TOL * acc):
+            break
+        j += 1
+        if j > _SERIES_MAX:  # pragma: no cover - only where ive does not underflow
+            msg = f"log_hyp0f1: series did not converge (b={b}, w up to {w.max():.3g})"
+            raise ArithmeticError(msg)
+    return np.log(acc)
+
+
+def log_hyp0f1(b: float, w: np.ndarray) -> np.ndarray:
+    """``log 0F1(; b; w)`` for ``w >= 0``, ``b > 0`` (docs/lagrangian.md section 8).
+
+    ``w <= b``: the series ``sum_j w^j / ((b)_j j!)``, whose terms are below ``1/j!`` there
+    (32 terms at most); else ``log Gamma(b) + (b - 1) log(2/z) + log(I_{b-1}(z) e^{-z}) + z``,
+    ``z = 2 sqrt(w)``, through ``scipy.special.ive``, and the series again where ``ive``
+    underflows (``b >> z``, where the series converges fast).
+    """
+    from scipy import special
+
+    w = np.asarray(w, dtype=float)
+    out = np.empty_like(w)
+    series = w <= b
+    big = ~series
+    if np.any(big):
+        z = 2.0 * np.sqrt(w[big])
+        with np.errstate(divide="ignore"):
+            lv = np.log(special.ive(b - 1.0, z))
+        out[big] = gammaln(b) + (b - 1.0) * np.log(2.0 / z) + lv + z
+        under = np.zeros_like(series)
+        under[big] = ~np.isfinite(lv)
+        series |= under
+    if np.any(series):
+        out[series] = _series(b, w[series])
+    return out
+
+
+def check_model(model: Model) -> str:
+    """The ring kind of ``model`` (``"softmax"`` or ``"unnormalized"``), or ``ValueError``
+    naming why the ``k = 1`` reduction does not hold for it."""
+    if not isinstance(model, Model):
+        msg = f"model must be a meanfield.Model, got {type(model).__name__}"
+        raise ValueError(msg)
+    if model.noise > 0:
+        msg = (f"model.noise={model.noise} > 0: noise has no Lagrangian (characteristics) form; "
+               "meanfield.solve (the spectral solver) integrates it")
+        raise ValueError(msg)
+    attention_registry.require(model.attention, "lagrangian")
+    if model.attention not in RING_KINDS:
+        msg = (f"model.attention={model.attention!r}: ring nodes (the zonal reduction) have the "
+               f"Bessel form only for {tuple(RING_KINDS)}; use meanfield.nodes.zonal (full nodes)")
+        raise ValueError(msg)
+    if not model.is_identity or model.causal:
+        what = "causal=True" if model.causal else "Q, K, V, heads or feed-forward"
+        msg = (f"model has {what}: ring nodes need Q = K = I, V = +-I (the flow keeps a zonal "
+               "density zonal only then); use meanfield.nodes.zonal or another node set")
+        raise ValueError(msg)
+    return RING_KINDS[model.attention]
+
+
+def ring_field(model: Model, theta: np.ndarray, weights: np.ndarray, d: int, *,
+               memory_limit: int = DEFAULT_MEMORY_LIMIT) -> tuple[np.ndarray, np.ndarray]:
+    """``(d theta/dt, surface divergence)`` at the rings ``theta`` of the measure
+    ``sum_j w_j (uniform on ring j)`` (docs/lagrangian.md section 8).
+
+    ``d theta/dt = -sin(theta) h``, ``div = sin^2(theta) h' - (d - 1) cos(theta) h``; rows of
+    the ``n x n`` kernel in tiles of ``memory_limit`` bytes.
+    """
+    kind = check_model(model)
+    beta = float(model.beta)
+    nu = 0.5 * (d - 3)
+    s, r = np.cos(theta), np.sin(theta)
+    n = theta.size
+    h = np.empty(n)
+    dh = np.empty(n)
+    rows = max(1, int(memory_limit // (8 * 12 * max(n, 1))))
+    with np.errstate(divide="ignore"):
+        logw = np.log(weights)
+    r2 = r * r
+    for i0 in range(0, n, rows):
+        si, ri = s[i0:i0 + rows, None], r[i0:i0 + rows, None]
+        w = 0.25 * (beta * ri * r[None]) ** 2
+        L0 = log_hyp0f1(nu + 1, w)
+        G1 = np.exp(log_hyp0f1(nu + 2, w) - L0)
+        G2 = np.exp(log_hyp0f1(nu + 3, w) - L0)
+        ws_b = -0.5 * beta * si * r2[None]  # (dw/ds) / beta
+        wss_b2 = -0.5 * r2[None]  # (d^2w/ds^2) / beta^2
+        c1 = G1 / (nu + 1)
+        B1 = s[None] + ws_b * c1  # (d kbar/ds) / (beta kbar)
+        B2 = (s[None] ** 2 + 2 * s[None] * ws_b * c1 + ws_b ** 2 * G2 / ((nu + 1) * (nu + 2))
+              + wss_b2 * c1)  # (d^2 kbar/ds^2) / (beta^2 kbar)
+        logk = beta * si * s[None] + L0 + logw[None]
+        if kind == "softmax":  # h = <B1>, h' = beta (<B2> - <B1>^2) = beta (<B2 - B1^2> + Var B1)
+            a = np.exp(logk - np.max(logk, axis=1, keepdims=True))
+            a /= np.sum(a, axis=1, keepdims=True)
+            hi = np.sum(a * B1, axis=1)
+            dev = B1 - hi[:, None]
+            dh[i0:i0 + rows] = beta * np.sum(a * (B2 - B1 * B1 + dev * dev), axis=1)
+        else:  # USA: h = Z'/beta, h' = Z''/beta
+            k = np.exp(logk)
+            hi = np.sum(k * B1, axis=1)
+            dh[i0:i0 + rows] = beta * np.sum(k * B2, axis=1)
+        h[i0:i0 + rows] = hi
+    h *= model.sign
+    dh *= model.sign
+    return -r * h, r2 * dh - (d - 1) * s * h
+
+
+def engine(model: Model, nodes: Any, be: Any, memory_limit: int) -> tuple[Any, np.ndarray, Any]:
+    """``(rhs, y0, project)`` of the state ``[theta | log J]`` (shape ``(n, 2)``) for
+    :func:`meanfield.solve_lagrangian`'s engine."""
+    check_model(model)
+    if be.label() != bk.get_backend("numpy", None, "float64").label():
+        msg = f"backend={be.label()!r}: ring nodes run on numpy float64 only (n is small in 1-D)"
+        raise ValueError(msg)
+    weights = np.asarray(nodes.weights, dtype=float)
+    d = int(nodes.d)
+
+    def rhs(y: np.ndarray) -> np.ndarray:
+        out = np.empty_like(y)
+        out[:, 0], out[:, 1] = ring_field(model, y[:, 0], weights, d, memory_limit=memory_limit)
+        return out
+
+    def project(y: np.ndarray) -> np.ndarray:  # a stage may step past a pole: fold back
+        y[:, 0] = np.abs(y[:, 0])
+        over = y[:, 0] > math.pi
+        y[over, 0] = 2 * math.pi - y[over, 0]
+        return y
+
+    y0 = np.stack([np.asarray(nodes.theta, dtype=float), np.zeros(nodes.n)], axis=1)
+    return rhs, y0, project
+
+
+def assemble(saved: list[tuple[float, np.ndarray]], model: Model, nodes: Any) -> xr.Dataset:
+    """The Dataset of a ring run: ``s``, ``theta``, ``log_density`` (per unit surface measure
+    on ``S^{d-1}``, at any point of the ring) and ``log_density_s`` (of ``s`` w.r.t. ``ds``),
+    ``density`` (``inf`` beyond float64), ``log_jacobian``, ``weight``, ``mass``."""
+    d = int(nodes.d)
+    tvals = np.array([t for t, _ in saved])
+    ys = np.stack([y for _, y in saved])
+    theta, log_j = ys[:, :, 0], ys[:, :, 1]
+    log_rho = np.asarray(nodes.log_density)[None, :] - log_j
+    with np.errstate(divide="ignore", over="ignore"):
+        log_s = log_rho + log_sphere_area(d - 1) + (d - 3) * np.log(np.sin(theta))
+        density = np.exp(log_rho)
+    w = np.asarray(nodes.weights, dtype=float)
+    data: dict[str, Any] = {
+        "s": (("time", "node"), np.cos(theta), {"long_name": "s_j(t) = <x, e_d> on ring j"}),
+        "theta": (("time", "node"), theta, {"long_name": "polar angle of ring j, arccos s_j"}),
+        "weight": ("node", w, {"long_name": "mass w_j of ring j (constant)"}),
+        "log_density": (("time", "node"), log_rho, {
+            "long_name": "log rho at ring j per unit surface measure on S^{d-1}, "
+                         "log rho_0 - log J (docs/lagrangian.md section 8)"}),
+        "density": (("time", "node"), density, {
+            "long_name": "density at ring j per unit surface measure on S^{d-1}",
+            "note": "inf where it exceeds float64 (large d or a collapsing cluster); "
+                    "log_density holds every value"}),
+        "log_density_s": (("time", "node"), log_s, {
+            "long_name": "log of the density of s w.r.t. ds on [-1, 1]: "
+                         "log rho + log|S^{d-2}| + (d-3)/2 log(1 - s^2)"}),
+        "log_jacobian": (("time", "node"), log_j, {
+            "long_name": "log J_j(t) w.r.t. surface measure, d/dt log J = div X"}),
+        "mass": ("time", np.full(tvals.size, float(np.sum(w))), {
+            "long_name": "total mass sum_j w_j (exact along characteristics)"}),
+    }
+    coords = {"time": ("time", tvals, {"long_name": "time", "units": "1"}),
+              "node": ("node", np.arange(w.size))}
+    ds = xr.Dataset(data, coords=coords)
+    ds.attrs["reduction"] = "rings"
+    ds.attrs["dimension"] = d
+    return ds
+
+
+__all__ = ["RING_KINDS", "assemble", "check_model", "engine", "log_hyp0f1", "ring_field"]
