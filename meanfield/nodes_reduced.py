@@ -43,7 +43,7 @@ class RingNodes:
     """A zonal measure on ``S^{d-1}`` as ``n`` weighted rings ``<x, e_d> = cos theta_j``.
 
     Args:
-        theta: polar angles ``theta_j in [0, pi]`` of the rings (``s_j = cos theta_j``).
+        theta: polar angles ``theta_j in (0, pi)`` of the rings (``s_j = cos theta_j``).
         weights: ``w_j >= 0`` summing to 1 (normalised here; the sum given is :attr:`mass`).
         log_density: ``log rho0`` at the rings, per unit surface measure on ``S^{d-1}``.
         d: ambient dimension, ``>= 3``.
@@ -68,8 +68,9 @@ class RingNodes:
         if th.ndim != 1 or th.size < 1:
             msg = f"theta must have shape (n,) with n >= 1, got shape {th.shape}"
             raise ValueError(msg)
-        if not np.all(np.isfinite(th)) or np.any(th < 0) or np.any(th > math.pi):
-            msg = f"theta must lie in [0, pi], got range [{np.nanmin(th)!r}, {np.nanmax(th)!r}]"
+        if not np.all(np.isfinite(th)) or np.any(th <= 0) or np.any(th >= math.pi):
+            msg = (f"theta must lie in (0, pi) (a ring, not a pole), got range "
+                   f"[{np.nanmin(th)!r}, {np.nanmax(th)!r}]")
             raise ValueError(msg)
         w = np.array(self.weights, dtype=float)
         if w.shape != th.shape or not np.all(np.isfinite(w)) or np.any(w < 0):

@@ -19,9 +19,10 @@ and ``F_j' = F_{j+1} / (nu + 1 + j)``. The potential ``Z(s) = sum_j w_j kbar(s, 
 sign of ``V``, and the surface divergence ``(1 - s^2) h' - (d - 1) s h``. Every quantity is
 a ratio ``F_1/F_0``, ``F_2/F_0`` or a logarithm ``log F_0`` (:func:`log_hyp0f1`, the series
 where it converges fast, else ``scipy.special.ive``): no overflow for ``d`` to the
-thousands and ``beta`` to the hundreds. The state is ``[theta | log J]`` (``s = cos theta``
-keeps the distance to the pole ``1 - s = 2 sin^2(theta/2)`` to relative precision through
-collapse).
+thousands and ``beta`` to the hundreds. The state is ``[phi | log J]`` with ``phi = log
+tan(theta/2)`` (``s = cos theta = -tanh phi``, ``sin theta = 1/cosh phi``): ``d phi/dt = -h``
+is bounded, a collapse is ``phi -> -inf`` at a finite rate, and the distance to the pole keeps
+its relative precision (an absolute tolerance on ``theta ~ 1e-9`` would not).
 """
 
 from __future__ import annotations
@@ -114,19 +115,19 @@ def check_model(model: Model) -> str:
     return RING_KINDS[model.attention]
 
 
-def ring_field(model: Model, theta: np.ndarray, weights: np.ndarray, d: int, *,
+def ring_field(model: Model, phi: np.ndarray, weights: np.ndarray, d: int, *,
                memory_limit: int = DEFAULT_MEMORY_LIMIT) -> tuple[np.ndarray, np.ndarray]:
-    """``(d theta/dt, surface divergence)`` at the rings ``theta`` of the measure
-    ``sum_j w_j (uniform on ring j)`` (docs/lagrangian.md section 8).
+    """``(d phi/dt, surface divergence)`` at the rings ``phi = log tan(theta_j/2)`` of the
+    measure ``sum_j w_j (uniform on ring j)`` (docs/lagrangian.md section 8).
 
-    ``d theta/dt = -sin(theta) h``, ``div = sin^2(theta) h' - (d - 1) cos(theta) h``; rows of
+    ``d phi/dt = -h(s)``, ``div = (1 - s^2) h' - (d - 1) s h`` with ``s = -tanh phi``; rows of
     the ``n x n`` kernel in tiles of ``memory_limit`` bytes.
     """
     kind = check_model(model)
     beta = float(model.beta)
     nu = 0.5 * (d - 3)
-    s, r = np.cos(theta), np.sin(theta)
-    n = theta.size
+    s, r = ring_coordinates(phi)
+    n = phi.size
     h = np.empty(n)
     dh = np.empty(n)
     rows = max(1, int(memory_limit // (8 * 12 * max(n, 1))))
@@ -159,12 +160,24 @@ def ring_field(model: Model, theta: np.ndarray, weights: np.ndarray, d: int, *,
         h[i0:i0 + rows] = hi
     h *= model.sign
     dh *= model.sign
-    return -r * h, r2 * dh - (d - 1) * s * h
+    return -h, r2 * dh - (d - 1) * s * h
+
+
+def ring_coordinates(phi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(s, sqrt(1 - s^2)) = (-tanh phi, 1/cosh phi)`` for ``phi = log tan(theta/2)``."""
+    with np.errstate(over="ignore"):
+        return -np.tanh(phi), 1.0 / np.cosh(phi)
+
+
+def _log_sin(phi: np.ndarray) -> np.ndarray:
+    """``log sin theta = -log cosh phi``, without overflow."""
+    a = np.abs(phi)
+    return -(a + np.log1p(np.exp(-2 * a)) - math.log(2.0))
 
 
 def engine(model: Model, nodes: Any, be: Any, memory_limit: int) -> tuple[Any, np.ndarray, Any]:
-    """``(rhs, y0, project)`` of the state ``[theta | log J]`` (shape ``(n, 2)``) for
-    :func:`meanfield.solve_lagrangian`'s engine."""
+    """``(rhs, y0, project)`` of the state ``[phi | log J]`` (shape ``(n, 2)``) for
+    :func:`meanfield.solve_lagrangian`'s engine (no projection: ``phi`` is unconstrained)."""
     check_model(model)
     if be.label() != bk.get_backend("numpy", None, "float64").label():
         msg = f"backend={be.label()!r}: ring nodes run on numpy float64 only (n is small in 1-D)"
@@ -177,14 +190,9 @@ def engine(model: Model, nodes: Any, be: Any, memory_limit: int) -> tuple[Any, n
         out[:, 0], out[:, 1] = ring_field(model, y[:, 0], weights, d, memory_limit=memory_limit)
         return out
 
-    def project(y: np.ndarray) -> np.ndarray:  # a stage may step past a pole: fold back
-        y[:, 0] = np.abs(y[:, 0])
-        over = y[:, 0] > math.pi
-        y[over, 0] = 2 * math.pi - y[over, 0]
-        return y
-
-    y0 = np.stack([np.asarray(nodes.theta, dtype=float), np.zeros(nodes.n)], axis=1)
-    return rhs, y0, project
+    y0 = np.stack([np.log(np.tan(0.5 * np.asarray(nodes.theta, dtype=float))), np.zeros(nodes.n)],
+                  axis=1)
+    return rhs, y0, None
 
 
 def assemble(saved: list[tuple[float, np.ndarray]], model: Model, nodes: Any) -> xr.Dataset:
@@ -194,14 +202,16 @@ def assemble(saved: list[tuple[float, np.ndarray]], model: Model, nodes: Any) ->
     d = int(nodes.d)
     tvals = np.array([t for t, _ in saved])
     ys = np.stack([y for _, y in saved])
-    theta, log_j = ys[:, :, 0], ys[:, :, 1]
+    phi, log_j = ys[:, :, 0], ys[:, :, 1]
     log_rho = np.asarray(nodes.log_density)[None, :] - log_j
-    with np.errstate(divide="ignore", over="ignore"):
-        log_s = log_rho + log_sphere_area(d - 1) + (d - 3) * np.log(np.sin(theta))
+    log_s = log_rho + log_sphere_area(d - 1) + (d - 3) * _log_sin(phi)
+    with np.errstate(over="ignore"):
         density = np.exp(log_rho)
+        theta = 2 * np.arctan(np.exp(phi))
     w = np.asarray(nodes.weights, dtype=float)
     data: dict[str, Any] = {
-        "s": (("time", "node"), np.cos(theta), {"long_name": "s_j(t) = <x, e_d> on ring j"}),
+        "s": (("time", "node"), ring_coordinates(phi)[0], {"long_name": "s_j(t) = <x, e_d> on ring j"}),
+        "phi": (("time", "node"), phi, {"long_name": "log tan(theta_j/2), the state of ring j"}),
         "theta": (("time", "node"), theta, {"long_name": "polar angle of ring j, arccos s_j"}),
         "weight": ("node", w, {"long_name": "mass w_j of ring j (constant)"}),
         "log_density": (("time", "node"), log_rho, {
@@ -227,4 +237,5 @@ def assemble(saved: list[tuple[float, np.ndarray]], model: Model, nodes: Any) ->
     return ds
 
 
-__all__ = ["RING_KINDS", "assemble", "check_model", "engine", "log_hyp0f1", "ring_field"]
+__all__ = ["RING_KINDS", "assemble", "check_model", "engine", "log_hyp0f1", "ring_coordinates",
+           "ring_field"]

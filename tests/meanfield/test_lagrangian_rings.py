@@ -1,0 +1,149 @@
+"""Ring nodes, the k = 1 reduction of the Lagrangian solver on S^{d-1} (issue 22, docs/lagrangian.md
+sections 8-9): the 0F1 kernel functions against mpmath, the ring field against the full field
+of the same measure on zonal product nodes (d = 4, 5), the beta = 0 Möbius family in d = 64 and
+256 against its exact path, refusals."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from meanfield import Model, nodes, solve_lagrangian
+from meanfield.lagrangian import field_at
+from meanfield.lagrangian.rings import log_hyp0f1, ring_field
+from meanfield.theory import mobius_log_density, mobius_mean, mobius_path, mobius_theta
+
+
+def _phi(theta: np.ndarray) -> np.ndarray:
+    return np.log(np.tan(theta / 2))
+
+
+# -- the kernel functions ------------------------------------------------------------------
+
+
+def test_log_hyp0f1_matches_mpmath() -> None:
+    mp = pytest.importorskip("mpmath")
+    mp.mp.dps = 40
+    worst = 0.0
+    for b in (1.0, 1.5, 7.5, 32.5, 128.5, 512.5, 513.5):  # orders (d-1)/2 + j of d = 3..1024
+        for w in (0.0, 1e-12, 0.3, 0.999 * b, 1.001 * b, 3 * b, 1e3, 1e4, 2.5e5):
+            ref = float(mp.log(mp.hyp0f1(b, w)))
+            got = float(log_hyp0f1(b, np.array([w]))[0])
+            worst = max(worst, abs(got - ref) / max(1.0, abs(ref)))
+    # measured 8e-14 (at w ~ b, through scipy's ive); the series branch is at round-off.
+    # 1e-12: a few hundred ulps of log 0F1, far below any effect on a field (relative 1e-12)
+    assert worst < 1e-12
+
+
+@pytest.mark.parametrize("d", [4, 5])
+@pytest.mark.parametrize(("attention", "beta"), [("softmax", 0.0), ("softmax", 1.0), ("softmax", 4.0),
+                                                  ("unnormalized", 1.0), ("unnormalized", 3.0),
+                                                  ("l2", 2.0)])
+@pytest.mark.parametrize("value", [1, -1])
+def test_ring_field_equals_the_full_field_on_zonal_product_nodes(d: int, attention: str, beta: float,
+                                                                 value: int) -> None:
+    # The same measure twice: 7 Gauss-Jacobi rings (the ring average in closed form), and the
+    # same 7 s-nodes times a product rule on S^{d-2} exact to degree 28 (meanfield.nodes.zonal).
+    # The angular average of e^{beta r r' <u, u'>} (|beta r r'| <= 4) by a rule exact to degree
+    # 28 errs by the tail of the exponential series, 4^29/29! ~ 3e-14: round-off level.
+    model = Model(beta, attention=attention, value=value)
+    f = lambda s: np.exp(2 * s + s * s)  # noqa: E731
+    rings = nodes.rings(f, 7, d)
+    full = nodes.zonal(f, d, 6, angular=28)
+    res = field_at(model, rings.x, full.x, full.weights)
+    sdot_full = res.velocity[:, -1]  # <X, e_d> at one point of each ring
+    dphi, div = ring_field(model, _phi(rings.theta), rings.weights, d)
+    sdot = -np.sin(rings.theta) ** 2 * dphi  # ds/dt = -sin^2(theta) dphi/dt
+    scale = max(1.0, float(np.max(np.abs(div))))
+    # measured <= 2e-13 relative; 1e-11: 100 x the round-off of a sum of ~1e4 exp terms
+    assert np.max(np.abs(sdot - sdot_full)) < 1e-11 * scale
+    assert np.max(np.abs(div - res.divergence)) < 1e-11 * scale
+
+
+def test_ring_nodes_integrate_exactly_and_keep_log_densities() -> None:
+    # vMF at d = 1024: the density per unit area is e^{~2100}, beyond float64; its log is kept
+    d, kappa = 1024, 64.0
+    r = nodes.rings(lambda s: kappa * s, 40, d, log=True)
+    assert np.isclose(r.weights.sum(), 1.0, rtol=0, atol=1e-14)
+    assert np.all(np.isfinite(r.log_density)) and np.all(np.isinf(r.density))
+    # E[s] of vMF on S^{d-1}: I_{d/2}(kappa) / I_{d/2-1}(kappa); the rule is exact for
+    # polynomial x e^{kappa s} up to the Taylor tail of e^{kappa s} beyond degree 78 (negligible
+    # for the weight's width 1/sqrt(d)): round-off
+    mp = pytest.importorskip("mpmath")
+    mp.mp.dps = 30
+    ref = float(mp.besseli(d / 2, kappa) / mp.besseli(d / 2 - 1, kappa))
+    assert r.integrate(lambda s: s) == pytest.approx(ref, rel=1e-12)
+
+
+# -- beta = 0: the Möbius family, exact ------------------------------------------------------
+
+
+def test_mobius_mean_matches_quadrature() -> None:
+    mp = pytest.importorskip("mpmath")
+    mp.mp.dps = 30
+    for d in (3, 16, 64, 256):
+        c = mp.gamma(mp.mpf(d) / 2) / (mp.sqrt(mp.pi) * mp.gamma(mp.mpf(d - 1) / 2))  # |S^{d-2}|/|S^{d-1}|
+        for om in (0.5, 0.999, 1 - 1e-6):
+            o = mp.mpf(om)
+            def f(s: object, o: object = o, d: int = d) -> object:
+                return s * ((1 - o * o) / (1 - 2 * o * s + o * o)) ** (d - 1) * (1 - s * s) ** (mp.mpf(d - 3) / 2)
+
+            pts = sorted({-1, 0, 1, *(1 - mp.mpf(10) ** (-k) for k in range(1, 14))})
+            ref = float(c * mp.quad(f, pts))
+            # the closed form through scipy's hyp2f1: measured <= 2.3e-15
+            assert abs(float(mobius_mean(om, d)) - ref) < 2e-14
+
+
+@pytest.mark.parametrize(("d", "n"), [(64, 64), (256, 128)])
+def test_beta0_rings_follow_the_exact_mobius_solution(d: int, n: int) -> None:
+    # rho_w = ((1 - w^2)/|x - w|^2)^{d-1}/|S^{d-1}|, w = 0.3 e; to t = 20, where 1 - |w| ~ 3e-9:
+    # the density is ~ e^{2500} at its peak (log), far past any Gegenbauer basis (its width in s
+    # is ~ 1e-17, a degree ~ 1e8). At beta = 0 every ring moves by the same shift of
+    # phi = log tan(theta/2), d phi/dt = -M(t), M = sum_j w_j s_j: exact path tan(theta/2) =
+    # tan(theta0/2) q(t)/q0 (docs/lagrangian.md section 9).
+    om0 = 0.3
+    lq0 = math.log((1 - om0) / (1 + om0))
+    r = nodes.rings(lambda s: -(d - 1) * np.log(1 - 2 * om0 * s + om0 * om0), n, d, log=True)
+    # the start: the rule normalises the density by its own quadrature; measured 3e-14 (d = 64,
+    # n = 64) and (d = 256, n = 128): the polynomial degree 2n - 1 resolves D(s)^{-(d-1)}
+    assert np.max(np.abs(r.log_density - mobius_log_density(r.theta, lq0, d))) < 1e-12
+    times = np.array([0.0, 2.5, 5.0, 10.0, 20.0])
+    ds = solve_lagrangian(Model(0.0), r, times, rtol=1e-12, atol=1e-13)
+    assert ds.attrs["successful"] == 1
+    lq = mobius_path(om0, d, times)
+    exact = _phi(mobius_theta(r.theta[None], lq0, lq[:, None]))
+    # phi errors: the controller's rtol 1e-12 on |phi| <= 25 per step, a few hundred steps,
+    # bound ~ 1e-9 (measured 8e-14 at d = 64); the reference's DOP853 at rtol 1e-13
+    assert np.max(np.abs(ds["phi"].values - exact)) < 1e-9
+    assert 2 * math.exp(lq[-1]) < 1e-8  # really collapsed: 1 - omega(20) ~ 3e-9
+    ld = mobius_log_density(ds["theta"].values, lq[:, None], d)
+    # log J = int div dt of size ~ 2 (d - 1) |Delta phi| ~ 1e4: relative 1e-12 of it, plus the
+    # start's 1e-12 (measured 2e-10 at d = 64)
+    assert np.max(np.abs(ds["log_density"].values - ld)) < 1e-12 * 2 * (d - 1) * 25 + 1e-12
+    assert np.allclose(ds["mass"].values, 1.0, rtol=0, atol=1e-14)
+
+
+# -- refusals ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("model", "words"), [
+    (Model(1.0, attention="sigmoid"), "sigmoid"),
+    (Model(1.0, attention="sinkhorn"), "sinkhorn"),
+    (Model(1.0, noise=0.1), "noise"),
+    (Model(1.0, Q=2 * np.eye(8)), "Q, K, V"),
+])
+def test_rings_refuse_what_the_symmetry_does_not_cover(model: Model, words: str) -> None:
+    r = nodes.rings(lambda s: np.exp(s), 8, 8)
+    with pytest.raises(ValueError, match=words):
+        solve_lagrangian(model, r, [0.0, 0.1])
+
+
+def test_rings_refuse_bad_input() -> None:
+    with pytest.raises(ValueError, match="d"):
+        nodes.rings(lambda s: np.exp(s), 8, 2)
+    with pytest.raises(ValueError, match="f must be finite and >= 0"):
+        nodes.rings(lambda s: s, 8, 5)
+    with pytest.raises(ValueError, match="backend"):
+        solve_lagrangian(Model(1.0), nodes.rings(lambda s: np.exp(s), 8, 5), [0.0, 0.1], dtype="float32", rtol=1e-5)
