@@ -48,6 +48,9 @@ class RingNodes:
         log_density: ``log rho0`` at the rings, per unit surface measure on ``S^{d-1}``.
         d: ambient dimension, ``>= 3``.
         describe: how the nodes were made.
+        cdf: optional ``P(s <= s_j)`` of the measure at each ring (increasing): the flow keeps
+            the order of the rings, so it holds along the characteristics for every ``t``
+            (the Kolmogorov distance of docs/lagrangian.md section 8).
     """
 
     theta: np.ndarray
@@ -55,6 +58,7 @@ class RingNodes:
     log_density: np.ndarray
     d: int
     describe: str = ""
+    cdf: np.ndarray | None = None
     mass: float = field(init=False)
 
     reduction = "rings"
@@ -84,6 +88,13 @@ class RingNodes:
         if ld.shape != th.shape or np.any(np.isnan(ld)) or np.any(ld == np.inf):
             msg = f"log_density must be < inf, not NaN, of shape {th.shape}; got shape {ld.shape}"
             raise ValueError(msg)
+        if self.cdf is not None:
+            c = np.array(self.cdf, dtype=float)
+            order = np.argsort(-th)  # ascending s
+            if c.shape != th.shape or np.any(c < 0) or np.any(c > 1) or np.any(np.diff(c[order]) < 0):
+                msg = f"cdf must be in [0, 1], increasing in s, of shape {th.shape}"
+                raise ValueError(msg)
+            object.__setattr__(self, "cdf", _frozen(c))
         object.__setattr__(self, "d", d)
         object.__setattr__(self, "theta", _frozen(th))
         object.__setattr__(self, "weights", _frozen(w / total))
@@ -180,8 +191,32 @@ def rings(f: Callable[[np.ndarray], Any], n: int, d: int, *, log: bool = False) 
         raise ValueError(msg)
     w = np.exp(logf + log_w - log_mass)
     log_rho = logf - log_mass - log_sphere_area(d)
-    return RingNodes(np.arccos(s), w, log_rho, d,
+    return RingNodes(np.arccos(s), w, log_rho, d, cdf=_cdf(f, log, s, d),
                      describe=f"rings: Gauss-Jacobi ({n}) in s, weight (1-s^2)^((d-3)/2), d={d}")
+
+
+_CDF_POINTS = 32  # Gauss-Legendre points per gap between rings
+
+
+def _cdf(f: Callable[[np.ndarray], Any], log: bool, s: np.ndarray, d: int) -> np.ndarray:
+    """``P(s' <= s_j)`` for the density ``f(s') (1 - s'^2)^{(d-3)/2}`` on ``[-1, 1]``: a
+    32-point Gauss–Legendre rule on each gap between rings (and to the poles), in logarithms.
+    A gap is narrower than the scale on which the (resolved) density varies, so the rule is
+    at round-off there; at the poles (weight ``(1 - s^2)^{(d-3)/2}``, a root singularity for
+    even ``d``) the gap's mass is below ``w_1`` of the Gauss–Jacobi rule."""
+    from scipy.special import roots_legendre
+
+    x, wx = roots_legendre(_CDF_POINTS)
+    edges = np.concatenate([[-1.0], s, [1.0]])
+    a, b = edges[:-1, None], edges[1:, None]
+    u = 0.5 * (b - a) * x[None] + 0.5 * (b + a)
+    vals = np.asarray(f(u.ravel()), dtype=float).reshape(u.shape)
+    with np.errstate(divide="ignore"):
+        logf = vals if log else np.log(vals)
+        terms = logf + 0.5 * (d - 3) * np.log1p(-u * u) + np.log(0.5 * (b - a) * wx[None])
+    gaps = logsumexp(terms, axis=1)
+    cum = np.exp(np.logaddexp.accumulate(gaps) - logsumexp(gaps))
+    return np.clip(cum[:-1], 0.0, 1.0)
 
 
 __all__ = ["RingNodes", "rings"]

@@ -229,6 +229,10 @@ def assemble(saved: list[tuple[float, np.ndarray]], model: Model, nodes: Any) ->
         "mass": ("time", np.full(tvals.size, float(np.sum(w))), {
             "long_name": "total mass sum_j w_j (exact along characteristics)"}),
     }
+    if getattr(nodes, "cdf", None) is not None:
+        data["cdf"] = ("node", np.asarray(nodes.cdf, dtype=float), {
+            "long_name": "P(s <= s_j(t)): constant along characteristics (the flow keeps the "
+                         "order of the rings)"})
     coords = {"time": ("time", tvals, {"long_name": "time", "units": "1"}),
               "node": ("node", np.arange(w.size))}
     ds = xr.Dataset(data, coords=coords)
@@ -237,5 +241,32 @@ def assemble(saved: list[tuple[float, np.ndarray]], model: Model, nodes: Any) ->
     return ds
 
 
-__all__ = ["RING_KINDS", "assemble", "check_model", "engine", "log_hyp0f1", "ring_coordinates",
+def cdf_s(ds: xr.Dataset, time_index: int, s: np.ndarray) -> np.ndarray:
+    """``P(<x, e> <= s)`` at the saved time ``time_index`` of a ring run: the exact values
+    ``cdf`` at the rings ``s_j(t)`` joined by cubic Hermite pieces whose slopes are the
+    densities of ``s`` there (``exp(log_density_s)``), linear to the poles (docs/lagrangian.md
+    section 8). Between rings the error is that of the cubic, fourth order in the gap."""
+    if "cdf" not in ds:
+        msg = "ds has no cdf: make the ring nodes with meanfield.nodes.rings"
+        raise ValueError(msg)
+    sj = np.asarray(ds["s"].isel(time=time_index).values, dtype=float)
+    order = np.argsort(sj)
+    sj = sj[order]
+    F = np.asarray(ds["cdf"].values, dtype=float)[order]
+    g = np.exp(np.asarray(ds["log_density_s"].isel(time=time_index).values, dtype=float))[order]
+    s = np.asarray(s, dtype=float)
+    out = np.interp(s, np.concatenate([[-1.0], sj, [1.0]]), np.concatenate([[0.0], F, [1.0]]))
+    k = np.searchsorted(sj, s) - 1
+    inner = (k >= 0) & (k < sj.size - 1)
+    if np.any(inner):
+        i = k[inner]
+        h = sj[i + 1] - sj[i]
+        u = (s[inner] - sj[i]) / h
+        h00, h10 = (1 + 2 * u) * (1 - u) ** 2, u * (1 - u) ** 2
+        h01, h11 = u * u * (3 - 2 * u), u * u * (u - 1)
+        out[inner] = h00 * F[i] + h10 * h * g[i] + h01 * F[i + 1] + h11 * h * g[i + 1]
+    return np.clip(out, 0.0, 1.0)
+
+
+__all__ = ["RING_KINDS", "assemble", "cdf_s", "check_model", "engine", "log_hyp0f1", "ring_coordinates",
            "ring_field"]
