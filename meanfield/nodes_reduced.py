@@ -3,6 +3,7 @@ r"""Symmetry-reduced node sets: zonal measures on ``S^{d-1}`` as weighted rings 
 .. autosummary::
    RingNodes
    rings
+   rings_from_dataset
 
 A density on ``S^{d-1}`` that depends on ``x`` only through ``s = <x, e>`` (axis ``e = e_d``,
 the convention of :class:`~meanfield.domains.zonal_sphere.ZonalSphere`) stays so under the
@@ -195,6 +196,39 @@ def rings(f: Callable[[np.ndarray], Any], n: int, d: int, *, log: bool = False) 
                      describe=f"rings: Gauss-Jacobi ({n}) in s, weight (1-s^2)^((d-3)/2), d={d}")
 
 
+def rings_from_dataset(ds: Any, time: float | None = None) -> RingNodes:
+    """Ring nodes of the density of a :func:`meanfield.solve` Dataset on a ``ZonalSphere`` at a
+    saved ``time`` (default: the last): the Gauss–Jacobi grid of its final resolution, one
+    ring per grid node, the density per unit area as saved (negative round-off clipped to 0)
+    and ``P(s <= s_j)`` of the band-limited density. The hand-over of
+    ``solve(..., continue_lagrangian=True)`` on a zonal domain (no product rule on
+    ``S^{d-2}``, whose node count grows like ``degree^{d-1}``)."""
+    from .domains import ZonalSphere
+    from .io import domain_of
+
+    domain = domain_of(ds)
+    if not isinstance(domain, ZonalSphere):
+        msg = f"ds: ring nodes need a ZonalSphere Dataset, got the domain {domain!r}"
+        raise ValueError(msg)
+    times = np.asarray(ds["time"].values, dtype=float)
+    k = times.size - 1 if time is None else int(np.argmin(np.abs(times - float(time))))
+    if time is not None and not abs(times[k] - float(time)) <= 1e-9 * (1.0 + abs(float(time))):
+        msg = f"time={time!r} is not a saved time of the Dataset (saved: {times.size} times)"
+        raise ValueError(msg)
+    rho = np.maximum(np.asarray(ds["density"].isel(time=k).values, dtype=float), 0.0)
+    s, log_w = gauss_jacobi_log(domain.d, rho.size)
+    coeffs = domain.forward(rho)
+
+    def f(u: np.ndarray) -> np.ndarray:
+        return np.maximum(domain.evaluate(coeffs, u), 0.0)
+
+    with np.errstate(divide="ignore"):
+        log_rho = np.log(rho)
+    w = rho * np.exp(log_w)
+    return RingNodes(np.arccos(s), w, log_rho - math.log(w.sum()), domain.d, cdf=_cdf(f, False, s, domain.d),
+                     describe=f"rings of ZonalSphere({domain.d}, {rho.size - 1}) at time {times[k]:g}")
+
+
 _CDF_POINTS = 32  # Gauss-Legendre points per gap between rings
 
 
@@ -219,4 +253,4 @@ def _cdf(f: Callable[[np.ndarray], Any], log: bool, s: np.ndarray, d: int) -> np
     return np.clip(cum[:-1], 0.0, 1.0)
 
 
-__all__ = ["RingNodes", "rings"]
+__all__ = ["RingNodes", "rings", "rings_from_dataset"]
