@@ -333,6 +333,36 @@ class ZonalSphere(Domain):
         top = self.degrees > (2 * self.degree) / 3
         return float(np.max(a[top]) / np.max(a))
 
+    def conditioning(self, c: np.ndarray, tol: float = 1e-6) -> str | None:
+        """Whether the state ``c`` is still a density in float64 (the conditioning limit of
+        the Gegenbauer basis), a sentence if not, else ``None``.
+
+        The grid values ``rho = backward(c)`` are checked with the solver's own weights
+        ``W_j``: their negative mass ``sum_j W_j max(-rho_j, 0)``, and that of the values
+        re-synthesised from their re-analysis ``backward(forward(rho))`` (robust to nodes of
+        negligible weight, unlike a pointwise test whose round-off bound :meth:`roundoff` can
+        exceed the density itself there) and the drift of the mass under re-analysis,
+        ``|forward(rho)_0 - c_0|``, each relative to ``c_0``. For a density both are at
+        round-off, measured ``~ 3e-14 max|c_l| / c_0`` (the coefficients' round-off,
+        :meth:`roundoff`): ``tol = 1e-6`` of the mass is reached near ``max|c_l| ~ 3e7 c_0``;
+        beyond, the state is no longer known as a density (at ``d = 64``, ``kappa = 32`` the
+        coefficients reach ``1e13 c_0`` by ``t = 1.5``) and the run stops before it."""
+        c = np.real(np.asarray(c))
+        c0 = float(c[0])
+        rho = self.backward(c)
+        again = self.forward(rho)  # the re-analysis a reader of the stored density does
+        # sum_j W_j rho_j = c_0; the negative mass of the values and of their re-synthesis
+        negative = max(float(np.sum(self.weights * np.maximum(-r, 0.0)))
+                       for r in (rho, self.backward(again)))
+        drift = abs(float(again[0]) - c0)
+        growth = float(np.max(np.abs(c))) / abs(c0) if c0 != 0 else math.inf
+        if not (c0 > 0 and negative <= tol * c0 and drift <= tol * c0):
+            return (f"state is no longer a density in float64 (the conditioning limit of the "
+                    f"Gegenbauer basis): negative mass {negative:.3g}, mass drift under "
+                    f"re-analysis {drift:.3g} against c_0 = {c0:.6g} (tolerance {tol:g}); "
+                    f"max|c_l|/c_0 = {growth:.3g}")
+        return None
+
     def roundoff(self, c: np.ndarray) -> np.ndarray:
         """Round-off bound of :meth:`backward` at each node:
         ``3e-13 ||c||_2 sqrt(sum_l Q_l(s_j)^2) / |S^{d-1}| = 3e-13 ||c||_2 / sqrt(|S^{d-1}| w_j)``.
