@@ -174,7 +174,7 @@ def solve_lagrangian(
     y0 = be.asarray(np.concatenate([x0, np.zeros((n, 1))], axis=1))
     project = _project(sphere, d)
     if getattr(nodes, "reduction", None) is not None:  # exact symmetry reduction (section 8):
-        from .rings import engine  # its own state [theta | log J] on the same engine
+        from .rings import engine  # its own state [phi | log J] on the same engine
 
         rhs, y0, project = engine(model, nodes, be, memory_limit)
     saved: list[tuple[float, np.ndarray]] = []
