@@ -5,6 +5,7 @@ r"""Weighted node sets: the quadratures of an initial measure that start a Lagra
    circle
    sphere
    zonal
+   rings
    gaussian
    from_samples
    from_dataset
@@ -48,6 +49,7 @@ from scipy.special import roots_hermitenorm, roots_legendre
 from .checks import count, finite, nonnegative_weights
 from .domains import Circle, Domain, Sphere, ZonalSphere
 from .domains.zonal_sphere import gauss_jacobi
+from .nodes_reduced import RingNodes, rings
 from .special import sphere_area
 
 GEOMETRIES = ("sphere", "euclidean")
@@ -293,6 +295,32 @@ def sphere_rule(k: int, degree: int) -> tuple[np.ndarray, np.ndarray]:
     return pts.reshape(-1, k), w.reshape(-1)
 
 
+def sphere_rule_size(k: int, degree: int) -> int:
+    """The number of points of ``sphere_rule(k, degree)``, without building it (an exact
+    integer: ``degree + 1`` for ``k = 2``, times ``(degree + 2) // 2`` per dimension above)."""
+    k = count(k, "k", 2)
+    degree = count(degree, "degree", 0)
+    return (degree + 1) * ((degree + 2) // 2) ** (k - 2)
+
+
+_ZONAL_BYTES_PER_COORD = 8 * 4  # x, its broadcast product, the normalised copy, a field pass
+
+
+def check_zonal_size(d: int, degree: int, angular: int) -> None:
+    """Refuse :func:`zonal` before building it when its ``(degree + 1) x sphere_rule_size(d -
+    1, angular)`` nodes of ``d`` coordinates do not fit in the available memory
+    (:func:`meanfield.memory.check_memory`): ``ValueError`` with the node count, the estimate
+    and the way out (fewer degrees, or :func:`rings`, ``degree + 1`` nodes in any ``d``)."""
+    from .memory import check_memory
+
+    n = (degree + 1) * sphere_rule_size(d - 1, angular)
+    check_memory(float(n) * d * _ZONAL_BYTES_PER_COORD,
+                 f"nodes.zonal(d={d}, degree={degree}, angular={angular}): {n:.4g} nodes "
+                 f"({degree + 1} x {sphere_rule_size(d - 1, angular):.4g} on S^{d - 2})",
+                 "lower degree or angular, or use meanfield.nodes.rings (the exact zonal "
+                 "reduction, one node per ring: docs/lagrangian.md section 8)")
+
+
 def zonal(rho: Any, d: int, degree: int, angular: int | None = None) -> Nodes:
     """Nodes for a zonal density ``rho(<x, e_d>)`` on ``S^{d-1}`` (``d >= 3``).
 
@@ -303,7 +331,8 @@ def zonal(rho: Any, d: int, degree: int, angular: int | None = None) -> Nodes:
     polynomial of degree ``<= angular`` with ``deg f + deg rho <= 2 degree + 1``. For ``d = 3``
     this is the rule of :func:`sphere` with ``2 degree + 2`` longitudes. The node count,
     ``(degree + 1) x`` that of the ``S^{d-2}`` rule, grows like ``degree^{d-1}``: meant for
-    small ``d``.
+    small ``d``; refused with the figure before building when it does not fit in memory
+    (:func:`check_zonal_size`). :func:`rings` is the exact reduction for any ``d``.
 
     Args:
         rho: a callable of ``s`` (the ``ZonalSphere`` grid) or values on the grid of any
@@ -318,6 +347,7 @@ def zonal(rho: Any, d: int, degree: int, angular: int | None = None) -> Nodes:
     def like(shape: tuple[int, ...]) -> Domain | None:
         return ZonalSphere(domain.d, shape[0] - 1) if len(shape) == 1 and shape[0] >= 3 else None
 
+    check_zonal_size(domain.d, domain.degree, angular)
     vals = _density_on(domain, rho, like)
     u, wu = sphere_rule(domain.d - 1, angular)
     s, W = domain.grid, domain.weights
@@ -467,5 +497,5 @@ def with_labels(nodes: Nodes, labels: Any, rule: str = "gauss") -> Nodes:
                  describe=f"{nodes.describe}; labelled")
 
 
-__all__ = ["GEOMETRIES", "SPHERE_TOL", "Nodes", "circle", "from_dataset", "from_samples", "gaussian",
-           "sphere", "sphere_rule", "with_labels", "zonal"]
+__all__ = ["GEOMETRIES", "SPHERE_TOL", "Nodes", "RingNodes", "circle", "from_dataset", "from_samples", "gaussian",
+           "check_zonal_size", "rings", "sphere", "sphere_rule", "sphere_rule_size", "with_labels", "zonal"]

@@ -244,10 +244,15 @@ def solve(
     sol = integrate(rebuild(domain), c, times, controller=controller, output=output, dt0=dt0,
                     max_steps=max_steps, monitors=[monitor], trackers=trackers,
                     step_bound=cfl_bound, context=domain)
+    # a monitor's Stop keeps the last state it accepted: outputs interpolated inside the step
+    # it refused are not a resolved density (issue 22), drop them
+    saved[:] = [e for e in saved if e[0] <= sol.t_reached]
     if sol.t_reached > saved[-1][0]:  # partial results up to the last accepted state
         dom = sol.context
         saved.append((sol.t_reached, sol.y.copy(), dom,
                       _diagnostics(make_flow(model, dom, form), sol.y)))
+    if not sol.successful:  # keep only slices that are densities on the final grid (issue 22)
+        _drop_non_densities(saved)
     settings = {
         "domain": saved[-1][2].state(), "initial_domain": start_domain.state(), "form": form,
         "cfl": float(cfl), "tail_tol": float(tail_tol), "negative_tol": float(negative_tol),
@@ -266,6 +271,17 @@ def solve(
             raise
     return finish(sol, ds, name="solve", error=ResolutionError, throw=throw, out=out,
                   kept="results are kept up to the last resolved time")
+
+
+def _drop_non_densities(saved: list) -> None:
+    """Drop trailing slices that the final (finest) grid no longer holds as a density
+    (:meth:`ZonalSphere.conditioning`: negative mass or mass drift beyond ``1e-6``): the
+    resolution monitor checked each at its own resolution, but the Dataset is assembled on
+    the finest one. The first slice is always kept."""
+    final = max((e[2] for e in saved), key=lambda d: d.resolution)
+    check = getattr(final, "conditioning", None)
+    while check is not None and len(saved) > 1 and check(final.prolong(saved[-1][1], saved[-1][2])):
+        saved.pop()
 
 
 def _write(ds: xr.Dataset, out: str | Path | None) -> None:

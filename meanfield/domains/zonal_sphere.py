@@ -86,6 +86,14 @@ def gauss_jacobi(d: int, n: int) -> tuple[np.ndarray, np.ndarray]:
     """``n``-point Gauss quadrature for ``dA`` on zonal functions of ``S^{d-1}``:
     nodes ``s_j`` (ascending) and weights with ``sum_j w_j g(s_j) = int g(<x,e>) dA(x)``,
     exact for polynomials ``g`` of degree ``<= 2n - 1``."""
+    s, log_w = gauss_jacobi_log(d, n)
+    return s, np.exp(log_w + log_sphere_area(d))
+
+
+def gauss_jacobi_log(d: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The rule of :func:`gauss_jacobi` for the normalised measure ``dA / |S^{d-1}|``: nodes
+    and the logarithms of weights summing to 1, for any ``d >= 2`` (no ``|S^{d-1}|``, which
+    underflows float64 beyond ``d ~ 800``); ``d >= 3``."""
     b = _recurrence(d, n - 1)
     s = eigh_tridiagonal(np.zeros(n), b, eigvals_only=True) if n > 1 else np.zeros(1)
     s = np.clip(np.sort(s), -1.0, 1.0)
@@ -103,8 +111,7 @@ def gauss_jacobi(d: int, n: int) -> tuple[np.ndarray, np.ndarray]:
             q1[big] *= 1e-100
             total[big] *= 1e-200
             logscale[big] += 100 * math.log(10.0)
-    log_w = log_sphere_area(d) - np.log(total) - 2 * logscale
-    return s, np.exp(log_w)
+    return s, -np.log(total) - 2 * logscale
 
 
 class ZonalSphere(Domain):
@@ -326,6 +333,36 @@ class ZonalSphere(Domain):
         top = self.degrees > (2 * self.degree) / 3
         return float(np.max(a[top]) / np.max(a))
 
+    def conditioning(self, c: np.ndarray, tol: float = 1e-6) -> str | None:
+        """Whether the state ``c`` is still a density in float64 (the conditioning limit of
+        the Gegenbauer basis), a sentence if not, else ``None``.
+
+        The grid values ``rho = backward(c)`` are checked with the solver's own weights
+        ``W_j``: their negative mass ``sum_j W_j max(-rho_j, 0)``, and that of the values
+        re-synthesised from their re-analysis ``backward(forward(rho))`` (robust to nodes of
+        negligible weight, unlike a pointwise test whose round-off bound :meth:`roundoff` can
+        exceed the density itself there) and the drift of the mass under re-analysis,
+        ``|forward(rho)_0 - c_0|``, each relative to ``c_0``. For a density both are at
+        round-off, measured ``~ 3e-14 max|c_l| / c_0`` (the coefficients' round-off,
+        :meth:`roundoff`): ``tol = 1e-6`` of the mass is reached near ``max|c_l| ~ 3e7 c_0``;
+        beyond, the state is no longer known as a density (at ``d = 64``, ``kappa = 32`` the
+        coefficients reach ``1e13 c_0`` by ``t = 1.5``) and the run stops before it."""
+        c = np.real(np.asarray(c))
+        c0 = float(c[0])
+        rho = self.backward(c)
+        again = self.forward(rho)  # the re-analysis a reader of the stored density does
+        # sum_j W_j rho_j = c_0; the negative mass of the values and of their re-synthesis
+        negative = max(float(np.sum(self.weights * np.maximum(-r, 0.0)))
+                       for r in (rho, self.backward(again)))
+        drift = abs(float(again[0]) - c0)
+        growth = float(np.max(np.abs(c))) / abs(c0) if c0 != 0 else math.inf
+        if not (c0 > 0 and negative <= tol * c0 and drift <= tol * c0):
+            return (f"state is no longer a density in float64 (the conditioning limit of the "
+                    f"Gegenbauer basis): negative mass {negative:.3g}, mass drift under "
+                    f"re-analysis {drift:.3g} against c_0 = {c0:.6g} (tolerance {tol:g}); "
+                    f"max|c_l|/c_0 = {growth:.3g}")
+        return None
+
     def roundoff(self, c: np.ndarray) -> np.ndarray:
         """Round-off bound of :meth:`backward` at each node:
         ``3e-13 ||c||_2 sqrt(sum_l Q_l(s_j)^2) / |S^{d-1}| = 3e-13 ||c||_2 / sqrt(|S^{d-1}| w_j)``.
@@ -433,4 +470,4 @@ class ZonalSphere(Domain):
         return np.concatenate([np.sin(th)[:, None] * u, np.cos(th)[:, None]], axis=1)
 
 
-__all__ = ["ZonalSphere", "gauss_jacobi", "gegenbauer_table", "log_harmonic_dimension"]
+__all__ = ["ZonalSphere", "gauss_jacobi", "gauss_jacobi_log", "gegenbauer_table", "log_harmonic_dimension"]

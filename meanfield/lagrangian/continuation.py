@@ -47,7 +47,13 @@ def continue_lagrangian(model: Model, spectral: xr.Dataset, t: Sequence[float] |
     if later.size == 0:
         msg = f"t ends at {times[-1]:g}, not after the spectral run's last time {t_h:g}"
         raise ValueError(msg)
-    start = nodes.from_dataset(spectral, t_h)
+    from ..domains import ZonalSphere
+    from ..io import domain_of
+    from ..nodes_reduced import rings_from_dataset
+
+    # a zonal state goes on as rings (docs/lagrangian.md section 8): degree + 1 nodes in any d
+    zonal = isinstance(domain_of(spectral), ZonalSphere)
+    start = rings_from_dataset(spectral, t_h) if zonal else nodes.from_dataset(spectral, t_h)
     settings = json.loads(spectral.attrs.get("settings", "{}"))
     handover = {"t": t_h, "from": "meanfield.solve", "domain": settings.get("domain"),
                 "reason": spectral.attrs.get("stop_reason", "")}
@@ -56,6 +62,8 @@ def continue_lagrangian(model: Model, spectral: xr.Dataset, t: Sequence[float] |
     keep = {name: spectral[name] for name in ("density", "energy", "log_energy", "mass")
             if name in spectral}  # log_energy: where the spectral energy overflowed
     part = xr.Dataset(keep).rename({"time": "spectral_time"})
+    if "s" in part.dims:  # the zonal grid's s is not the rings' s (time, node)
+        part = part.rename({"s": "spectral_s"})
     part = part.rename({name: f"spectral_{name}" for name in keep})
     for name in keep:
         part[f"spectral_{name}"].attrs["long_name"] = (

@@ -223,6 +223,17 @@ def solve_lagrangian(
         return out_
 
     y0 = be.asarray(np.concatenate([x0, np.zeros((n, 1))], axis=1))
+    project = _project(sphere, d)
+    reduced = getattr(nodes, "reduction", None) is not None
+    if reduced:  # exact symmetry reduction (docs/lagrangian.md section 8):
+        from .rings import engine  # its own state [phi | log J] on the same engine
+
+        if not tab.adaptive:  # the step-size monitor watches positions on S^{d-1}, not phi
+            msg = (f"scheme={tab.name!r}: ring nodes run with an adaptive scheme (e.g. "
+                   "scheme='dopri5'), whose error control replaces the fixed step's monitor")
+            raise ValueError(msg)
+        rhs, y0, project = engine(model, nodes, be, memory_limit)
+        fast = False
     saved: list[tuple[float, np.ndarray]] = []
 
     def output(k: int, tk: float, y: Any, _ctx: Any) -> None:
@@ -238,7 +249,7 @@ def solve_lagrangian(
                                         radius=stability_radius(tab),
                                         tangent=_positions_tangent(sphere, d),
                                         advice="scheme='dopri5'"))
-    sol = integrate(RungeKutta(rhs, tab, project=_project(sphere, d)), y0, times,
+    sol = integrate(RungeKutta(rhs, tab, project=project), y0, times,
                     controller=controller, output=output, monitors=monitors,
                     dt0=dt if tab.adaptive else None, max_steps=max_steps, trackers=trackers)
     last = np.array(bk.to_numpy(sol.y), dtype=float)
@@ -270,6 +281,10 @@ def solve_lagrangian(
 def _assemble(saved: list[tuple[float, np.ndarray]], model: Model, nodes: Any,
               weights: np.ndarray, labels: np.ndarray | None, d: int,
               memory_limit: int) -> xr.Dataset:
+    if getattr(nodes, "reduction", None) is not None:  # ring nodes: s, theta, log densities
+        from .rings import assemble
+
+        return assemble(saved, model, nodes)
     tvals = np.array([s[0] for s in saved])
     ys = np.stack([s[1] for s in saved])
     x = ys[:, :, :d]

@@ -1,0 +1,256 @@
+r"""Symmetry-reduced node sets: zonal measures on ``S^{d-1}`` as weighted rings (``k = 1``).
+
+.. autosummary::
+   RingNodes
+   rings
+   rings_from_dataset
+
+A density on ``S^{d-1}`` that depends on ``x`` only through ``s = <x, e>`` (axis ``e = e_d``,
+the convention of :class:`~meanfield.domains.zonal_sphere.ZonalSphere`) stays so under the
+flow of ``Q = K = V = I`` attention (docs/equations.md section 3). Such a measure is a
+weighted sum of *rings* ``{x : <x, e> = s_j}`` (uniform measure on each ring): node ``j`` is
+the whole ring at polar angle ``theta_j = arccos s_j``, the rest of ``x`` uniform on the
+``S^{d-2}`` of radius ``sin theta_j``. The node rule is ``n``-point Gauss–Jacobi in ``s`` for
+the weight ``(1 - s^2)^{(d-3)/2}`` (:func:`~meanfield.domains.zonal_sphere.gauss_jacobi_log`),
+exact for ``int g(s) f(s) dA`` when ``g f`` is a polynomial of degree ``<= 2n - 1`` in ``s``,
+for every ``d``: no nodes in the other ``d - 1`` dimensions (docs/lagrangian.md section 8).
+
+Densities are kept as logarithms: per unit surface measure a probability density on
+``S^{1023}`` is ``~ e^{2000}`` (``|S^{d-1}| -> 0``), beyond float64.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+from scipy.special import logsumexp
+
+from .checks import count
+from .domains.zonal_sphere import gauss_jacobi_log
+from .special import log_sphere_area
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a = np.array(a, dtype=float)
+    a.setflags(write=False)
+    return a
+
+
+@dataclass(frozen=True, eq=False)
+class RingNodes:
+    """A zonal measure on ``S^{d-1}`` as ``n`` weighted rings ``<x, e_d> = cos theta_j``.
+
+    Args:
+        theta: polar angles ``theta_j in (0, pi)`` of the rings (``s_j = cos theta_j``).
+        weights: ``w_j >= 0`` summing to 1 (normalised here; the sum given is :attr:`mass`).
+        log_density: ``log rho0`` at the rings, per unit surface measure on ``S^{d-1}``.
+        d: ambient dimension, ``>= 3``.
+        describe: how the nodes were made.
+        cdf: optional ``P(s <= s_j)`` of the measure at each ring (increasing): the flow keeps
+            the order of the rings, so it holds along the characteristics for every ``t``
+            (the Kolmogorov distance of docs/lagrangian.md section 8).
+    """
+
+    theta: np.ndarray
+    weights: np.ndarray
+    log_density: np.ndarray
+    d: int
+    describe: str = ""
+    cdf: np.ndarray | None = None
+    mass: float = field(init=False)
+
+    reduction = "rings"
+    """The symmetry reduction (``solve_lagrangian`` runs its own state for it)."""
+    geometry = "sphere"
+    labels = None
+
+    def __post_init__(self) -> None:
+        d = count(self.d, "d", 3)
+        th = np.array(self.theta, dtype=float)
+        if th.ndim != 1 or th.size < 1:
+            msg = f"theta must have shape (n,) with n >= 1, got shape {th.shape}"
+            raise ValueError(msg)
+        if not np.all(np.isfinite(th)) or np.any(th <= 0) or np.any(th >= math.pi):
+            msg = (f"theta must lie in (0, pi) (a ring, not a pole), got range "
+                   f"[{np.nanmin(th)!r}, {np.nanmax(th)!r}]")
+            raise ValueError(msg)
+        w = np.array(self.weights, dtype=float)
+        if w.shape != th.shape or not np.all(np.isfinite(w)) or np.any(w < 0):
+            msg = f"weights must be finite, >= 0, of shape {th.shape}; got shape {w.shape}"
+            raise ValueError(msg)
+        total = float(w.sum())
+        if not total > 0:
+            msg = f"weights must have a positive sum, got {total!r}"
+            raise ValueError(msg)
+        ld = np.array(self.log_density, dtype=float)
+        if ld.shape != th.shape or np.any(np.isnan(ld)) or np.any(ld == np.inf):
+            msg = f"log_density must be < inf, not NaN, of shape {th.shape}; got shape {ld.shape}"
+            raise ValueError(msg)
+        if self.cdf is not None:
+            c = np.array(self.cdf, dtype=float)
+            order = np.argsort(-th)  # ascending s
+            if c.shape != th.shape or np.any(c < 0) or np.any(c > 1) or np.any(np.diff(c[order]) < 0):
+                msg = f"cdf must be in [0, 1], increasing in s, of shape {th.shape}"
+                raise ValueError(msg)
+            object.__setattr__(self, "cdf", _frozen(c))
+        object.__setattr__(self, "d", d)
+        object.__setattr__(self, "theta", _frozen(th))
+        object.__setattr__(self, "weights", _frozen(w / total))
+        object.__setattr__(self, "log_density", _frozen(ld))
+        object.__setattr__(self, "mass", total)
+
+    @property
+    def n(self) -> int:
+        """Number of rings."""
+        return int(self.theta.size)
+
+    def __len__(self) -> int:
+        return self.n
+
+    @property
+    def s(self) -> np.ndarray:
+        """``s_j = cos theta_j = <x, e_d>`` on ring ``j``."""
+        return np.cos(self.theta)
+
+    @property
+    def x(self) -> np.ndarray:
+        """One point per ring, ``sin theta_j e_1 + cos theta_j e_d`` (as ``ZonalSphere.points``)."""
+        x = np.zeros((self.n, self.d))
+        x[:, 0] = np.sin(self.theta)
+        x[:, -1] = np.cos(self.theta)
+        return x
+
+    @property
+    def density(self) -> np.ndarray:
+        """``rho0`` per unit surface measure (``inf`` beyond float64; :attr:`log_density`)."""
+        with np.errstate(over="ignore"):
+            return np.exp(self.log_density)
+
+    @property
+    def log_density_s(self) -> np.ndarray:
+        """``log`` of the density of ``s`` w.r.t. ``ds`` on ``[-1, 1]`` (the ball, ``k = 1``):
+        ``log rho0 + log |S^{d-2}| + (d - 3)/2 log(1 - s^2)``."""
+        with np.errstate(divide="ignore"):
+            return (self.log_density + log_sphere_area(self.d - 1)
+                    + (self.d - 3) * np.log(np.sin(self.theta)))
+
+    def integrate(self, g: Callable[[np.ndarray], np.ndarray] | np.ndarray) -> float:
+        """``sum_j w_j g(s_j)``: the quadrature of ``int g(<x, e>) dmu`` (``g`` a callable of
+        ``s`` or its values at the rings)."""
+        vals = np.asarray(g(self.s) if callable(g) else g, dtype=float)
+        if vals.shape != (self.n,):
+            msg = f"g must give one value per ring, shape ({self.n},), got {vals.shape}"
+            raise ValueError(msg)
+        return float(self.weights @ vals)
+
+    def __repr__(self) -> str:
+        return f"RingNodes(n={self.n}, d={self.d}, describe={self.describe!r})"
+
+
+def rings(f: Callable[[np.ndarray], Any], n: int, d: int, *, log: bool = False) -> RingNodes:
+    """Ring nodes of a zonal density ``f(<x, e_d>)`` on ``S^{d-1}`` (``d >= 3``, any size).
+
+    ``n`` Gauss–Jacobi nodes ``s_j`` (weight ``(1 - s^2)^{(d-3)/2}``), weights
+    ``w_j = f(s_j) W_j / sum_k f(s_k) W_k`` with ``W_j`` the rule for ``dA / |S^{d-1}|``:
+    exact for ``int g f dA / int f dA`` when ``g f`` is a polynomial of degree ``<= 2n - 1``
+    in ``s``. The density is normalised to a probability density per unit surface measure.
+
+    Args:
+        f: a callable of ``s`` (array) giving the density up to a constant factor, ``>= 0``;
+            with ``log=True`` its natural logarithm (``-inf`` allowed), e.g. ``lambda s:
+            kappa * s`` for von Mises–Fisher, which has no float64 form at ``d = 1024``.
+        n: number of rings (``>= 1``).
+        d: ambient dimension (``>= 3``).
+        log: ``f`` gives ``log`` of the density.
+    """
+    n = count(n, "n", 1)
+    d = count(d, "d", 3)
+    s, log_w = gauss_jacobi_log(d, n)
+    vals = np.asarray(f(s), dtype=float)
+    if vals.shape != s.shape:
+        msg = f"f must give one value per node s, shape {s.shape}, got {vals.shape}"
+        raise ValueError(msg)
+    if log:
+        bad = np.isnan(vals) | (vals == np.inf)
+        if np.any(bad):
+            msg = f"f (log density) must be finite or -inf, got {vals[bad][0]!r} at s = {s[bad][0]:.6g}"
+            raise ValueError(msg)
+        logf = vals
+    else:
+        if not np.all(np.isfinite(vals)) or np.any(vals < 0):
+            i = int(np.argmax(~np.isfinite(vals) | (vals < 0)))
+            msg = f"f must be finite and >= 0, got {vals[i]!r} at s = {s[i]:.6g}"
+            raise ValueError(msg)
+        with np.errstate(divide="ignore"):
+            logf = np.log(vals)
+    log_mass = float(logsumexp(logf + log_w))
+    if not math.isfinite(log_mass):
+        msg = "f: the density has no mass on the nodes (all zero)"
+        raise ValueError(msg)
+    w = np.exp(logf + log_w - log_mass)
+    log_rho = logf - log_mass - log_sphere_area(d)
+    return RingNodes(np.arccos(s), w, log_rho, d, cdf=_cdf(f, log, s, d),
+                     describe=f"rings: Gauss-Jacobi ({n}) in s, weight (1-s^2)^((d-3)/2), d={d}")
+
+
+def rings_from_dataset(ds: Any, time: float | None = None) -> RingNodes:
+    """Ring nodes of the density of a :func:`meanfield.solve` Dataset on a ``ZonalSphere`` at a
+    saved ``time`` (default: the last): the Gauss–Jacobi grid of its final resolution, one
+    ring per grid node, the density per unit area as saved (negative round-off clipped to 0)
+    and ``P(s <= s_j)`` of the band-limited density. The hand-over of
+    ``solve(..., continue_lagrangian=True)`` on a zonal domain (no product rule on
+    ``S^{d-2}``, whose node count grows like ``degree^{d-1}``)."""
+    from .domains import ZonalSphere
+    from .io import domain_of
+
+    domain = domain_of(ds)
+    if not isinstance(domain, ZonalSphere):
+        msg = f"ds: ring nodes need a ZonalSphere Dataset, got the domain {domain!r}"
+        raise ValueError(msg)
+    times = np.asarray(ds["time"].values, dtype=float)
+    k = times.size - 1 if time is None else int(np.argmin(np.abs(times - float(time))))
+    if time is not None and not abs(times[k] - float(time)) <= 1e-9 * (1.0 + abs(float(time))):
+        msg = f"time={time!r} is not a saved time of the Dataset (saved: {times.size} times)"
+        raise ValueError(msg)
+    rho = np.maximum(np.asarray(ds["density"].isel(time=k).values, dtype=float), 0.0)
+    s, log_w = gauss_jacobi_log(domain.d, rho.size)
+    coeffs = domain.forward(rho)
+
+    def f(u: np.ndarray) -> np.ndarray:
+        return np.maximum(domain.evaluate(coeffs, u), 0.0)
+
+    with np.errstate(divide="ignore"):
+        log_rho = np.log(rho)
+    w = rho * np.exp(log_w)
+    return RingNodes(np.arccos(s), w, log_rho - math.log(w.sum()), domain.d, cdf=_cdf(f, False, s, domain.d),
+                     describe=f"rings of ZonalSphere({domain.d}, {rho.size - 1}) at time {times[k]:g}")
+
+
+_CDF_POINTS = 32  # Gauss-Legendre points per gap between rings
+
+
+def _cdf(f: Callable[[np.ndarray], Any], log: bool, s: np.ndarray, d: int) -> np.ndarray:
+    """``P(s' <= s_j)`` for the density ``f(s') (1 - s'^2)^{(d-3)/2}`` on ``[-1, 1]``: a
+    32-point Gauss–Legendre rule on each gap between rings (and to the poles), in logarithms.
+    A gap is narrower than the scale on which the (resolved) density varies, so the rule is
+    at round-off there; at the poles (weight ``(1 - s^2)^{(d-3)/2}``, a root singularity for
+    even ``d``) the gap's mass is below ``w_1`` of the Gauss–Jacobi rule."""
+    from scipy.special import roots_legendre
+
+    x, wx = roots_legendre(_CDF_POINTS)
+    edges = np.concatenate([[-1.0], s, [1.0]])
+    a, b = edges[:-1, None], edges[1:, None]
+    u = 0.5 * (b - a) * x[None] + 0.5 * (b + a)
+    vals = np.asarray(f(u.ravel()), dtype=float).reshape(u.shape)
+    with np.errstate(divide="ignore"):
+        logf = vals if log else np.log(vals)
+        terms = logf + 0.5 * (d - 3) * np.log1p(-u * u) + np.log(0.5 * (b - a) * wx[None])
+    gaps = logsumexp(terms, axis=1)
+    cum = np.exp(np.logaddexp.accumulate(gaps) - logsumexp(gaps))
+    return np.clip(cum[:-1], 0.0, 1.0)
+
+
+__all__ = ["RingNodes", "rings", "rings_from_dataset"]
