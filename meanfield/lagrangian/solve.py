@@ -62,14 +62,15 @@ class LagrangianError(IntegrationError):
 
 def _check_model(model: Model, nodes: Any) -> None:
     from ..nodes import Nodes
+    from ..nodes_reduced import RingNodes
 
     if not isinstance(model, Model):
         msg = f"model must be a meanfield.Model, got {type(model).__name__}"
         raise ValueError(msg)
-    if not isinstance(nodes, Nodes):
-        msg = (f"nodes must be a meanfield.nodes.Nodes (positions, weights, density), got "
-               f"{type(nodes).__name__}; make them with meanfield.nodes.circle, sphere, "
-               "zonal, gaussian or, from samples, meanfield.nodes.from_samples")
+    if not isinstance(nodes, (Nodes, RingNodes)):
+        msg = (f"nodes must be a meanfield.nodes.Nodes (positions, weights, density) or "
+               f"RingNodes, got {type(nodes).__name__}; make them with meanfield.nodes.circle, "
+               "sphere, zonal, rings, gaussian or, from samples, meanfield.nodes.from_samples")
         raise ValueError(msg)
     if model.noise > 0:
         msg = (f"model.noise={model.noise} > 0: noise has no Lagrangian (characteristics) form; "
