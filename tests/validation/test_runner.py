@@ -271,7 +271,12 @@ def test_cli_exit_codes_and_resume(fake: Path, tmp_path: Path, monkeypatch: pyte
     assert main(["validate", "--out", str(out), "--no-progress", "--only", "fake.ok"]) == 0
     assert calls(fake, "ok2") == 0  # whole names: fake.ok does not select fake.ok2
     assert main(["validate", "--out", str(out), "--no-progress", "--only", "fake.nothing"]) == 2
-    assert main(["validate", "--out", str(out), "--no-progress"]) == 1
+    capsys.readouterr()
+    # a folder holding an earlier run is refused before any check runs (issue 21: nothing
+    # computed is lost), naming --out; --overwrite replaces it
+    assert main(["validate", "--out", str(out), "--no-progress"]) == 2
+    assert "--out" in capsys.readouterr().err
+    assert main(["validate", "--out", str(out), "--no-progress", "--overwrite"]) == 1
     assert "FAIL" in capsys.readouterr().out
     (fake / "STOP").write_text("")
     out2 = tmp_path / "cli2"

@@ -148,9 +148,9 @@ SUBMITTED: list[list[int]] = []
 RUN_CHUNK = sweep_module._run_chunk
 
 
-def recording_chunk(func, cells, seed, kwargs):
+def recording_chunk(func, cells, seed, *args, **kwargs):
     SUBMITTED.append([index for index, _ in cells])
-    return RUN_CHUNK(func, cells, seed, kwargs)
+    return RUN_CHUNK(func, cells, seed, *args, **kwargs)
 
 
 def test_sweep_submits_the_documented_tasks_and_the_same_numbers(monkeypatch):

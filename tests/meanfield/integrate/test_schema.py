@@ -83,21 +83,28 @@ def test_solve_interrupted_writes_and_reraises(tmp_path, monkeypatch):
 @pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning",
                             "ignore:invalid value encountered:RuntimeWarning")  # the blow-up is the point
 def test_particles_blow_up_stops_with_partial_finite_results():
-    """USA in R^d at beta = 3 from spread tokens: |x| grows like e^{beta |x|^2}-ish and
-    overflows in finite time; the run must stop, keep finite states and say why: a blow-up
-    (issue 21, meanfield.blowup), not a mere non-finite number."""
-    model = mf.Model(beta=3.0, attention="unnormalized")
-    x0 = 3.0 * particles.sample_gaussian(np.zeros(2), np.eye(2), 8, np.random.default_rng(0))
+    """USA in R^d at beta = 1 from spread tokens: |x| grows like e^{beta |x|^2}-ish and
+    overflows in finite time (t ~ 0.35 from this start); the run must stop, keep finite states
+    and say why: a blow-up (issue 21, meanfield.blowup), not a mere non-finite number, with a
+    fixed step and with an adaptive one. From tokens three times wider (beta = 3) the rate is
+    already far beyond any fixed step at t = 0: the step is named there, before a step."""
+    model = mf.Model(beta=1.0, attention="unnormalized")
+    x0 = 0.5 * particles.sample_gaussian(np.zeros(2), np.eye(2), 8, np.random.default_rng(0))
     t = np.linspace(0, 50, 11)
-    with pytest.raises(particles.SimulationError) as info:
-        particles.simulate(model, x0, t, geometry="euclidean", method="rk4", dt=0.01)
-    err = info.value
-    assert err.reason is StopReason.BLOWUP and "non-finite tokens" in str(err)
-    ds = err.dataset
-    assert np.isfinite(ds.x.values).all() and ds.attrs["successful"] == 0
-    assert ds.time.values[-1] == pytest.approx(err.t) and err.t < 50
-    quiet = particles.simulate(model, x0, t, geometry="euclidean", dt=0.01, throw=False)
+    for kw in (dict(method="rk4", dt=0.001), dict(method="dopri5")):
+        with pytest.raises(particles.SimulationError) as info:
+            particles.simulate(model, x0, t, geometry="euclidean", **kw)
+        err = info.value
+        assert err.reason is StopReason.BLOWUP and "blew up" in str(err), kw
+        ds = err.dataset
+        assert np.isfinite(ds.x.values).all() and ds.attrs["successful"] == 0
+        assert ds.time.values[-1] == pytest.approx(err.t) and 0 < err.t < 50
+    quiet = particles.simulate(model, x0, t, geometry="euclidean", dt=0.001, throw=False)
     assert quiet.attrs["successful"] == 0 and "blew up" in quiet.attrs["stop_reason"]
+    wide = mf.Model(beta=3.0, attention="unnormalized")
+    with pytest.raises(particles.SimulationError) as info:
+        particles.simulate(wide, 6 * x0, t, geometry="euclidean", method="rk4", dt=0.01)
+    assert info.value.reason is StopReason.UNSTABLE and info.value.t == 0
 
 
 def test_particles_max_steps_is_a_stop_reason_not_an_exception_type():
