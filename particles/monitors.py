@@ -41,7 +41,7 @@ from meanfield.integrate.stability import (
     StepSizeMonitor,
 )
 
-from .observables import energy
+from .observables import energy, fast_energy_error
 
 
 def has_energy(model: Any) -> bool:
@@ -60,10 +60,17 @@ class EnergyMonitor:
         memory_limit: for the energy's tiles.
         rtol: allowed reversal relative to ``|E|`` (round-off of the ``n^2`` sum, far below
             what a stable step changes; default ``1e-9``).
+        method: how the energy is summed (:func:`particles.observables.energies`: the run's
+            ``field_method`` decision; ``"direct"`` by default). Where it may be the fast
+            sum, the allowed reversal also has twice its error bound
+            (:func:`particles.observables.fast_energy_error`, one for each energy compared).
     """
 
-    def __init__(self, model: Any, times: np.ndarray, memory_limit: int, rtol: float = 1e-9) -> None:
+    def __init__(self, model: Any, times: np.ndarray, memory_limit: int, rtol: float = 1e-9,
+                 method: str = "direct") -> None:
         self.model = model
+        self.method = method
+        self.slack = 0.0 if method == "direct" else 2.0 * fast_energy_error(model)
         self.times = set(np.asarray(times, dtype=float).tolist())
         self.memory_limit = memory_limit
         self.rtol = rtol
@@ -74,14 +81,15 @@ class EnergyMonitor:
         if t not in self.times:
             return None
         # energy is a NumPy observable: a host copy (output times only)
-        e = np.atleast_1d(energy(self.model, bk.to_numpy(y), memory_limit=self.memory_limit))
+        e = np.atleast_1d(energy(self.model, bk.to_numpy(y), memory_limit=self.memory_limit,
+                                 method=self.method))
         if not np.all(np.isfinite(e)):  # beyond the float range (beta > ~715): no judgement
             self.last = None
             return None
         if self.last is not None:
             t0, e0 = self.last
             change = self.sign * (e - e0)  # >= 0 along the exact flow
-            allowed = self.rtol * np.maximum(np.abs(e), np.abs(e0)) + 1e-14
+            allowed = self.rtol * np.maximum(np.abs(e), np.abs(e0)) + 1e-14 + self.slack
             bad = change < -allowed
             if np.any(bad):
                 i = int(np.argmax(-change / allowed))

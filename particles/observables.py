@@ -30,6 +30,12 @@ a bound of the largest exponent, and the sums multiplied back once: energy, grad
 dissipation are finite wherever their values are, and ``+-inf`` (never NaN) where they exceed
 the float64 range (``E_beta ~ e^beta / (2 beta)`` beyond ``beta ~ 715``), as the PDE solver
 reports them.
+
+On ``S^1`` and ``S^2`` (SA or USA, ``Q = K = I``, no mask) the energy can also be summed in
+``O(n)`` from the harmonic coefficients of the empirical measure
+(:func:`meanfield.fastsum.energy`): ``method="fast"`` or ``"auto"`` (the velocity's choice,
+:func:`meanfield.fastsum.use_fast`); ``"direct"``, the ``O(n^2)`` sum, is the default and the
+reference. Its error is at most :func:`fast_energy_error`.
 """
 
 from __future__ import annotations
@@ -57,34 +63,109 @@ def _factors(model: Any, d: int) -> list[tuple[np.ndarray, np.ndarray]]:
     return [(Q, K) for Q, K, _ in model.matrices(d)]
 
 
+ENERGY_KINDS = ("softmax", "unnormalized")
+"""The attention kinds whose energy :func:`meanfield.fastsum.energy` sums (with ``Q = K = I``)."""
+
+
+def fast_energy_error(model: Any) -> float:
+    """The bound of :func:`meanfield.fastsum.energy`'s absolute error, ``2 eps e^beta`` with
+    ``eps`` its coefficients' relative accuracy (``max(DEFAULT_TOL / 8, NUFFT_EPS_MIN)``,
+    ``3e-13``): the coefficients' error enters the quadratic form twice, and the weights of
+    the modes sum to at most 1 (see :func:`meanfield.fastsum.energy`); ``inf`` where
+    ``e^beta`` overflows."""
+    from meanfield import fastsum
+
+    eps = max(fastsum.DEFAULT_TOL / 8, fastsum.NUFFT_EPS_MIN)
+    with np.errstate(over="ignore"):
+        return float(2.0 * eps * np.exp(float(model.beta)))
+
+
+def fast_energy_reason(model: Any, d: int) -> str | None:
+    """Why :func:`meanfield.fastsum.energy` cannot sum this model's energy on ``S^{d-1}``
+    (``None``: it can): ``d`` 2 or 3, SA or USA, ``Q = K = I``, no mask."""
+    if d not in (2, 3):
+        return f"the fast energy needs tokens on S^1 or S^2 (d = 2 or 3), got d = {d}"
+    if model.attention not in ENERGY_KINDS:
+        return f"the fast energy needs attention in {ENERGY_KINDS}, got {model.attention!r}"
+    if not model.is_identity:
+        return "the fast energy needs Q = K = V = I (up to the sign of V)"
+    if model.causal:
+        return "the fast energy needs no causal mask"
+    return None
+
+
+def use_fast_energy(method: str, model: Any, d: int, n: int) -> bool:
+    """Whether :func:`energies` sums with :func:`meanfield.fastsum.energy`: the velocity's
+    decision (:func:`meanfield.fastsum.use_fast` on the sphere, ``n`` points and nodes), where
+    the fast energy applies (:func:`fast_energy_reason`).
+
+    Raises:
+        ValueError: ``method`` is not one of :data:`meanfield.fastsum.METHODS`, or is
+            ``"fast"`` where the fast energy does not apply (naming why).
+    """
+    from meanfield import fastsum
+
+    if method not in fastsum.METHODS:
+        msg = f"method must be one of {fastsum.METHODS}, got {method!r}"
+        raise ValueError(msg)
+    if method == "direct":
+        return False
+    reason = fast_energy_reason(model, d)
+    if method == "fast":
+        if reason is not None:
+            msg = f"method='fast' does not apply: {reason}"
+            raise ValueError(msg)
+        return True
+    return reason is None and fastsum.use_fast("auto", model, d, "sphere", n, n)
+
+
 def energy(
-    model: Any, x: np.ndarray, *, memory_limit: int = DEFAULT_MEMORY_LIMIT
+    model: Any, x: np.ndarray, *, memory_limit: int = DEFAULT_MEMORY_LIMIT, method: str = "direct"
 ) -> float | np.ndarray:
     """``E_beta(X)`` of docs/equations.md section 2 (``(batch,)`` for a batch), ``beta = 0`` included:
     the energy of the empirical measure, :func:`meanfield.lagrangian.energy.weighted_energy`
     with the weights ``1/n`` (tiled ``expm1(beta s) / beta``, the Taylor series where ``beta
-    |s| < 1e-8``, shifted exponents where ``e^{beta s}`` would overflow)."""
-    return energies(model, x, memory_limit=memory_limit)[0]
+    |s| < 1e-8``, shifted exponents where ``e^{beta s}`` would overflow); ``method``: see
+    :func:`energies`."""
+    return energies(model, x, memory_limit=memory_limit, method=method)[0]
 
 
 def log_energy(
-    model: Any, x: np.ndarray, *, memory_limit: int = DEFAULT_MEMORY_LIMIT
+    model: Any, x: np.ndarray, *, memory_limit: int = DEFAULT_MEMORY_LIMIT, method: str = "direct"
 ) -> float | np.ndarray:
     """``log E_beta(X)`` (``(batch,)`` for a batch): finite where ``E_beta`` exceeds the
     float64 range (``beta`` beyond ~710 on the sphere, up to ``1e300``), one log-sum-exp of
     the shifted tiles (:class:`meanfield.lagrangian.energy.EnergyTerms`); ``-inf`` where
     ``E_beta = 0``, NaN where ``E_beta < 0``."""
-    return energies(model, x, memory_limit=memory_limit)[1]
+    return energies(model, x, memory_limit=memory_limit, method=method)[1]
 
 
 def energies(
-    model: Any, x: np.ndarray, *, memory_limit: int = DEFAULT_MEMORY_LIMIT
+    model: Any, x: np.ndarray, *, memory_limit: int = DEFAULT_MEMORY_LIMIT, method: str = "direct"
 ) -> tuple[Any, Any]:
     """``(E_beta(X), log E_beta(X))`` from one pass over the tiles (:func:`energy`,
-    :func:`log_energy`)."""
+    :func:`log_energy`).
+
+    ``method``: ``"direct"`` (the tiled ``O(n^2)`` sum, the reference), ``"fast"`` (tokens on
+    ``S^1``/``S^2``: :func:`meanfield.fastsum.energy`, ``O(n)``, absolute error at most
+    :func:`fast_energy_error`; ``ValueError`` where it does not apply or the tokens are off the
+    sphere) or ``"auto"`` (fast where the velocity would be, :func:`use_fast_energy`, and the
+    tokens are unit vectors). A batch whose fast energy is not finite and positive (``e^beta``
+    beyond float64, or round-off below 0 where ``E`` is near 0) is summed directly."""
     x = as_tokens(x, "x", model=model)
     xb = _as_batch(x)
-    B, n, _ = xb.shape
+    B, n, d = xb.shape
+    if use_fast_energy(method, model, d, n):
+        off = float(np.max(np.abs(np.linalg.norm(xb, axis=-1) - 1.0))) if n else 0.0
+        if off > 1e-12 and method == "fast":
+            msg = f"method='fast' needs tokens on the sphere: max ||x_i| - 1| = {off:.3g} > 1e-12"
+            raise ValueError(msg)
+        if off <= 1e-12:
+            from meanfield import fastsum
+
+            e = np.atleast_1d(fastsum.energy(model, xb))
+            if np.all(np.isfinite(e)) and np.all(e > 0):
+                return _shape_out(x, e), _shape_out(x, np.log(e))
     terms = energy_terms(model, xb, np.full((B, n), 1.0 / n), memory_limit=memory_limit)
     return _shape_out(x, terms.energy), _shape_out(x, terms.log_energy)
 
@@ -265,6 +346,10 @@ def mean_covariance(x: np.ndarray, ddof: int = 1) -> tuple[np.ndarray, np.ndarra
 
 
 __all__ = [
+    "ENERGY_KINDS",
+    "fast_energy_error",
+    "fast_energy_reason",
+    "use_fast_energy",
     "count_clusters",
     "count_clusters_angles",
     "dissipation",

@@ -56,7 +56,7 @@ from .angles import angle_velocity, check_angle_model, from_angles, to_angles
 from .inputs import as_angles, as_count, as_rng, as_tokens, check_geometry
 from .integrators import METHODS, integrate_reference, make_stepper, normalize_rows
 from .monitors import STABILITY_RADIUS, EnergyMonitor, StepSizeMonitor, has_energy
-from .observables import dissipation, energies
+from .observables import dissipation, energies, fast_energy_reason
 from .velocity import attention, velocity
 
 
@@ -79,11 +79,14 @@ def _dataset(
     geometry: str,
     observables: bool,
     memory_limit: int,
+    summed: str = "direct",
 ) -> xr.Dataset:
+    """The run's Dataset; ``summed``: how the energies are summed (``"fast"`` or ``"direct"``,
+    :func:`particles.observables.energies`)."""
     lead = ("time", "batch") if batched else ("time",)
     shape = xs.shape[: len(lead)]
     if observables:
-        pairs = [energies(model, xk, memory_limit=memory_limit) for xk in xs]
+        pairs = [energies(model, xk, memory_limit=memory_limit, method=summed) for xk in xs]
         en = np.array([p[0] for p in pairs]).reshape(shape)
         log_en = np.array([p[1] for p in pairs]).reshape(shape)
         with np.errstate(over="ignore", invalid="ignore"):  # beyond float64: see the note
@@ -165,7 +168,9 @@ def simulate(
             torch tensor, else ``"float64"``.
         field_method: how the velocity is summed (:func:`particles.velocity`'s ``method``):
             ``"direct"``, ``"fast"`` (fast summation on ``S^1``/``S^2``, :mod:`meanfield.fastsum`)
-            or ``"auto"``; recorded in ``settings``. The energy and observables stay direct.
+            or ``"auto"``; recorded in ``settings``. Where the field is fast, the energy (of the
+            monitor and of ``energy``) is too (:func:`particles.observables.energies`, ``O(n)``;
+            SA/USA with ``Q = K = I``, float64); the dissipation and other observables stay direct.
 
     Returns:
         ``xarray.Dataset`` with ``x``, ``energy``, ``dissipation`` (and ``theta`` for
@@ -253,7 +258,11 @@ def simulate(
 
         y0 = bkd.asarray(x0)
 
-        monitors: list[Any] = ([EnergyMonitor(model, t, memory_limit)]
+        # the energy follows the field's decision: the fast sum (O(n)) where the field is fast
+        # and the fast energy applies (float64 tokens, on the sphere to round-off)
+        esummed = ("fast" if summed == "fast" and bkd.dtype == "float64"
+                   and fast_energy_reason(model, x0.shape[-1]) is None else "direct")
+        monitors: list[Any] = ([EnergyMonitor(model, t, memory_limit, method=esummed)]
                                if method in ("rk4", "dopri5") and has_energy(model) else [])
         if method in STABILITY_RADIUS:  # fixed steps: h L against the stability bound
             monitors.append(StepSizeMonitor(f, method, float(dt), t, sphere=sphere, x0=y0))
@@ -263,7 +272,7 @@ def simulate(
                        max_steps=max_steps, progress=progress, sigma=model.noise,
                        rng=as_rng(rng) if method == "euler_maruyama" else None,
                        monitors=monitors)
-        ds = _dataset(model, times, xs, batched, geometry, observables, memory_limit)
+        ds = _dataset(model, times, xs, batched, geometry, observables, memory_limit, esummed)
     _settings(ds, model, method, geometry, dt, rtol, atol, memory_limit, sol, seed, bkd,
               summed)
     return _finish(ds, sol, throw)

@@ -7,6 +7,7 @@
    save_record
    load_record
    exit_code
+   slowest_table
 
 Each finished check is saved immediately under ``out_dir/checks/<name>/``: ``result.json``
 (the record, its status, seed, suite and wall time), ``data.nc`` (the raw numbers, NetCDF,
@@ -18,12 +19,16 @@ something else than a :class:`~validation.records.CheckResult`, or whose module 
 import (:class:`~validation.suites.BrokenModule`) becomes an ``ERROR`` record carrying its
 traceback; the others still run. Only ``pass`` is a success: there is no skipped status. With
 ``workers > 1`` independent checks run on a Dask ``LocalCluster`` (one thread per worker
-process); ``scheduler="tcp://..."`` sends them to an existing Dask cluster.
+process); ``scheduler="tcp://..."`` sends them to an existing Dask cluster. At the end the
+run prints its slowest checks, wall and CPU seconds (:func:`slowest_table`): wall time alone
+is inflated by whatever else loads the machine, the CPU time (all threads of the process
+that ran the check) is not.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import time
@@ -220,6 +225,47 @@ def header() -> str:
     return f"{'check':26s} {'pass':5s} {'worst comparison (measured vs expected)':96s} {'time':>7s}"
 
 
+SLOWEST = 5
+"""How many of the slowest checks :func:`run_suite` lists at the end of a run."""
+
+
+def slowest_table(times: dict[str, tuple[float, float | None, bool]], count: int = SLOWEST) -> list[str]:
+    """The lines listing the ``count`` slowest checks by wall time, with their CPU time.
+
+    Args:
+        times: ``name -> (wall s, CPU s or None, resumed)``; a resumed check shows the times
+            of the run that made its record, marked ``(resumed)``; a NaN wall (a lost Dask
+            worker) sorts last.
+        count: how many lines (``0``: none, and no heading).
+
+    Returns:
+        A heading and one line per check (``[]`` when ``count`` is 0 or nothing ran).
+
+    Raises:
+        ValueError: ``count`` is negative.
+    """
+    if int(count) < 0:
+        msg = f"count must be >= 0, got {count!r}"
+        raise ValueError(msg)
+    if not times or not count:
+        return []
+
+    def key(item: tuple[str, tuple[float, float | None, bool]]) -> float:
+        wall = item[1][0]
+        return -wall if wall is not None and math.isfinite(wall) else math.inf
+
+    rows = sorted(times.items(), key=key)[: int(count)]
+    total_wall = sum(w for w, _, _ in times.values() if w is not None and math.isfinite(w))
+    cpus = [c for _, c, _ in times.values() if c is not None]
+    total_cpu = f", CPU {sum(cpus):.1f} s" if len(cpus) == len(times) else ""
+    lines = [f"slowest checks (of {len(times)}: wall {total_wall:.1f} s in all{total_cpu}):"]
+    for name, (wall, cpu, resumed) in rows:
+        w = "   n/a" if wall is None or not math.isfinite(wall) else f"{wall:6.1f}"
+        c = "   n/a" if cpu is None else f"{cpu:6.1f}"
+        lines.append(f"  {_short(name, 26):26s} wall {w} s  CPU {c} s" + ("  (resumed)" if resumed else ""))
+    return lines
+
+
 def run_suite(
     entries: list[SuiteEntry],
     *,
@@ -232,6 +278,7 @@ def run_suite(
     progress: bool = True,
     stream: TextIO | None = None,
     on_result: Callable[[CheckResult], None] | None = None,
+    slowest: int = SLOWEST,
 ) -> list[CheckResult]:
     """Run ``entries`` and return their records in suite order (docs/equations.md sections 3–6 checks).
 
@@ -246,6 +293,8 @@ def run_suite(
         progress: show a tqdm progress bar (on stderr).
         stream: where the table goes (default stdout).
         on_result: called with each record as it is saved.
+        slowest: after the table, list this many of the slowest checks with their wall and
+            CPU seconds (:func:`slowest_table`; ``0``: no list).
 
     Raises:
         KeyboardInterrupt: after saving what finished (the caller writes the report).
@@ -257,8 +306,12 @@ def run_suite(
     if int(workers) < 1:
         msg = f"workers must be >= 1, got {workers!r}"
         raise ValueError(msg)
+    if int(slowest) < 0:
+        msg = f"slowest must be >= 0, got {slowest!r}"
+        raise ValueError(msg)
     stream = stream or sys.stdout
     results: dict[str, CheckResult] = {}
+    times: dict[str, tuple[float, float | None, bool]] = {}
     pending: list[SuiteEntry] = []
     bar = tqdm(total=len(entries), desc="validate", unit="check", disable=not progress, file=sys.stderr,
                leave=False)
@@ -278,6 +331,7 @@ def run_suite(
                 same = meta.get("key") == record_key(e, seed, suite)  # same computation
                 if same and meta.get("status") in ("pass", "FAIL"):
                     results[e.name] = res
+                    times[e.name] = (float(meta.get("wall_time_s") or math.nan), meta.get("cpu_time_s"), True)
                     emit(format_row(res, meta.get("wall_time_s"), "  (resumed)"))
                     bar.update(1)
                     continue
@@ -288,6 +342,7 @@ def run_suite(
         save_record(res, out_dir, seed=seed, suite=suite, wall_time=wall, cpu_time=cpu, png=png,
                     key=record_key(entry, seed, suite))
         results[entry.name] = res
+        times[entry.name] = (float(wall), cpu, False)
         emit(format_row(res, wall))
         bar.update(1)
         if on_result is not None:
@@ -305,6 +360,8 @@ def run_suite(
                 finish(e, res, time.perf_counter() - t0, time.process_time() - c0)
     finally:
         bar.close()
+    for line in slowest_table(times, slowest):
+        print(line, file=stream, flush=True)
     return [results[e.name] for e in entries if e.name in results]
 
 
@@ -347,6 +404,7 @@ __all__ = [
     "run_check",
     "run_suite",
     "save_record",
+    "slowest_table",
     "status_of",
     "summary",
 ]

@@ -397,3 +397,34 @@ def test_resume_reruns_a_record_made_by_other_code(fake: Path, tmp_path: Path) -
     (out / "checks" / "fake.ok" / "result.json").write_text(json.dumps(rec))
     run_suite(ents, out_dir=out, progress=False, resume=True)
     assert calls(fake, "ok") == 2
+
+
+def test_the_run_ends_with_its_slowest_checks(fake: Path, tmp_path: Path) -> None:
+    import io
+
+    from validation.runner import slowest_table
+
+    table = io.StringIO()
+    out = tmp_path / "out"
+    run_suite(entries("ok", "fail", "ok2"), out_dir=out, progress=False, stream=table, slowest=2)
+    tail = table.getvalue().splitlines()[-3:]
+    assert tail[0].startswith("slowest checks (of 3: wall ") and "CPU" in tail[0]
+    walls = {n: json.loads((out / "checks" / n / "result.json").read_text())["wall_time_s"]
+             for n in ("fake.ok", "fake.fail", "fake.ok2")}
+    listed = [line.split()[0] for line in tail[1:]]
+    assert listed == sorted(walls, key=walls.get, reverse=True)[:2]  # the two slowest, slowest first
+    assert all(" wall " in line and " CPU " in line for line in tail[1:])
+    resumed = io.StringIO()  # a resumed record keeps the times of the run that made it
+    run_suite(entries("ok", "fail", "ok2"), out_dir=out, progress=False, stream=resumed, resume=True)
+    assert resumed.getvalue().rstrip().endswith("(resumed)")
+    quiet = io.StringIO()
+    run_suite(entries("ok"), out_dir=tmp_path / "q", progress=False, stream=quiet, slowest=0)
+    assert "slowest" not in quiet.getvalue()
+    rows = slowest_table({"a": (1.0, 0.5, False), "b": (float("nan"), None, False), "c": (3.0, 2.5, False)}, 5)
+    assert [r.split()[0] for r in rows[1:]] == ["c", "a", "b"]  # a lost worker's NaN wall sorts last
+    assert "n/a" in rows[3] and "CPU" not in rows[0]  # no CPU total when one is unknown
+    assert slowest_table({}, 5) == []
+    with pytest.raises(ValueError, match="count must be >= 0, got -1"):
+        slowest_table({"a": (1.0, 1.0, False)}, -1)
+    with pytest.raises(ValueError, match="slowest must be >= 0"):
+        run_suite(entries("ok"), out_dir=tmp_path / "r", progress=False, slowest=-1)

@@ -278,6 +278,10 @@ def check_circle_time(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
     standard errors of the prediction (99% two-sided, Bonferroni over 3 times); the
     standard error is the seeds' sample standard deviation over ``sqrt(S)``, with
     ``a(t)^2`` times the prediction added in quadrature for the neglected term.
+
+    RK4 step ``0.1`` (quick) or ``0.05`` (full): the step's error is far below the seeds'
+    spread (seed 0, quick: every ``z`` moves by at most ``5e-6`` from ``dt = 0.05`` to
+    ``0.1``), and the larger step saves a third of the check's cost (9.6 to 6.5 s of CPU).
     """
     import particles
     from meanfield import Circle, Model, solve
@@ -294,7 +298,8 @@ def check_circle_time(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
     tested = (times > 0) & (times <= 0.25 * t_star * (1 + 1e-9))
     rng = np.random.default_rng(seed)
     x0 = particles.sample_sphere(n, 2, rng, batch=S)
-    xs = particles.simulate(model, x0, times, method="rk4", dt=0.05, observables=False)["x"].values
+    xs = particles.simulate(model, x0, times, method="rk4", dt=0.1 if quick else 0.05,
+                            observables=False)["x"].values
     pde = solve(model, domain, domain.uniform(), times, rtol=1e-10, atol=1e-13)
     d2 = np.empty((times.size, S))
     w1 = np.empty((times.size, S))
