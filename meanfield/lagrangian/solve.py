@@ -54,6 +54,7 @@ from ..kernels import DEFAULT_MEMORY_LIMIT
 from ..model import Model
 from .energy import energy_terms, has_energy
 from .field import _fast_field, _finish, ambient_field, check_measure, weighted_field
+from .quadrature import QuadratureMonitor
 
 
 class LagrangianError(IntegrationError):
@@ -245,6 +246,10 @@ def solve_lagrangian(
         trackers.append(ProgressTracker(desc="solve_lagrangian", leave=False))
     monitors: list[Any] = [] if sphere else [BlowupMonitor(model, x0, float(times[0]), positions=d,
                                                            dtype=be.dtype)]
+    if not (sphere or reduced):  # the tilted measure may leave the node cloud (docs/lagrangian.md section 10)
+        monitors.append(QuadratureMonitor(model, x0, weights, d, float(times[-1]), labels=labels,
+                                          state=lambda: cache["state"],
+                                          memory_limit=memory_limit))
     if dt is not None and not tab.adaptive:  # a fixed step: h L against the scheme's bound
         monitors.append(StepSizeMonitor(rhs, tab.name, float(dt), times, sphere=False, x0=y0,
                                         radius=stability_radius(tab),
