@@ -172,7 +172,9 @@ def solve_lagrangian(
         ``energy`` and ``dissipation`` (time; ``log_energy`` too where the energy overflows
         float64); ``label`` (node) for labelled nodes. Every NaN or inf comes with a
         ``note`` on its variable (docs/results.md); tokens in ``R^d`` that blow up stop the
-        run (:mod:`meanfield.blowup`).
+        run (:mod:`meanfield.blowup`), and so does, in ``R^d``, an attention that tilts the
+        mass out of the node cloud (:mod:`meanfield.lagrangian.quadrature`,
+        :attr:`StopReason.UNRESOLVED_NODES`, docs/lagrangian.md section 10; a warning first).
     """
     _check_model(model, nodes)
     be = bk.get_backend(backend, device, dtype)
