@@ -65,6 +65,7 @@ class StopReason(enum.Enum):
     INTERRUPTED = "interrupted by the user"
     OVERFLOW = "the computation overflowed the float64 range"
     BLOWUP = "the solution blew up"
+    UNRESOLVED_NODES = "the nodes no longer resolve the measure"
 
     @property
     def successful(self) -> bool:

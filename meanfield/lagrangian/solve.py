@@ -54,6 +54,7 @@ from ..kernels import DEFAULT_MEMORY_LIMIT
 from ..model import Model
 from .energy import energy_terms, has_energy
 from .field import _fast_field, _finish, ambient_field, check_measure, weighted_field
+from .quadrature import QuadratureMonitor
 
 
 class LagrangianError(IntegrationError):
@@ -171,7 +172,9 @@ def solve_lagrangian(
         ``energy`` and ``dissipation`` (time; ``log_energy`` too where the energy overflows
         float64); ``label`` (node) for labelled nodes. Every NaN or inf comes with a
         ``note`` on its variable (docs/results.md); tokens in ``R^d`` that blow up stop the
-        run (:mod:`meanfield.blowup`).
+        run (:mod:`meanfield.blowup`), and so does, in ``R^d``, an attention that tilts the
+        mass out of the node cloud (:mod:`meanfield.lagrangian.quadrature`,
+        :attr:`StopReason.UNRESOLVED_NODES`, docs/lagrangian.md section 10; a warning first).
     """
     _check_model(model, nodes)
     be = bk.get_backend(backend, device, dtype)
@@ -245,6 +248,10 @@ def solve_lagrangian(
         trackers.append(ProgressTracker(desc="solve_lagrangian", leave=False))
     monitors: list[Any] = [] if sphere else [BlowupMonitor(model, x0, float(times[0]), positions=d,
                                                            dtype=be.dtype)]
+    if not (sphere or reduced):  # the tilted measure may leave the node cloud (docs/lagrangian.md section 10)
+        monitors.append(QuadratureMonitor(model, x0, weights, d, float(times[-1]), labels=labels,
+                                          state=lambda: cache["state"],
+                                          memory_limit=memory_limit))
     if dt is not None and not tab.adaptive:  # a fixed step: h L against the scheme's bound
         monitors.append(StepSizeMonitor(rhs, tab.name, float(dt), times, sphere=False, x0=y0,
                                         radius=stability_radius(tab),
