@@ -163,3 +163,27 @@ def test_metastability_interrupted_keeps_the_finished_betas_of_the_counts(tmp_pa
         assert bool(ds["theta"].notnull().all())
         counts = ds["clusters"].values
         assert np.all((counts[0] >= 1) & (counts[0] <= 5)) and np.all(np.isnan(counts[1]))
+
+
+def test_metastability_ctrl_c_from_a_terminal_ends_with_130_and_an_unsuccessful_file(tmp_path) -> None:
+    """The issue's reproduction as it happens: a real SIGINT to ``meanfield metastability``
+    whose handler is Python's default (meanfield.testing.interrupt_command). It used to go
+    on, exit 0 and write successful = 1 with one block cut short; now it exits 130 and any
+    file it leaves says successful = 0 and holds no count from a cut block (whole numbers of
+    clusters or NaN, never garbage)."""
+    from meanfield.testing import interrupt_command
+
+    out = tmp_path / "ms.nc"
+    # 4 betas x 512 systems of 32 tokens to t = 200: minutes of work, cut after 6 s
+    code, err = interrupt_command(["metastability", "--beta", "2", "4", "6", "9", "--n", "32",
+                                   "--realizations", "512", "--t-max", "200", "--times", "201",
+                                   "--no-progress", "--out", str(out)], b"started", after_s=6.0)
+    assert code == 130, err
+    assert "interrupted" in err
+    if out.exists():
+        with xr.open_dataset(out, engine="h5netcdf") as ds:
+            assert ds.attrs["successful"] == 0 and "interrupted" in ds.attrs["stop_reason"]
+            if "clusters" in ds:
+                counts = ds["clusters"].values
+                done = counts[np.isfinite(counts)]
+                assert np.all((done >= 1) & (done <= 32) & (done == np.round(done)))
