@@ -227,7 +227,7 @@ def model_of(ds: xr.Dataset) -> Model:
 
 def domain_of(ds: xr.Dataset) -> Domain:
     """The (final) :class:`Domain` recorded in a result's ``attrs["settings"]``."""
-    from .integrate import settings_of
+    from .integrate.schema import settings_of
 
     settings = settings_of(ds)
     if "domain" not in settings:
