@@ -10,6 +10,14 @@ r"""Closed forms and exact reductions the project tests against (docs/equations.
    mobius_path
    mobius_log_density
    mobius_theta
+   mobius_log_density_at
+   mobius_w_path
+   singular_field
+   singular_path
+   hardmax_sets
+   hardmax_field
+   example_9_3_paths
+   example_9_3_singular
 
 * :func:`growth_rate`: the rate ``gamma_l`` of a perturbation ``eps Y_l`` of the uniform
   density on ``S^{d-1}`` (linear stability, section 3), for SA and USA, with sign and noise.
@@ -19,7 +27,12 @@ r"""Closed forms and exact reductions the project tests against (docs/equations.
 * :func:`mobius_path`, :func:`mobius_log_density`, :func:`mobius_theta`, :func:`mobius_mean`:
   the exact ``beta = 0`` solution of section 4 on ``S^{d-1}``, the Möbius family
   ``rho_w = ((1 - |w|^2) / |x - w|^2)^{d-1} / |S^{d-1}|`` with ``w = omega e``, and the exact
-  path of every point (docs/lagrangian.md section 9 derives the closed forms).
+  path of every point (docs/lagrangian.md section 9 derives the closed forms);
+  :func:`mobius_log_density_at`, :func:`mobius_w_path`: the same family at any ``x`` for an
+  off-axis ``w`` and its path ``w(t)`` (docs/equations.md section 8.6).
+* :func:`singular_field`, :func:`singular_path`, :func:`hardmax_sets`, :func:`hardmax_field`,
+  :func:`example_9_3_paths`, :func:`example_9_3_singular`: the singular dynamics (9.4), its
+  hardmax limit (9.5)-(9.6) and the closed forms of Example 9.3 (docs/equations.md section 8.6).
 """
 
 from __future__ import annotations

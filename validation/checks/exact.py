@@ -10,6 +10,8 @@
    check_noise_meanfield_iid
    check_noise_weak_order
    check_rescaled_polytope
+   check_mobius
+   check_hardmax
 
 * ``theory.repulsive_designs``: long repulsive (``V = -I``) runs reach the sharp
   configurations of Theorem 9.2 (simplex, cross-polytope, icosahedron, regular polygon):
@@ -23,6 +25,10 @@
 * ``circle.noise_meanfield_iid``, ``circle.noise_weak_order`` (full): noisy particles against
   the noisy PDE, ``n^{-1/2}``, and Euler–Maruyama's weak order 1 (8.4).
 * ``rescaled.polytope``: rescaled pure self-attention clusters at polytope vertices (8.5).
+* ``theory.mobius_sphere``: ``beta = 0`` off the circle, the Möbius family on ``Sphere``
+  (off-axis ``w``), ``ZonalSphere`` (``d = 3, 5, 16``) and Lagrangian ``S^2`` nodes (8.6).
+* ``hardmax.example_9_3``: the singular dynamics (9.4) converge to the hardmax (9.5)-(9.6) like
+  ``1/(2 beta)`` in Example 9.3, whose three Filippov choices all solve (9.5)-(9.6) (8.6).
 """
 
 from __future__ import annotations
