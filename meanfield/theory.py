@@ -10,6 +10,14 @@ r"""Closed forms and exact reductions the project tests against (docs/equations.
    mobius_path
    mobius_log_density
    mobius_theta
+   mobius_log_density_at
+   mobius_w_path
+   singular_field
+   singular_path
+   hardmax_sets
+   hardmax_field
+   example_9_3_paths
+   example_9_3_singular
 
 * :func:`growth_rate`: the rate ``gamma_l`` of a perturbation ``eps Y_l`` of the uniform
   density on ``S^{d-1}`` (linear stability, section 3), for SA and USA, with sign and noise.
@@ -19,7 +27,12 @@ r"""Closed forms and exact reductions the project tests against (docs/equations.
 * :func:`mobius_path`, :func:`mobius_log_density`, :func:`mobius_theta`, :func:`mobius_mean`:
   the exact ``beta = 0`` solution of section 4 on ``S^{d-1}``, the Möbius family
   ``rho_w = ((1 - |w|^2) / |x - w|^2)^{d-1} / |S^{d-1}|`` with ``w = omega e``, and the exact
-  path of every point (docs/lagrangian.md section 9 derives the closed forms).
+  path of every point (docs/lagrangian.md section 9 derives the closed forms);
+  :func:`mobius_log_density_at`, :func:`mobius_w_path`: the same family at any ``x`` for an
+  off-axis ``w`` and its path ``w(t)`` (docs/equations.md section 8.6).
+* :func:`singular_field`, :func:`singular_path`, :func:`hardmax_sets`, :func:`hardmax_field`,
+  :func:`example_9_3_paths`, :func:`example_9_3_singular`: the singular dynamics (9.4), its
+  hardmax limit (9.5)-(9.6) and the closed forms of Example 9.3 (docs/equations.md section 8.6).
 """
 
 from __future__ import annotations
@@ -403,19 +416,162 @@ def mobius_theta(theta0: ArrayLike, log_q0: float, log_q: ArrayLike) -> np.ndarr
 
 __all__ = [
     "DESIGN_STRENGTHS",
+    "EXAMPLE_9_3_START",
+    "example_9_3_paths",
+    "example_9_3_singular",
+    "hardmax_field",
+    "hardmax_sets",
     "bifurcation_normal_form",
     "design_sums",
     "gamma",
     "gamma_rhs",
     "growth_rate",
     "mobius_log_density",
+    "mobius_log_density_at",
     "mobius_mean",
     "mobius_path",
     "mobius_theta",
+    "mobius_w_path",
     "noise_threshold",
     "noisy_steady_state",
     "sharp_configuration",
+    "singular_field",
+    "singular_path",
     "transition_time",
     "zonal_polynomial",
     "zonal_quadrature",
 ]
+
+
+def mobius_log_density_at(x: ArrayLike, w: ArrayLike) -> np.ndarray:
+    """``log rho_w(x)`` per unit surface measure of the Möbius density
+    ``rho_w(x) = ((1 - |w|^2)/|x - w|^2)^{d-1} / |S^{d-1}|`` at points ``x`` (``(..., d)``, on
+    ``S^{d-1}``) for any ``w`` (``(d,)``, ``|w| < 1``, off-axis allowed); docs/equations.md
+    section 4. ``|x - w|^2 = (1 - |w|)^2 + 2 |w| (1 - <x, w/|w|>)`` avoids cancellation."""
+    from .special import log_sphere_area
+
+    wv = np.asarray(w, dtype=float)
+    pts = np.asarray(x, dtype=float)
+    if wv.ndim != 1 or pts.shape[-1] != wv.size:
+        msg = f"w must be a vector of length d = x.shape[-1] = {pts.shape[-1]}, got shape {wv.shape}"
+        raise ValueError(msg)
+    d = wv.size
+    om = float(np.linalg.norm(wv))
+    _check_omega(om)
+    e = wv / om if om > 0 else np.eye(d)[-1]
+    cos = np.clip(pts @ e, -1.0, 1.0)
+    dist2 = (1 - om) ** 2 + 2 * om * (1 - cos)
+    return (d - 1) * (math.log((1 - om) * (1 + om)) - np.log(dist2)) - log_sphere_area(d)
+
+
+def mobius_w_path(w0: ArrayLike, times: ArrayLike) -> np.ndarray:
+    """``w(t)``, shape ``(len(times), d)``, of the ``beta = 0`` Möbius solution started at ``w0``
+    (docs/equations.md section 4): ``m`` is parallel to ``w``, so the direction ``w0/|w0|``
+    is kept and ``|w(t)| = (1 - q)/(1 + q)``, ``log q`` from :func:`mobius_path`."""
+    wv = np.asarray(w0, dtype=float)
+    om0 = float(np.linalg.norm(wv))
+    _check_omega(om0)
+    t = np.asarray(times, dtype=float)
+    if om0 == 0.0:  # the uniform measure is stationary
+        return np.zeros((t.size, wv.size))
+    q = np.exp(mobius_path(om0, wv.size, t))
+    return ((1 - q) / (1 + q))[:, None] * (wv / om0)[None, :]
+
+
+# -- the singular dynamics (9.4) and its hardmax limit (9.5)-(9.6), Section 9.3 -------------
+
+EXAMPLE_9_3_START = np.array([[1.0, 1.0], [-1.0, 1.0], [0.0, 0.0]])
+"""``z_1(0) = (1, 1)``, ``z_2(0) = (-1, 1)``, ``z_3(0) = (0, 0)`` of Example 9.3 (``d = 2``,
+``n = 3``, ``Q = K = V = I``)."""
+
+
+def singular_field(z: ArrayLike, beta: float) -> np.ndarray:
+    """The right-hand side of (9.4) with ``Q = K = V = I``: ``z_i' = sum_j P_ij (z_j - z_i)``,
+    ``P_ij = e^{beta <z_i, z_j>} / Z_{beta,i}`` (docs/equations.md section 8.6); the weights
+    through a row-wise max shift, finite for any ``beta``."""
+    zz = np.asarray(z, dtype=float)
+    a = beta * (zz @ zz.T)
+    p = np.exp(a - a.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    return p @ zz - zz
+
+
+def singular_path(z0: ArrayLike, beta: float, times: ArrayLike) -> np.ndarray:
+    """Solution of (9.4) (``Q = K = V = I``) at ``times``, shape ``(len(times), n, d)``:
+    ``solve_ivp`` (DOP853, rtol 1e-12, atol 1e-14); the field's weights change on the time
+    scale ``1/beta``, which the adaptive step resolves."""
+    z = np.asarray(z0, dtype=float)
+    t = np.asarray(times, dtype=float)
+    if not beta >= 0 or not math.isfinite(beta):
+        msg = f"beta must be finite and >= 0, got {beta!r}"
+        raise ValueError(msg)
+    shape = z.shape
+
+    def rhs(_t: float, y: np.ndarray) -> np.ndarray:
+        return singular_field(y.reshape(shape), beta).ravel()
+
+    sol = solve_ivp(rhs, (float(t[0]), float(t[-1])), z.ravel(), method="DOP853", t_eval=t,
+                    rtol=1e-12, atol=1e-14)
+    if not sol.success:
+        msg = f"(9.4) at beta={beta:g}: solve_ivp failed ({sol.message})"
+        raise RuntimeError(msg)
+    return sol.y.T.reshape((t.size, *shape))
+
+
+def hardmax_sets(z: ArrayLike, tie_tol: float = 1e-12) -> list[np.ndarray]:
+    """The active sets ``C_i`` of (9.6) (``Q = K = I``): the ``j`` with ``<z_i, z_j>`` within
+    ``tie_tol * max(1, |z_i| max_k |z_k|)`` of the row maximum (round-off in the inner
+    products, not a tie of the exact configuration, is what the tolerance absorbs)."""
+    zz = np.asarray(z, dtype=float)
+    g = zz @ zz.T
+    norms = np.linalg.norm(zz, axis=1)
+    scale = tie_tol * np.maximum(1.0, norms[:, None] * norms.max())
+    return [np.flatnonzero(g[i] >= g[i].max() - scale[i, 0]) for i in range(len(zz))]
+
+
+def hardmax_field(z: ArrayLike, tie_tol: float = 1e-12) -> np.ndarray:
+    """The right-hand side of (9.5): ``z_i' = |C_i|^{-1} sum_{j in C_i} (z_j - z_i)`` with the
+    active sets of (9.6) (:func:`hardmax_sets`), ``Q = K = V = I``."""
+    zz = np.asarray(z, dtype=float)
+    return np.stack([zz[c].mean(axis=0) - zz[i] for i, c in enumerate(hardmax_sets(zz, tie_tol))])
+
+
+def example_9_3_paths(times: ArrayLike) -> dict[str, np.ndarray]:
+    """The three solutions of (9.5)-(9.6) of Example 9.3, shape ``(len(times), 3, 2)`` each:
+    ``z_1, z_2`` fixed, ``z_3(t) = (1 - e^{-t}) c`` towards ``c = z_1`` (``"z1"``),
+    ``c = z_2`` (``"z2"``) or the midpoint ``c = (z_1 + z_2)/2 = (0, 1)`` (``"midpoint"``,
+    the ``beta -> infinity`` limit of (9.4))."""
+    t = np.asarray(times, dtype=float)
+    out = {}
+    for name, c in (("midpoint", (0.0, 1.0)), ("z1", (1.0, 1.0)), ("z2", (-1.0, 1.0))):
+        z = np.broadcast_to(EXAMPLE_9_3_START, (t.size, 3, 2)).copy()
+        z[:, 2] = (1 - np.exp(-t))[:, None] * np.asarray(c)[None, :]
+        out[name] = z
+    return out
+
+
+def example_9_3_singular(beta: float, times: ArrayLike) -> np.ndarray:
+    """(9.4) from the start of Example 9.3, shape ``(len(times), 3, 2)``, on its invariant
+    mirror-symmetric set ``z_1 = (a, b)``, ``z_2 = (-a, b)``, ``z_3 = (0, y)`` (the map
+    ``x_1 -> -x_1`` with ``z_1 <-> z_2`` fixes the start and commutes with (9.4)). The reduction
+    is needed, not a convenience: off that set the antisymmetric mode grows at rate ``~ beta``
+    once ``z_3`` nears ``(0, 1)`` (the ties of (9.6) turn into a choice between ``z_1`` and
+    ``z_2``), so round-off of the full system picks a side at moderate ``beta``."""
+    if not beta >= 0 or not math.isfinite(beta):
+        msg = f"beta must be finite and >= 0, got {beta!r}"
+        raise ValueError(msg)
+    t = np.asarray(times, dtype=float)
+
+    def build(y: np.ndarray) -> np.ndarray:
+        return np.array([[y[0], y[1]], [-y[0], y[1]], [0.0, y[2]]])
+
+    def rhs(_t: float, y: np.ndarray) -> np.ndarray:
+        f = singular_field(build(y), beta)
+        return np.array([f[0, 0], f[0, 1], f[2, 1]])
+
+    sol = solve_ivp(rhs, (0.0, float(t[-1])), [1.0, 1.0, 0.0], method="DOP853", t_eval=t,
+                    rtol=1e-12, atol=1e-14)
+    if not sol.success:
+        msg = f"(9.4) at beta={beta:g}: solve_ivp failed ({sol.message})"
+        raise RuntimeError(msg)
+    return np.stack([build(y) for y in sol.y.T])

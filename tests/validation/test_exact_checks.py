@@ -293,3 +293,98 @@ def test_limit_points_groups_by_single_linkage() -> None:
     points, labels, spread = exact.limit_points(z, 1e-3)
     assert len(points) == 3 and labels.tolist() == [0, 0, 1, 1, 2]
     assert spread == pytest.approx(2e-4)
+
+
+# -- theory.mobius_sphere -------------------------------------------------------------------------
+
+
+def test_mobius_sphere_passes(tmp_path: Path) -> None:
+    res = _run("theory.mobius_sphere", tmp_path)
+    assert status_of(res) == "pass", res.worst
+    cases = {r["case"] for r in res.details["rows"]}
+    assert len(cases) == 5  # Sphere off-axis, ZonalSphere d = 3, 5, 16, Lagrangian
+    assert max(r["omega"] for r in res.details["rows"]) > 0.35  # |w| really moved (0.2 -> 0.37+)
+
+
+def test_mobius_sphere_fails_with_a_wrong_start_or_constant() -> None:
+    """A start 2 % off, or the exact path at 1.05 t (a wrong constant in w'), fails every run."""
+    for kwargs in ({"start_scale": 1.02}, {"time_scale": 1.05}):
+        rows = exact.mobius_errors(**kwargs)
+        late = [r for r in rows if r["time"] == exact.MOBIUS_TIMES[-1]]
+        assert len(late) == 5 and all(r["error"] > 100 * exact.MOBIUS_TOL for r in late), (kwargs, late)
+
+
+def test_mobius_density_at_matches_the_zonal_form(rng: np.random.Generator) -> None:
+    """The off-axis evaluator equals the polar-angle one with theta the angle to w, integrates to 1
+    on S^2 (Gauss-Legendre x trapezoid exact to degree 2 L + 1 = 129 for a density whose
+    coefficients decay like 0.5^l: tail 1e-20, round-off), and w(t) keeps its direction."""
+    import math
+
+    from meanfield import nodes
+
+    w = np.array([0.3, -0.2, 0.25])
+    om = float(np.linalg.norm(w))
+    x = rng.standard_normal((50, 3))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    theta = np.arccos(x @ (w / om))
+    lq = math.log((1 - om) / (1 + om))
+    np.testing.assert_allclose(theory.mobius_log_density_at(x, w), theory.mobius_log_density(theta, lq, 3),
+                               rtol=0, atol=1e-13)
+    nd = nodes.sphere(lambda th, ph: np.exp(theory.mobius_log_density_at(exact._xyz(th, ph), w)), 64)
+    assert abs(nd.mass - 1.0) < 1e-13
+    path = theory.mobius_w_path(w, [0.0, 1.0, 2.0])
+    np.testing.assert_allclose(path / np.linalg.norm(path, axis=1, keepdims=True), np.tile(w / om, (3, 1)),
+                               atol=1e-15)
+    assert np.all(np.diff(np.linalg.norm(path, axis=1)) > 0)
+    with pytest.raises(ValueError, match="omega"):
+        theory.mobius_log_density_at(x, np.array([1.0, 0.0, 0.0]))
+    with pytest.raises(ValueError, match="length d"):
+        theory.mobius_log_density_at(x, np.array([0.1, 0.0]))
+
+
+# -- hardmax.example_9_3 --------------------------------------------------------------------------
+
+
+def test_hardmax_example_passes(tmp_path: Path) -> None:
+    res = _run("hardmax.example_9_3", tmp_path)
+    assert status_of(res) == "pass", res.worst
+    # the ties of (9.6): C_3 = {1, 2} on the midpoint path, a single index on the other two
+    assert res.details["active_set_sizes"] == {"midpoint": [2], "z1": [1], "z2": [1]}
+
+
+def test_hardmax_fails_against_a_wrong_limit_or_a_wrong_path() -> None:
+    """(9.4) does not converge to the z1 choice; a path with the wrong rate 1 - e^{-2t} does not
+    solve (9.5)-(9.6)."""
+    errs, _ = exact.hardmax_errors(np.array([160.0, 640.0]), limit="z1")
+    assert np.all(errs > 0.9)  # 1 - e^{-4} apart at t = 4
+    wrong = lambda t: theory.example_9_3_paths(2 * np.asarray(t))["midpoint"]  # noqa: E731
+    res, _ = exact.filippov_residual(wrong, np.linspace(0.05, 4.0, 40))
+    assert res > 1e3 * exact.FILIPPOV_FD_TOL
+
+
+def test_hardmax_constant_is_wrong_at_another_start() -> None:
+    """The constant 1/2 is Example 9.3's (uniform weights at t = 0): from z_3(0) = (0, 0.5) the
+    limit path is (0, 1 - e^{-t}/2) and the weights are hard from the start (beta y (1 - y) =
+    160), so beta x sup error is ~ 1e-3 (measured 1.3e-3), not 1/2 within log(beta)/beta."""
+    times = np.linspace(0.0, 4.0, 1601)
+    beta = 640.0
+    start = theory.EXAMPLE_9_3_START.copy()
+    start[2] = (0.0, 0.5)
+    z = theory.singular_path(start, beta, times)
+    ref = np.broadcast_to(start, (times.size, 3, 2)).copy()
+    ref[:, 2, 1] = 1 - 0.5 * np.exp(-times)
+    err = float(np.abs(z - ref).max())
+    assert abs(beta * err - exact.HARDMAX_CONSTANT) > np.log(beta) / beta
+
+
+def test_singular_path_agrees_with_the_mirror_reduction() -> None:
+    """At beta = 40 the full system (9.4) and its mirror-symmetric reduction agree to t = 1
+    (measured 7e-13: both at rtol 1e-12; the antisymmetric mode only grows once z_3 nears (0, 1),
+    where on this machine the full system at beta = 20 left the mirror axis by t = 2: the reason
+    for the reduction, see example_9_3_singular)."""
+    times = np.linspace(0.0, 1.0, 11)
+    full = theory.singular_path(theory.EXAMPLE_9_3_START, 40.0, times)
+    red = theory.example_9_3_singular(40.0, times)
+    assert np.abs(full - red).max() < 1e-9
+    with pytest.raises(ValueError, match="beta"):
+        theory.singular_path(theory.EXAMPLE_9_3_START, -1.0, times)
