@@ -51,6 +51,7 @@ from meanfield.integrate import (
 )
 from meanfield.kernels import DEFAULT_MEMORY_LIMIT
 from meanfield.memory import check_particles_memory
+from meanfield.schedule import Schedule, run_schedule
 
 from .angles import angle_velocity, check_angle_model, from_angles, to_angles
 from .inputs import as_angles, as_count, as_rng, as_tokens, check_geometry
@@ -145,7 +146,9 @@ def simulate(
     """Evolve tokens under the model's self-attention dynamics (docs/equations.md section 2).
 
     Args:
-        model: a :class:`meanfield.Model`.
+        model: a :class:`meanfield.Model`, or a :class:`meanfield.Schedule` of models (layers
+            with their own weights, docs/equations.md section 2.9): run piece by piece by
+            :func:`meanfield.schedule.run_schedule`, no step across a switch.
         x0: initial tokens ``(n, d)`` or ``(batch, n, d)``.
         t: output times; ``t[0]`` is the time of ``x0``.
         geometry: ``"sphere"`` (layer normalisation) or ``"euclidean"`` (tokens in ``R^d``).
@@ -184,6 +187,17 @@ def simulate(
             (:func:`meanfield.memory.check_particles_memory`: the estimate and the memory
             there is, in GiB).
     """
+    if isinstance(model, Schedule):  # one run per piece, the state handed over at each switch
+        options = {"geometry": geometry, "method": method, "dt": dt, "rtol": rtol,
+                   "atol": atol, "normalize": normalize, "memory_limit": memory_limit,
+                   "observables": observables, "max_steps": max_steps, "progress": progress,
+                   "throw": throw, "backend": backend, "device": device, "dtype": dtype,
+                   "field_method": field_method,
+                   # one generator across the pieces: the noise goes on, it does not restart
+                   "rng": as_rng(rng) if method == "euler_maruyama" else rng}
+        return run_schedule(model, t, x0,
+                            lambda m, tt, x: simulate(m, x, tt, **options),
+                            lambda ds: ds["x"].values[-1])
     check_geometry(geometry)
     _check_method(method)
     bkd = bk.get_backend(backend, device, dtype, like=x0)

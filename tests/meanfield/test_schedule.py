@@ -1,0 +1,108 @@
+"""meanfield.schedule: a piecewise-constant schedule of models (layers with their own weights),
+run piece by piece by particles.simulate and solve_gaussian."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import particles
+from meanfield import Model, solve_gaussian
+from meanfield.gaussian import BlowUpError, layered_covariance
+from meanfield.schedule import Schedule
+
+M1 = Model(beta=1.0)
+M2 = Model(beta=0.5, Q=np.diag([1.0, 2.0, 0.5]))
+
+
+def _tokens(n: int = 8, d: int = 3) -> np.ndarray:
+    x = np.random.default_rng(0).standard_normal((n, d))
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def test_schedule_validates_its_pieces() -> None:
+    with pytest.raises(ValueError, match="at least one"):
+        Schedule([])
+    with pytest.raises(ValueError, match="strictly increasing"):
+        Schedule([(0.0, M1), (0.0, M2)])
+    with pytest.raises(ValueError, match="meanfield.Model"):
+        Schedule([(0.0, "softmax")])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="finite"):
+        Schedule([(float("nan"), M1)])
+    with pytest.raises(ValueError, match="one dimension"):
+        Schedule([(0.0, Model(1.0, Q=np.eye(2))), (1.0, Model(1.0, Q=np.eye(3)))])
+    s = Schedule([(0.0, M1), (1.0, M2)])
+    assert s.model_at(0.99) == M1 and s.model_at(1.0) == M2
+    with pytest.raises(ValueError, match="before the schedule"):
+        s.model_at(-0.1)
+    assert Schedule.from_state(s.to_json()) == s
+
+
+def test_pieces_cut_at_the_switches_only_inside_the_run() -> None:
+    s = Schedule([(0.0, M1), (0.7, M2), (5.0, M1)])
+    pieces = s.pieces([0.0, 0.5, 1.0, 2.0])
+    assert [p[0] for p in pieces] == [M1, M2]
+    np.testing.assert_array_equal(pieces[0][1], [0.0, 0.5, 0.7])
+    np.testing.assert_array_equal(pieces[1][1], [0.7, 1.0, 2.0])
+    with pytest.raises(ValueError, match="before the schedule"):
+        s.pieces([-1.0, 0.0])
+
+
+@pytest.mark.parametrize("method", ["rk4", "dopri5"])
+def test_particles_schedule_equals_the_composition_bitwise(method: str) -> None:
+    """Same steps (cut at the switch in both) -> the same floating-point operations."""
+    x0 = _tokens()
+    s = Schedule([(0.0, M1), (0.7, M2)])
+    t = np.linspace(0.0, 2.0, 5)  # 0.7 is not an output time
+    ds = particles.simulate(s, x0, t, method=method, dt=0.05)
+    a = particles.simulate(M1, x0, [0.0, 0.5, 0.7], method=method, dt=0.05)
+    b = particles.simulate(M2, a["x"].values[-1], [0.7, 1.0, 1.5, 2.0], method=method, dt=0.05)
+    np.testing.assert_array_equal(ds["time"].values, t)
+    np.testing.assert_array_equal(ds["x"].values[:2], a["x"].values[:2])
+    np.testing.assert_array_equal(ds["x"].values[2:], b["x"].values[1:])
+    assert ds.attrs["model"] == s.to_json() and ds.attrs["successful"] == 1
+    assert ds.attrs["num_steps"] == a.attrs["num_steps"] + b.attrs["num_steps"]
+    # and the switch matters: one model throughout is another run
+    one = particles.simulate(M1, x0, t, method=method, dt=0.05)
+    assert np.abs(one["x"].values[-1] - ds["x"].values[-1]).max() > 1e-3
+
+
+def test_particles_schedule_noise_continues_one_generator() -> None:
+    x0 = _tokens()
+    n1, n2 = M1.replace(noise=0.1), M2.replace(noise=0.1)
+    s = Schedule([(0.0, n1), (0.5, n2)])
+    ds = particles.simulate(s, x0, [0.0, 1.0], method="euler_maruyama", dt=0.05, rng=3)
+    gen = np.random.default_rng(3)
+    a = particles.simulate(n1, x0, [0.0, 0.5], method="euler_maruyama", dt=0.05, rng=gen)
+    b = particles.simulate(n2, a["x"].values[-1], [0.5, 1.0], method="euler_maruyama", dt=0.05,
+                           rng=gen)
+    np.testing.assert_array_equal(ds["x"].values[-1], b["x"].values[-1])
+
+
+def test_gaussian_schedule_follows_the_closed_form_layer_by_layer() -> None:
+    s = Schedule([(0.0, M1), (0.7, M2)])
+    cov0 = 0.1 * np.eye(3)
+    t = np.linspace(0.0, 2.0, 5)
+    ds = solve_gaussian(s, np.zeros(3), cov0, t, rtol=1e-12, atol=1e-14)
+    exact = layered_covariance(s, cov0, t)
+    # rtol = 1e-12 per step over ~20 steps, Sigma grows by < 3 here: 1e-9 is a wide margin
+    assert np.abs(ds["cov"].values - exact).max() / np.abs(exact).max() < 1e-9
+    # a wrong start (the second layer from Sigma_0, not from Sigma(0.7)) is far off
+    wrong = layered_covariance(Schedule([(0.0, M2)]), cov0, [0.0, 1.3])[-1]
+    assert np.abs(wrong - exact[-1]).max() / np.abs(exact[-1]).max() > 1e-2
+
+
+def test_gaussian_schedule_blowup_keeps_the_joined_partial_result() -> None:
+    s = Schedule([(0.0, M1), (0.7, Model(beta=5.0))])
+    with pytest.raises(BlowUpError) as err:
+        solve_gaussian(s, np.zeros(3), 0.1 * np.eye(3), np.linspace(0.0, 2.0, 5))
+    partial = err.value.dataset
+    assert partial is err.value.partial
+    assert partial["time"].values[0] == 0.0 and partial["time"].values[1] == 0.5
+    assert partial.attrs["successful"] == 0 and partial.attrs["model"] == s.to_json()
+    assert partial["time"].values[-1] == 1.5  # the output times reached
+    # Sigma^{-1} = 10 - 2 * 0.7 = 8.6 at the switch, then falls at rate 2 beta = 10: t* = 1.56;
+    # the solver stops where the eigenvalue reaches 1e10, 1/(10 * 1e10) = 1e-11 before t*
+    assert err.value.time == pytest.approx(0.7 + 8.6 / 10.0, rel=1e-8)
+    ds = solve_gaussian(s, np.zeros(3), 0.1 * np.eye(3), np.linspace(0.0, 2.0, 5), throw=False)
+    assert ds.attrs["successful"] == 0 and ds["time"].values[-1] < 2.0
