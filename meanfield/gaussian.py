@@ -501,8 +501,8 @@ def interaction_matrix(model: Model, d: int) -> tuple[float, np.ndarray]:
 
 def layered_covariance(schedule: Schedule, cov0: Any, t: Any) -> np.ndarray:
     """The closed form of ``Sigma(t)`` under a schedule of softmax models with ``V = v I`` and
-    no noise (docs/equations.md sections 4 and 2.9), layer by layer: on the piece
-    ``[t_k, t_{k+1})``, ``Sigma(t) = (Sigma(t_k)^{-1} - v_k (A_k + A_k^T)(t - t_k))^{-1}``
+    no noise (docs/equations.md sections 8.2 and 2, "Layers with their own weights"), layer by
+    layer: on the piece ``[t_k, t_{k+1})``, ``Sigma(t) = (Sigma(t_k)^{-1} - v_k (A_k + A_k^T)(t - t_k))^{-1}``
     with ``(v_k, A_k)`` from :func:`interaction_matrix` and ``Sigma(t_k)`` the closed form at
     the switch (``cov0`` at ``t[0]``).
 

@@ -5,9 +5,10 @@
    run_schedule
 
 A Transformer has one ``(Q, K, V)`` per layer; the second paper's PDE takes ``(Q, K, V)`` as
-functions of time (docs/equations.md section 2.9). A :class:`Schedule` is the piecewise-constant
-case: model ``k`` acts on ``[t_k, t_{k+1})``. Every solver that takes a schedule runs it through
-:func:`run_schedule`, the one place that implements it: the solver is run once per piece with the
+functions of time (docs/equations.md section 2, "Layers with their own weights"). A
+:class:`Schedule` is the piecewise-constant case: model ``k`` acts on ``[t_k, t_{k+1})``.
+Every solver that takes a schedule runs it through :func:`run_schedule`, the one place that
+implements it: the solver is run once per piece with the
 output times inside the piece plus the switch time as its end point, and the state at the switch
 is handed to the next piece. No step crosses a switch, so a schedule equals the composition of
 single-model runs to round-off (the same steps: bitwise).
@@ -28,7 +29,8 @@ from .model import Model
 
 
 class Schedule:
-    """Models switched at given times (docs/equations.md section 2.9).
+    """Models switched at given times (docs/equations.md section 2, "Layers with their own
+    weights").
 
     Args:
         pieces: ``[(t_0, model_0), (t_1, model_1), ...]`` with strictly increasing finite
@@ -141,7 +143,9 @@ class Schedule:
 
 def run_schedule(schedule: Schedule, t: Any, start: Any,
                  run: Callable[[Model, np.ndarray, Any], xr.Dataset],
-                 handover: Callable[[xr.Dataset], Any]) -> xr.Dataset:
+                 handover: Callable[[xr.Dataset], Any],
+                 carry: Callable[[xr.Dataset, xr.Dataset], xr.Dataset] | None = None
+                 ) -> xr.Dataset:
     """Run a solver piece by piece (the one implementation of a schedule).
 
     Args:
@@ -151,6 +155,9 @@ def run_schedule(schedule: Schedule, t: Any, start: Any,
         run: ``run(model, times, state) -> Dataset``: one single-model run over ``times``
             (:meth:`Schedule.pieces`), with the caller's ``throw``.
         handover: the state at the last time of a piece's Dataset, for the next piece.
+        carry: ``carry(piece, previous)``: a piece's Dataset made continuous with the previous
+            piece's where a variable restarts at each piece (e.g. ``log J`` of the
+            characteristics, which starts at 0 from the nodes handed over).
 
     Returns:
         The pieces' Datasets joined along ``time`` at the caller's output times (a switch
@@ -188,8 +195,12 @@ def run_schedule(schedule: Schedule, t: Any, start: Any,
     for model, piece_times in schedule.pieces(times):
         try:
             ds = run(model, piece_times, state)
+            if carry is not None and parts:
+                ds = carry(ds, parts[-1])
         except (IntegrationError, Interrupted) as exc:
             partial = getattr(exc, "dataset", None)
+            if carry is not None and parts and partial is not None:
+                partial = carry(partial, parts[-1])
             if parts or partial is not None:
                 exc.dataset = joined(partial)
                 if isinstance(exc, IntegrationError) and hasattr(exc, "partial"):

@@ -146,8 +146,8 @@ def simulate(
     """Evolve tokens under the model's self-attention dynamics (docs/equations.md section 2).
 
     Args:
-        model: a :class:`meanfield.Model`, or a :class:`meanfield.Schedule` of models (layers
-            with their own weights, docs/equations.md section 2.9): run piece by piece by
+        model: a :class:`meanfield.Model`, or a :class:`meanfield.Schedule` of models
+            (docs/equations.md section 2, "Layers with their own weights"): run piece by piece by
             :func:`meanfield.schedule.run_schedule`, no step across a switch.
         x0: initial tokens ``(n, d)`` or ``(batch, n, d)``.
         t: output times; ``t[0]`` is the time of ``x0``.

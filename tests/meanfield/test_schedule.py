@@ -106,3 +106,27 @@ def test_gaussian_schedule_blowup_keeps_the_joined_partial_result() -> None:
     assert err.value.time == pytest.approx(0.7 + 8.6 / 10.0, rel=1e-8)
     ds = solve_gaussian(s, np.zeros(3), 0.1 * np.eye(3), np.linspace(0.0, 2.0, 5), throw=False)
     assert ds.attrs["successful"] == 0 and ds["time"].values[-1] < 2.0
+
+
+def test_lagrangian_schedule_equals_the_composition() -> None:
+    from meanfield import nodes as mn
+    from meanfield import solve_lagrangian
+
+    nodes = mn.circle(lambda th: (1 + 0.5 * np.cos(th) + 0.2 * np.sin(2 * th)) / (2 * np.pi), 32)
+    m1, m2 = Model(beta=1.0), Model(beta=3.0, Q=np.diag([1.0, 2.0]))
+    s = Schedule([(0.0, m1), (0.7, m2)])
+    ds = solve_lagrangian(s, nodes, [0.0, 0.5, 1.0, 2.0], scheme="rk4", dt=0.05)
+    a = solve_lagrangian(m1, nodes, [0.0, 0.5, 0.7], scheme="rk4", dt=0.05)
+    handed = mn.Nodes(a["x"].values[-1], a["weight"].values, a["density"].values[-1])
+    b = solve_lagrangian(m2, handed, [0.7, 1.0, 2.0], scheme="rk4", dt=0.05)
+    np.testing.assert_array_equal(ds["time"].values, [0.0, 0.5, 1.0, 2.0])
+    np.testing.assert_array_equal(ds["x"].values[-1], b["x"].values[-1])
+    np.testing.assert_array_equal(ds["density"].values[-1], b["density"].values[-1])
+    # log J carried across the switch: log J_1(0.7) + log J_2 (one addition: bitwise)
+    np.testing.assert_array_equal(ds["log_jacobian"].values[-1],
+                                  b["log_jacobian"].values[-1] + a["log_jacobian"].values[-1])
+    # and the density is rho_0 / J over the whole run, to round-off (exp and log: a few eps)
+    rel = np.exp(np.log(nodes.density) - ds["log_jacobian"].values[-1]) / ds["density"].values[-1]
+    assert np.abs(rel - 1.0).max() < 1e-13
+    with pytest.raises(ValueError, match="noise"):
+        solve_lagrangian(Schedule([(0.0, m1), (1.0, m1.replace(noise=0.1))]), nodes, [0.0, 2.0])
