@@ -144,7 +144,8 @@ class Schedule:
 def run_schedule(schedule: Schedule, t: Any, start: Any,
                  run: Callable[[Model, np.ndarray, Any], xr.Dataset],
                  handover: Callable[[xr.Dataset], Any],
-                 carry: Callable[[xr.Dataset, xr.Dataset], xr.Dataset] | None = None
+                 carry: Callable[[xr.Dataset, xr.Dataset], xr.Dataset] | None = None,
+                 join: Callable[[list[xr.Dataset]], list[xr.Dataset]] | None = None
                  ) -> xr.Dataset:
     """Run a solver piece by piece (the one implementation of a schedule).
 
@@ -158,6 +159,8 @@ def run_schedule(schedule: Schedule, t: Any, start: Any,
         carry: ``carry(piece, previous)``: a piece's Dataset made continuous with the previous
             piece's where a variable restarts at each piece (e.g. ``log J`` of the
             characteristics, which starts at 0 from the nodes handed over).
+        join: the pieces' Datasets brought onto one grid before they are joined (e.g. the
+            spectral solver's densities, on the finest grid any piece reached).
 
     Returns:
         The pieces' Datasets joined along ``time`` at the caller's output times (a switch
@@ -175,6 +178,8 @@ def run_schedule(schedule: Schedule, t: Any, start: Any,
 
     def joined(last: xr.Dataset | None) -> xr.Dataset:
         dss = parts + ([last] if last is not None else [])
+        if join is not None:
+            dss = join(dss)
         cut = [dss[0]] + [ds.isel(time=slice(1, None)) for ds in dss[1:]]  # shared ends
         ds = xr.concat(cut, dim="time", data_vars="minimal", coords="minimal",
                        combine_attrs="override")

@@ -130,3 +130,25 @@ def test_lagrangian_schedule_equals_the_composition() -> None:
     assert np.abs(rel - 1.0).max() < 1e-13
     with pytest.raises(ValueError, match="noise"):
         solve_lagrangian(Schedule([(0.0, m1), (1.0, m1.replace(noise=0.1))]), nodes, [0.0, 2.0])
+
+
+def test_spectral_schedule_equals_the_composition_on_the_finest_grid() -> None:
+    from meanfield import Circle, solve
+
+    m1, m2 = Model(beta=1.0), Model(beta=4.0)
+    s = Schedule([(0.0, m1), (0.7, m2)])
+
+    def rho(th: np.ndarray) -> np.ndarray:
+        return (1 + 0.3 * np.cos(th) + 0.1 * np.sin(3 * th)) / (2 * np.pi)
+
+    ds = solve(s, Circle(32), rho, [0.0, 1.0, 2.0, 3.0])
+    a = solve(m1, Circle(32), rho, [0.0, 0.7])
+    b = solve(m2, Circle(int(a["resolution"].values[-1])), a["density"].values[-1],
+              [0.7, 1.0, 2.0, 3.0], max_resolution=256)
+    res = ds["resolution"].values
+    assert res[0] == 32 and res[-1] > res[0]  # refined inside the pieces: joined on one grid
+    assert ds["density"].shape == (4, res[-1])
+    np.testing.assert_array_equal(ds["density"].values[-1], b["density"].values[-1])
+    assert ds.attrs["successful"] == 1 and ds.attrs["model"] == s.to_json()
+    with pytest.raises(ValueError, match="continue_lagrangian"):
+        solve(s, Circle(32), rho, [0.0, 1.0], continue_lagrangian=True)
