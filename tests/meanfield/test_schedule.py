@@ -152,3 +152,13 @@ def test_spectral_schedule_equals_the_composition_on_the_finest_grid() -> None:
     assert ds.attrs["successful"] == 1 and ds.attrs["model"] == s.to_json()
     with pytest.raises(ValueError, match="continue_lagrangian"):
         solve(s, Circle(32), rho, [0.0, 1.0], continue_lagrangian=True)
+
+
+def test_the_result_records_the_schedule(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from meanfield.io import model_of, read_netcdf, write_netcdf
+
+    s = Schedule([(0.0, M1), (0.5, M2)])
+    ds = particles.simulate(s, _tokens(), [0.0, 1.0])
+    write_netcdf(ds, tmp_path / "run.nc")
+    assert model_of(read_netcdf(tmp_path / "run.nc")) == s
+    assert model_of(particles.simulate(M1, _tokens(), [0.0, 1.0])) == M1
