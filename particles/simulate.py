@@ -188,16 +188,19 @@ def simulate(
             there is, in GiB).
     """
     if isinstance(model, Schedule):  # one run per piece, the state handed over at each switch
-        options = {"geometry": geometry, "method": method, "dt": dt, "rtol": rtol,
-                   "atol": atol, "normalize": normalize, "memory_limit": memory_limit,
-                   "observables": observables, "max_steps": max_steps, "progress": progress,
-                   "throw": throw, "backend": backend, "device": device, "dtype": dtype,
-                   "field_method": field_method,
-                   # one generator across the pieces: the noise goes on, it does not restart
-                   "rng": as_rng(rng) if method == "euler_maruyama" else rng}
+        # the backend decided once, from x0: the tokens handed over are host arrays
+        where = bk.get_backend(backend, device, dtype, like=x0)
+        options: dict[str, Any] = {
+            "geometry": geometry, "method": method, "dt": dt, "rtol": rtol, "atol": atol,
+            "normalize": normalize, "memory_limit": memory_limit, "observables": observables,
+            "max_steps": max_steps, "progress": progress, "throw": throw,
+            "backend": where.name, "device": where.device, "dtype": where.dtype,
+            "field_method": field_method,
+            # one generator across the pieces: the noise goes on, it does not restart
+            "rng": as_rng(rng) if method == "euler_maruyama" else rng}
         return run_schedule(model, t, x0,
                             lambda m, tt, x: simulate(m, x, tt, **options),
-                            lambda ds: ds["x"].values[-1])
+                            lambda ds: ds["x"].values[-1].astype(where.dtype))
     check_geometry(geometry)
     _check_method(method)
     bkd = bk.get_backend(backend, device, dtype, like=x0)

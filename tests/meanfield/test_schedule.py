@@ -3,6 +3,8 @@ run piece by piece by particles.simulate and solve_gaussian."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -162,3 +164,15 @@ def test_the_result_records_the_schedule(tmp_path) -> None:  # type: ignore[no-u
     write_netcdf(ds, tmp_path / "run.nc")
     assert model_of(read_netcdf(tmp_path / "run.nc")) == s
     assert model_of(particles.simulate(M1, _tokens(), [0.0, 1.0])) == M1
+
+
+def test_particles_schedule_keeps_the_precision_of_x0() -> None:
+    """dtype="float32": every piece runs in float32, the tokens handed over in float32."""
+    x0 = _tokens().astype(np.float32)
+    s = Schedule([(0.0, M1), (0.5, M2)])
+    ds = particles.simulate(s, x0, [0.0, 1.0], method="rk4", dt=0.05, dtype="float32")
+    a = particles.simulate(M1, x0, [0.0, 0.5], method="rk4", dt=0.05, dtype="float32")
+    b = particles.simulate(M2, a["x"].values[-1].astype(np.float32), [0.5, 1.0], method="rk4",
+                           dt=0.05, dtype="float32")
+    assert "float32" in json.loads(ds.attrs["settings"])["backend"]
+    np.testing.assert_array_equal(ds["x"].values[-1], b["x"].values[-1])

@@ -4,7 +4,8 @@
    check_schedule_gaussian_layers
    layer_models
 
-A Transformer has one ``(Q, K, V)`` per layer (docs/equations.md section 2.9). Three softmax
+A Transformer has one ``(Q, K, V)`` per layer (docs/equations.md section 2, "Layers with their
+own weights"). Three softmax
 layers with ``V = I`` and their own ``(Q, K)``, switched at ``t = 0.4`` and ``0.8``, run as one
 schedule by :func:`meanfield.solve_gaussian` and by ``particles.simulate``:
 
