@@ -176,3 +176,18 @@ def test_particles_schedule_keeps_the_precision_of_x0() -> None:
                            dt=0.05, dtype="float32")
     assert "float32" in json.loads(ds.attrs["settings"])["backend"]
     np.testing.assert_array_equal(ds["x"].values[-1], b["x"].values[-1])
+
+
+@pytest.mark.parametrize("method", ["rk4", "dopri5"])
+def test_no_step_crosses_a_switch(method: str) -> None:
+    """After the switch the model has V = 0 (no motion): the tokens at t = 1 are those at the
+    switch, whatever the step (0.3 does not divide 0.5), which no step across it could give."""
+    x0 = _tokens()
+    still = Model(beta=1.0, V=np.zeros((3, 3)))
+    ds = particles.simulate(Schedule([(0.0, M1), (0.5, still)]), x0, [0.0, 1.0], method=method,
+                            dt=0.3)
+    ref = particles.simulate(M1, x0, [0.0, 0.5], method=method, dt=0.3)
+    # the steps after the switch only renormalise unit vectors: a few eps (2.2e-16) each
+    np.testing.assert_allclose(ds["x"].values[-1], ref["x"].values[-1], rtol=0, atol=1e-14)
+    one = particles.simulate(M1, x0, [0.0, 1.0], method=method, dt=0.3)  # the motion is O(0.1)
+    assert np.abs(one["x"].values[-1] - ref["x"].values[-1]).max() > 1e-2
