@@ -18,6 +18,7 @@ carries the partial results (also written to ``out`` when given).
 
 from __future__ import annotations
 
+import inspect
 import math
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -176,12 +177,13 @@ def solve(
         if continue_lagrangian:
             msg = "continue_lagrangian=True is not available with a Schedule of models"
             raise ValueError(msg)
-        return _solve_schedule(model, domain, rho0, t, out=out, overwrite=overwrite, options=dict(
-            form=form, scheme=scheme, controller=controller, rtol=rtol, atol=atol, cfl=cfl,
-            dt0=dt0, max_resolution=8 * domain.resolution if max_resolution is None
-            else max_resolution, tail_tol=tail_tol, negative_tol=negative_tol,
-            filter_order=filter_order, max_steps=max_steps, trackers=trackers,
-            progress=progress, throw=throw))
+        given = dict(locals())  # every other keyword argument forwarded to each piece
+        options = {name: given[name] for name in _KEYWORDS
+                   if name not in ("out", "overwrite", "continue_lagrangian")}
+        if max_resolution is None:  # fixed by the starting grid, not by each piece's
+            options["max_resolution"] = 8 * domain.resolution
+        return _solve_schedule(model, domain, rho0, t, out=out, overwrite=overwrite,
+                               options=options)
     times = output_times(t)
     if out is not None:
         from .io import check_writable
@@ -287,6 +289,10 @@ def solve(
             raise
     return finish(sol, ds, name="solve", error=ResolutionError, throw=throw, out=out,
                   kept="results are kept up to the last resolved time")
+
+
+_KEYWORDS = tuple(inspect.signature(solve).parameters)[4:]
+"""The arguments of :func:`solve` after ``(model, domain, rho0, t)``."""
 
 
 def _solve_schedule(schedule: Schedule, domain: Domain, rho0: Any, t: Any, *,

@@ -31,6 +31,7 @@ a ``UserWarning`` with the measured ``h L``.
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Callable
 
 import numpy as np
@@ -188,16 +189,13 @@ def simulate(
             there is, in GiB).
     """
     if isinstance(model, Schedule):  # one run per piece, the state handed over at each switch
+        given = dict(locals())  # every keyword argument, forwarded to each piece
+        options: dict[str, Any] = {name: given[name] for name in _KEYWORDS}
         # the backend decided once, from x0: the tokens handed over are host arrays
         where = bk.get_backend(backend, device, dtype, like=x0)
-        options: dict[str, Any] = {
-            "geometry": geometry, "method": method, "dt": dt, "rtol": rtol, "atol": atol,
-            "normalize": normalize, "memory_limit": memory_limit, "observables": observables,
-            "max_steps": max_steps, "progress": progress, "throw": throw,
-            "backend": where.name, "device": where.device, "dtype": where.dtype,
-            "field_method": field_method,
-            # one generator across the pieces: the noise goes on, it does not restart
-            "rng": as_rng(rng) if method == "euler_maruyama" else rng}
+        options.update(backend=where.name, device=where.device, dtype=where.dtype,
+                       # one generator across the pieces: the noise goes on, not restarts
+                       rng=as_rng(rng) if method == "euler_maruyama" else rng)
         return run_schedule(model, t, x0,
                             lambda m, tt, x: simulate(m, x, tt, **options),
                             lambda ds: ds["x"].values[-1].astype(where.dtype))
@@ -293,6 +291,10 @@ def simulate(
     _settings(ds, model, method, geometry, dt, rtol, atol, memory_limit, sol, seed, bkd,
               summed)
     return _finish(ds, sol, throw)
+
+
+_KEYWORDS = tuple(inspect.signature(simulate).parameters)[3:]
+"""The arguments of :func:`simulate` after ``(model, x0, t)``: a schedule forwards them all."""
 
 
 def _host_tokens(x0: Any, geometry: str, normalize: bool, model: Any) -> np.ndarray:

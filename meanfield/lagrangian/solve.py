@@ -23,6 +23,7 @@ so the mass ``sum_j w_j`` is conserved exactly; a non-finite state stops the run
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -181,12 +182,10 @@ def solve_lagrangian(
         mass out of the node cloud (:mod:`meanfield.lagrangian.quadrature`,
         :attr:`StopReason.UNRESOLVED_NODES`, docs/lagrangian.md section 10; a warning first).
     """
-    if isinstance(model, Schedule):
-        return _solve_schedule(model, nodes, t, out=out, overwrite=overwrite, options=dict(
-            scheme=scheme, rtol=rtol, atol=atol, dt=dt, max_steps=max_steps,
-            memory_limit=memory_limit, trackers=trackers, progress=progress, throw=throw,
-            handover=handover, backend=backend, device=device, dtype=dtype,
-            field_method=field_method))
+    if isinstance(model, Schedule):  # every other keyword argument forwarded to each piece
+        given = dict(locals())
+        return _solve_schedule(model, nodes, t, out=out, overwrite=overwrite, options={
+            name: given[name] for name in _KEYWORDS if name not in ("out", "overwrite")})
     _check_model(model, nodes)
     be = bk.get_backend(backend, device, dtype)
     times = output_times(t)
@@ -295,6 +294,10 @@ def solve_lagrangian(
         ds["handover_time"] = ((), float(handover["t"]), {
             "long_name": f"time at which this run took over from {handover.get('from', 'another run')}"})
     return finish(sol, ds, name="solve_lagrangian", error=LagrangianError, throw=throw, out=out)
+
+
+_KEYWORDS = tuple(inspect.signature(solve_lagrangian).parameters)[3:]
+"""The arguments of :func:`solve_lagrangian` after ``(model, nodes, t)``."""
 
 
 def _solve_schedule(schedule: Schedule, nodes: Any, t: Any, *, out: str | Path | None,
