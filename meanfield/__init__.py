@@ -25,6 +25,7 @@ from .metrics import (
     w1_particles,
 )
 from .model import ATTENTION_KINDS, Model
+from .schedule import Schedule
 from .solve import ResolutionError, StopReason, solve
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "LagrangianError",
     "Model",
     "ResolutionError",
+    "Schedule",
     "Sphere",
     "StopReason",
     "ZonalSphere",

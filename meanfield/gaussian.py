@@ -40,6 +40,7 @@ from . import attention
 from .checks import output_times
 from .integrate import IntegrationError, Solution, StopReason, finish, result_attrs
 from .model import Model
+from .schedule import Schedule, run_schedule
 
 GAUSSIAN_KINDS = attention.names(solver="gaussian")
 """Attention kinds whose mean-field flow keeps Gaussian measures Gaussian (affine field): the
@@ -247,7 +248,7 @@ def _dataset(model: Model, times: np.ndarray, means: np.ndarray, covs: np.ndarra
     return ds
 
 
-def solve_gaussian(model: Model, mean0: Any, cov0: Any, t: Any, *, rtol: float = 1e-10,
+def solve_gaussian(model: Model | Schedule, mean0: Any, cov0: Any, t: Any, *, rtol: float = 1e-10,
                    atol: float = 1e-12, method: str = "DOP853",
                    max_eigenvalue: float | None = None, throw: bool = True) -> xr.Dataset:
     """Evolve ``N(mean0, cov0)`` under the mean-field flow of ``model`` (docs/equations.md section 4).
@@ -277,7 +278,23 @@ def solve_gaussian(model: Model, mean0: Any, cov0: Any, t: Any, *, rtol: float =
         ValueError: bad input (shapes, a covariance that is not symmetric positive definite,
             an attention kind without a Gaussian reduction, a model of another dimension).
         BlowUpError: finite-time blow-up (the partial Dataset is its ``partial``).
+
+    A :class:`meanfield.schedule.Schedule` of models is run piece by piece
+    (:func:`meanfield.schedule.run_schedule`): ``solve_ivp`` stops at each switch and the next
+    piece starts from ``(m, Sigma)`` there; ``max_eigenvalue`` defaults from ``cov0``.
     """
+    if isinstance(model, Schedule):
+        for piece in model.models:
+            _check_model(piece)
+        if max_eigenvalue is None:
+            cov_checked = _check_state(model.models[0], mean0, cov0)[1]
+            max_eigenvalue = 1e10 * max(1.0, float(np.linalg.eigvalsh(cov_checked)[-1]))
+        options = {"rtol": rtol, "atol": atol, "method": method,
+                   "max_eigenvalue": max_eigenvalue, "throw": throw}
+        return run_schedule(
+            model, t, (mean0, cov0),
+            lambda m, tt, s: solve_gaussian(m, s[0], s[1], tt, **options),
+            lambda ds: (ds["mean"].values[-1], ds["cov"].values[-1]))
     _check_model(model)
     mean, cov, factor = _check_state(model, mean0, cov0)
     times = _check_times(t)
@@ -480,6 +497,44 @@ def interaction_matrix(model: Model, d: int) -> tuple[float, np.ndarray]:
         msg = f"interaction_matrix needs the same V = v I in every head, got v in {sorted(values)}"
         raise ValueError(msg)
     return values.pop(), a
+
+
+def layered_covariance(schedule: Schedule, cov0: Any, t: Any) -> np.ndarray:
+    """The closed form of ``Sigma(t)`` under a schedule of softmax models with ``V = v I`` and
+    no noise (docs/equations.md sections 8.2 and 2, "Layers with their own weights"), layer by
+    layer: on the piece ``[t_k, t_{k+1})``, ``Sigma(t) = (Sigma(t_k)^{-1} - v_k (A_k + A_k^T)(t - t_k))^{-1}``
+    with ``(v_k, A_k)`` from :func:`interaction_matrix` and ``Sigma(t_k)`` the closed form at
+    the switch (``cov0`` at ``t[0]``).
+
+    Returns:
+        ``Sigma`` at the times ``t``, shape ``(len(t), d, d)``.
+
+    Raises:
+        ValueError: a piece with noise, another attention kind or a non-scalar ``V``; a time
+            at or past the blow-up of its piece (``Sigma^{-1}`` no longer positive definite).
+    """
+    times = output_times(t)
+    inv = np.linalg.inv(_check_state(schedule.models[0], np.zeros(np.shape(cov0)[0]), cov0)[1])
+    d = inv.shape[0]
+    out = np.empty((times.size, d, d))
+    t_k = float(times[0])
+    for model, piece in schedule.pieces(times):
+        if model.noise != 0:
+            msg = f"layered_covariance needs noise = 0 in every piece, got noise = {model.noise}"
+            raise ValueError(msg)
+        v, a = interaction_matrix(model, d)
+        rate = v * (a + a.T)
+        for tau in piece:
+            prec = inv - rate * (float(tau) - t_k)
+            if np.linalg.eigvalsh(0.5 * (prec + prec.T))[0] <= 0:
+                msg = f"layered_covariance: t = {float(tau):.6g} is at or past the blow-up"
+                raise ValueError(msg)
+            hit = np.flatnonzero(times == tau)
+            if hit.size:
+                out[hit[0]] = np.linalg.inv(prec)
+        inv = inv - rate * (float(piece[-1]) - t_k)
+        t_k = float(piece[-1])
+    return 0.5 * (out + np.transpose(out, (0, 2, 1)))
 
 
 def blowup_limit(model: Model, cov0: Any) -> tuple[float, np.ndarray]:

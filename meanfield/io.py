@@ -38,6 +38,7 @@ import xarray as xr
 
 from .domains.base import Domain
 from .model import Model
+from .schedule import Schedule
 
 
 class WriteError(OSError):
@@ -220,9 +221,13 @@ def read_netcdf(path: str | os.PathLike) -> xr.Dataset:
         return ds.load()
 
 
-def model_of(ds: xr.Dataset) -> Model:
-    """The :class:`Model` recorded in a result's ``attrs``."""
-    return Model.from_state(json.loads(ds.attrs["model"]))
+def model_of(ds: xr.Dataset) -> Model | Schedule:
+    """The :class:`Model` recorded in a result's ``attrs``, or the
+    :class:`meanfield.schedule.Schedule` of a run under a schedule of models."""
+    state = json.loads(ds.attrs["model"])
+    if "schedule" in state:
+        return Schedule.from_state(state)
+    return Model.from_state(state)
 
 
 def domain_of(ds: xr.Dataset) -> Domain:

@@ -18,6 +18,7 @@ carries the partial results (also written to ``out`` when given).
 
 from __future__ import annotations
 
+import inspect
 import math
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -46,6 +47,7 @@ from .integrate import (
 from .memory import check_solve_memory
 from .model import Model
 from .resolution import ResolutionMonitor
+from .schedule import Schedule, run_schedule
 
 
 class ResolutionError(IntegrationError):
@@ -94,7 +96,7 @@ def _diagnostics(flow: Flow, c: np.ndarray) -> tuple[float, float, float, float]
 
 
 def solve(
-    model: Model,
+    model: Model | Schedule,
     domain: Domain,
     rho0: np.ndarray | Callable[..., np.ndarray],
     t: Sequence[float] | np.ndarray,
@@ -121,7 +123,12 @@ def solve(
     """Evolve ``rho0`` under ``model`` on ``domain``; densities saved at the times ``t``.
 
     Args:
-        model: the attention model (SA or USA, ``Q = K = I``, ``V = +-I``, noise).
+        model: the attention model (SA or USA, ``Q = K = I``, ``V = +-I``, noise), or a
+            :class:`meanfield.Schedule` of such models (docs/equations.md section 2, "Layers
+            with their own weights"), run piece by piece
+            (:func:`meanfield.schedule.run_schedule`), each piece from the density and grid
+            the previous one ended with (``max_resolution`` from ``domain``), the result on
+            the finest grid reached; not with ``continue_lagrangian``.
         domain: the spectral domain (its resolution is the starting one).
         rho0: density values on ``domain.grid`` or a callable of the grid (re-evaluated if
             the grid is refined before the start); normalised to mass 1.
@@ -166,6 +173,17 @@ def solve(
     available memory is refused with ``ValueError`` before any work; a refinement that would
     not fit stops the run like an unresolved one (results kept).
     """
+    if isinstance(model, Schedule):
+        if continue_lagrangian:
+            msg = "continue_lagrangian=True is not available with a Schedule of models"
+            raise ValueError(msg)
+        given = dict(locals())  # every other keyword argument forwarded to each piece
+        options = {name: given[name] for name in _KEYWORDS
+                   if name not in ("out", "overwrite", "continue_lagrangian")}
+        if max_resolution is None:  # fixed by the starting grid, not by each piece's
+            options["max_resolution"] = 8 * domain.resolution
+        return _solve_schedule(model, domain, rho0, t, out=out, overwrite=overwrite,
+                               options=options)
     times = output_times(t)
     if out is not None:
         from .io import check_writable
@@ -273,6 +291,51 @@ def solve(
                   kept="results are kept up to the last resolved time")
 
 
+_KEYWORDS = tuple(inspect.signature(solve).parameters)[4:]
+"""The arguments of :func:`solve` after ``(model, domain, rho0, t)``."""
+
+
+def _solve_schedule(schedule: Schedule, domain: Domain, rho0: Any, t: Any, *,
+                    out: str | Path | None, overwrite: bool, options: dict[str, Any]
+                    ) -> xr.Dataset:
+    """:func:`solve` under a schedule: one run per piece, each from the density (on the grid)
+    the previous piece ended with; the result on the finest grid any piece reached."""
+    from .integrate.schema import settings_of
+
+    if out is not None:
+        from .io import check_writable
+
+        check_writable(out, overwrite=overwrite, name="out")
+
+    def grid_of(ds: xr.Dataset) -> Domain:
+        return Domain.from_state(settings_of(ds)["domain"])
+
+    def join(dss: list[xr.Dataset]) -> list[xr.Dataset]:
+        grids = [grid_of(ds) for ds in dss]
+        final = max(grids, key=lambda g: g.resolution)
+        joined = []
+        for ds, grid in zip(dss, grids):
+            if grid.resolution != final.resolution:
+                dens = np.stack([final.backward(final.prolong(grid.forward(r), grid))
+                                 for r in ds["density"].values])
+                attrs = ds["density"].attrs
+                ds = ds.drop_vars(["density", *grid.coords])
+                ds = ds.assign_coords({n: (n, np.asarray(v)) for n, v in final.coords.items()})
+                ds["density"] = (("time", *final.dims), dens, attrs)
+            joined.append(ds)
+        return joined
+
+    try:
+        ds = run_schedule(schedule, t, (domain, rho0),
+                          lambda m, tt, s: solve(m, s[0], s[1], tt, **options),
+                          lambda ds: (grid_of(ds), ds["density"].values[-1]), join=join)
+    except (IntegrationError, KeyboardInterrupt) as exc:
+        _write(getattr(exc, "dataset", None), out)
+        raise
+    _write(ds, out)
+    return ds
+
+
 def _drop_non_densities(saved: list) -> None:
     """Drop trailing slices that the final (finest) grid no longer holds as a density
     (:meth:`ZonalSphere.conditioning`: negative mass or mass drift beyond ``1e-6``): the
@@ -284,8 +347,8 @@ def _drop_non_densities(saved: list) -> None:
         saved.pop()
 
 
-def _write(ds: xr.Dataset, out: str | Path | None) -> None:
-    if out is not None:
+def _write(ds: xr.Dataset | None, out: str | Path | None) -> None:
+    if out is not None and ds is not None:
         from .io import write_netcdf
 
         write_netcdf(ds, out)

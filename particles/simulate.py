@@ -31,6 +31,7 @@ a ``UserWarning`` with the measured ``h L``.
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Callable
 
 import numpy as np
@@ -51,6 +52,7 @@ from meanfield.integrate import (
 )
 from meanfield.kernels import DEFAULT_MEMORY_LIMIT
 from meanfield.memory import check_particles_memory
+from meanfield.schedule import Schedule, run_schedule
 
 from .angles import angle_velocity, check_angle_model, from_angles, to_angles
 from .inputs import as_angles, as_count, as_rng, as_tokens, check_geometry
@@ -145,7 +147,9 @@ def simulate(
     """Evolve tokens under the model's self-attention dynamics (docs/equations.md section 2).
 
     Args:
-        model: a :class:`meanfield.Model`.
+        model: a :class:`meanfield.Model`, or a :class:`meanfield.Schedule` of models
+            (docs/equations.md section 2, "Layers with their own weights"): run piece by piece by
+            :func:`meanfield.schedule.run_schedule`, no step across a switch.
         x0: initial tokens ``(n, d)`` or ``(batch, n, d)``.
         t: output times; ``t[0]`` is the time of ``x0``.
         geometry: ``"sphere"`` (layer normalisation) or ``"euclidean"`` (tokens in ``R^d``).
@@ -184,6 +188,17 @@ def simulate(
             (:func:`meanfield.memory.check_particles_memory`: the estimate and the memory
             there is, in GiB).
     """
+    if isinstance(model, Schedule):  # one run per piece, the state handed over at each switch
+        given = dict(locals())  # every keyword argument, forwarded to each piece
+        options: dict[str, Any] = {name: given[name] for name in _KEYWORDS}
+        # the backend decided once, from x0: the tokens handed over are host arrays
+        where = bk.get_backend(backend, device, dtype, like=x0)
+        options.update(backend=where.name, device=where.device, dtype=where.dtype,
+                       # one generator across the pieces: the noise goes on, not restarts
+                       rng=as_rng(rng) if method == "euler_maruyama" else rng)
+        return run_schedule(model, t, x0,
+                            lambda m, tt, x: simulate(m, x, tt, **options),
+                            lambda ds: ds["x"].values[-1].astype(where.dtype))
     check_geometry(geometry)
     _check_method(method)
     bkd = bk.get_backend(backend, device, dtype, like=x0)
@@ -276,6 +291,10 @@ def simulate(
     _settings(ds, model, method, geometry, dt, rtol, atol, memory_limit, sol, seed, bkd,
               summed)
     return _finish(ds, sol, throw)
+
+
+_KEYWORDS = tuple(inspect.signature(simulate).parameters)[3:]
+"""The arguments of :func:`simulate` after ``(model, x0, t)``: a schedule forwards them all."""
 
 
 def _host_tokens(x0: Any, geometry: str, normalize: bool, model: Any) -> np.ndarray:

@@ -46,6 +46,7 @@ CHECK_MODULES: tuple[str, ...] = (
     "validation.checks.phase",
     "validation.checks.lagrangian",
     "validation.checks.exact",
+    "validation.checks.schedule",
 )
 """The modules whose ``@check`` functions make the suites, imported in this order."""
 

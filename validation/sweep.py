@@ -199,9 +199,9 @@ def _write_atomic(ds: xr.Dataset, path: Path) -> None:
 def _stable(value: Any) -> Any:
     """A JSON form of a keyword argument that changes whenever its value does (a model by its
     full state, arrays by all their entries; never a truncated ``repr``)."""
-    from meanfield import Model
+    from meanfield import Model, Schedule
 
-    if isinstance(value, Model):
+    if isinstance(value, (Model, Schedule)):  # a schedule by every piece's time and state
         return value.state()
     if isinstance(value, np.ndarray):
         return {"dtype": str(value.dtype), "shape": list(value.shape), "data": value.ravel().tolist()}

@@ -45,7 +45,7 @@ import xarray as xr
 from scipy.optimize import minimize_scalar
 from scipy.stats import wasserstein_distance
 
-from meanfield import Model, __version__
+from meanfield import Model, Schedule, __version__
 from meanfield.finite import energy_variables, note_nonfinite
 from meanfield.integrate import ConstantStep, RungeKutta, integrate
 from meanfield.metrics import kernel_distance_particle_sets
@@ -324,7 +324,21 @@ def _advance(f: Any, y: np.ndarray, scheme: str, dt: float) -> np.ndarray:
 
 def _run_dynamics(encoder: Any, y0: np.ndarray, radii: np.ndarray, variant: str,
                   dt: float) -> np.ndarray:
-    """Clouds after each layer (``(layers + 1, n, d)``) of one dynamics variant."""
+    """Clouds after each layer (``(layers + 1, n, d)``) of one dynamics variant.
+
+    The continuous variants and ``post_ln`` run the layers as one schedule of models
+    (:class:`meanfield.Schedule`: layer ``l``'s sphere model during ``[l - 1, l]``) through
+    ``particles.simulate``, which stops at each layer's end; ``post_ln+ff`` (two sublayers
+    per layer, attention then feed-forward) is stepped here layer by layer."""
+    if variant != "post_ln+ff":
+        schedule = Schedule([(float(ell), encoder.layer_model(
+            ell, feedforward=variant == "attention+ff", radius=float(radii[ell])))
+            for ell in range(encoder.num_layers)])
+        post_ln = variant == "post_ln"  # one step y <- normalize(y + attn(y)) per layer
+        ds = simulate(schedule, y0, np.arange(encoder.num_layers + 1.0),
+                      method="post_ln" if post_ln else "rk4", dt=1.0 if post_ln else dt,
+                      observables=False)
+        return np.asarray(ds["x"].values)
     out = [y0]
     y = y0
     for ell, lw in enumerate(encoder.layers):

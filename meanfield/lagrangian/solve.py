@@ -23,6 +23,7 @@ so the mass ``sum_j w_j`` is conserved exactly; a non-finite state stops the run
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -52,6 +53,7 @@ from ..integrate import (
 )
 from ..kernels import DEFAULT_MEMORY_LIMIT
 from ..model import Model
+from ..schedule import Schedule, run_schedule
 from .energy import energy_terms, has_energy
 from .field import _fast_field, _finish, ambient_field, check_measure, weighted_field
 from .quadrature import QuadratureMonitor
@@ -114,7 +116,7 @@ def _positions_tangent(sphere: bool, d: int) -> Any:
 
 
 def solve_lagrangian(
-    model: Model,
+    model: Model | Schedule,
     nodes: Any,
     t: Sequence[float] | np.ndarray,
     *,
@@ -139,7 +141,11 @@ def solve_lagrangian(
 
     Args:
         model: a :class:`meanfield.Model` of any attention kind (general ``Q, K, V``, heads,
-            causal mask with node labels, feed-forward); no noise.
+            causal mask with node labels, feed-forward); no noise. Or a
+            :class:`meanfield.Schedule` of such models (docs/equations.md section 2, "Layers
+            with their own weights"), run piece by piece
+            (:func:`meanfield.schedule.run_schedule`): each piece starts from the nodes, weights
+            and densities at the switch, and ``log_jacobian`` is carried across.
         nodes: a :class:`meanfield.nodes.Nodes` (positions, weights, initial density).
         t: output times, strictly increasing; ``t[0]`` is the time of ``nodes``.
         scheme: a Runge–Kutta scheme of :mod:`meanfield.integrate` (``dopri5`` adaptive by
@@ -176,6 +182,10 @@ def solve_lagrangian(
         mass out of the node cloud (:mod:`meanfield.lagrangian.quadrature`,
         :attr:`StopReason.UNRESOLVED_NODES`, docs/lagrangian.md section 10; a warning first).
     """
+    if isinstance(model, Schedule):  # every other keyword argument forwarded to each piece
+        given = dict(locals())
+        return _solve_schedule(model, nodes, t, out=out, overwrite=overwrite, options={
+            name: given[name] for name in _KEYWORDS if name not in ("out", "overwrite")})
     _check_model(model, nodes)
     be = bk.get_backend(backend, device, dtype)
     times = output_times(t)
@@ -284,6 +294,53 @@ def solve_lagrangian(
         ds["handover_time"] = ((), float(handover["t"]), {
             "long_name": f"time at which this run took over from {handover.get('from', 'another run')}"})
     return finish(sol, ds, name="solve_lagrangian", error=LagrangianError, throw=throw, out=out)
+
+
+_KEYWORDS = tuple(inspect.signature(solve_lagrangian).parameters)[3:]
+"""The arguments of :func:`solve_lagrangian` after ``(model, nodes, t)``."""
+
+
+def _solve_schedule(schedule: Schedule, nodes: Any, t: Any, *, out: str | Path | None,
+                    overwrite: bool, options: dict[str, Any]) -> xr.Dataset:
+    """:func:`solve_lagrangian` under a schedule: one run per piece, the nodes handed over."""
+    from ..nodes import Nodes
+
+    if getattr(nodes, "reduction", None) is not None:
+        msg = "solve_lagrangian: a Schedule of models runs on plain Nodes, not on ring nodes"
+        raise ValueError(msg)
+    for piece in schedule.models:
+        _check_model(piece, nodes)
+    if out is not None:
+        from ..io import check_writable
+
+        check_writable(out, overwrite=overwrite, name="out")
+
+    def handover(ds: xr.Dataset) -> Any:
+        labels = ds["label"].values if "label" in ds else None
+        return Nodes(ds["x"].values[-1], ds["weight"].values, ds["density"].values[-1],
+                     geometry=nodes.geometry, labels=labels, describe=nodes.describe)
+
+    def carry(ds: xr.Dataset, previous: xr.Dataset) -> xr.Dataset:
+        ds = ds.copy()
+        ds["log_jacobian"] = ds["log_jacobian"] + previous["log_jacobian"].values[-1]
+        return ds
+
+    try:
+        ds = run_schedule(schedule, t, nodes,
+                          lambda m, tt, nd: solve_lagrangian(m, nd, tt, **options),
+                          handover, carry)
+    except (IntegrationError, KeyboardInterrupt) as exc:
+        partial = getattr(exc, "dataset", None)
+        if out is not None and partial is not None:
+            from ..io import write_netcdf
+
+            write_netcdf(partial, out)
+        raise
+    if out is not None:
+        from ..io import write_netcdf
+
+        write_netcdf(ds, out)
+    return ds
 
 
 def _assemble(saved: list[tuple[float, np.ndarray]], model: Model, nodes: Any,

@@ -205,6 +205,36 @@ def test_a_cell_key_changes_with_every_input():
     assert k1 != k2
 
 
+def schedule_cell(a: float, rng: np.random.Generator, *, layers: object = None) -> xr.Dataset:
+    import particles
+
+    x = rng.standard_normal((6, 3))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    ds = particles.simulate(layers, x, [0.0, a], method="rk4", dt=0.1)
+    return xr.Dataset({"x": (("token", "dim"), ds["x"].values[-1])})
+
+
+def test_a_sweep_of_a_schedule_keys_every_piece(tmp_path):
+    """An ensemble of runs under a schedule of models (layers with their own weights): the
+    schedule reaches every cell, and its key changes with any entry of any piece."""
+    from meanfield import Model, Schedule
+    from validation.sweep import cell_key
+
+    q1, q2 = np.eye(40), np.eye(40)
+    q2[20, 21] = 1e-3
+    s1 = Schedule([(0.0, Model(1.0)), (0.5, Model(beta=1.0, Q=q1))])
+    s2 = Schedule([(0.0, Model(1.0)), (0.5, Model(beta=1.0, Q=q2))])
+    s3 = Schedule([(0.0, Model(1.0)), (0.6, Model(beta=1.0, Q=q1))])
+    keys = {cell_key(schedule_cell, {}, 0, 0, {"layers": s}) for s in (s1, s2, s3)}
+    assert len(keys) == 3
+    layers = Schedule([(0.0, Model(1.0)), (0.5, Model(4.0))])
+    ds = sweep(schedule_cell, {"a": [1.0, 2.0]}, seed=1, progress=False,
+               kwargs={"layers": layers}, store=tmp_path / "store")
+    rng = np.random.default_rng(cell_seed(1, 1))
+    np.testing.assert_array_equal(ds["x"].isel(a=1).values,
+                                  schedule_cell(2.0, rng, layers=layers)["x"].values)
+
+
 def test_worker_processes_from_a_script_without_main_guard_give_one_clear_error(tmp_path):
     """A script that starts worker processes at its top level gets one error saying what to
     add, before any cluster starts (not pages of 'Nanny failed to start')."""
