@@ -71,4 +71,11 @@ def nonnegative_weights(value: Any, shapes: tuple[tuple[int, ...], ...], name: s
     return w
 
 
-__all__ = ["count", "finite", "nonnegative_weights", "output_times"]
+def read_only(a: Any) -> np.ndarray:
+    """A float64 copy of ``a`` that cannot be written (the arrays of frozen node sets)."""
+    out = np.array(a, dtype=float)
+    out.setflags(write=False)
+    return out
+
+
+__all__ = ["count", "finite", "nonnegative_weights", "output_times", "read_only"]

@@ -46,7 +46,7 @@ from typing import Any, Callable
 import numpy as np
 from scipy.special import roots_hermitenorm, roots_legendre
 
-from .checks import count, finite, nonnegative_weights
+from .checks import count, finite, nonnegative_weights, read_only
 from .domains import Circle, Domain, Sphere, ZonalSphere
 from .domains.zonal_sphere import gauss_jacobi
 from .nodes_reduced import RingNodes, rings
@@ -59,11 +59,6 @@ SPHERE_TOL = 1e-10
 """Largest ``| |x| - 1 |`` accepted for nodes on the sphere (round-off of user data); the
 accepted nodes are then normalised exactly."""
 
-
-def _frozen(a: np.ndarray) -> np.ndarray:
-    a = np.array(a, dtype=float)
-    a.setflags(write=False)
-    return a
 
 
 @dataclass(frozen=True, eq=False)
@@ -143,13 +138,13 @@ class Nodes:
             if np.any(labels < 0) or np.any(labels > 1):
                 msg = f"labels must lie in [0, 1], got range [{labels.min():.3g}, {labels.max():.3g}]"
                 raise ValueError(msg)
-            labels = _frozen(labels)
+            labels = read_only(labels)
         if not isinstance(self.describe, str):
             msg = f"describe must be a str, got {type(self.describe).__name__}"
             raise ValueError(msg)
-        object.__setattr__(self, "x", _frozen(x))
-        object.__setattr__(self, "weights", _frozen(w / total))
-        object.__setattr__(self, "density", _frozen(rho))
+        object.__setattr__(self, "x", read_only(x))
+        object.__setattr__(self, "weights", read_only(w / total))
+        object.__setattr__(self, "density", read_only(rho))
         object.__setattr__(self, "labels", labels)
         object.__setattr__(self, "mass", total)
 

@@ -28,15 +28,9 @@ from typing import Any, Callable
 import numpy as np
 from scipy.special import logsumexp
 
-from .checks import count
+from .checks import count, read_only
 from .domains.zonal_sphere import gauss_jacobi_log
 from .special import log_sphere_area
-
-
-def _frozen(a: np.ndarray) -> np.ndarray:
-    a = np.array(a, dtype=float)
-    a.setflags(write=False)
-    return a
 
 
 @dataclass(frozen=True, eq=False)
@@ -95,11 +89,11 @@ class RingNodes:
             if c.shape != th.shape or np.any(c < 0) or np.any(c > 1) or np.any(np.diff(c[order]) < 0):
                 msg = f"cdf must be in [0, 1], increasing in s, of shape {th.shape}"
                 raise ValueError(msg)
-            object.__setattr__(self, "cdf", _frozen(c))
+            object.__setattr__(self, "cdf", read_only(c))
         object.__setattr__(self, "d", d)
-        object.__setattr__(self, "theta", _frozen(th))
-        object.__setattr__(self, "weights", _frozen(w / total))
-        object.__setattr__(self, "log_density", _frozen(ld))
+        object.__setattr__(self, "theta", read_only(th))
+        object.__setattr__(self, "weights", read_only(w / total))
+        object.__setattr__(self, "log_density", read_only(ld))
         object.__setattr__(self, "mass", total)
 
     @property

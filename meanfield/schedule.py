@@ -16,8 +16,10 @@ single-model runs to round-off (the same steps: bitwise).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import warnings
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
@@ -197,6 +199,32 @@ def run_schedule(schedule: Schedule, t: Any, start: Any,
                                                 for p in dss))
         return ds
 
+    with _once_per_schedule():
+        return _run_pieces(schedule, times, run, state, handover, carry, joined, parts)
+
+
+@contextlib.contextmanager
+def _once_per_schedule() -> Iterator[None]:
+    """Each piece runs its own monitors, which warn once per run: a warning of the same
+    category from later pieces (the step-size monitor near its bound in every layer, say) is
+    said once, with how many more there were."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            yield
+        finally:
+            first: dict[type, tuple[warnings.WarningMessage, int]] = {}
+            for w in caught:
+                seen = first.get(w.category)
+                first[w.category] = (w, 1) if seen is None else (seen[0], seen[1] + 1)
+    for w, count in first.values():
+        more = f" ({count - 1} more such warning(s) in later pieces of the schedule)" if count > 1 else ""
+        warnings.warn_explicit(str(w.message) + more, w.category, w.filename, w.lineno)
+
+
+def _run_pieces(schedule: Schedule, times: np.ndarray, run: Callable[..., xr.Dataset], state: Any,
+                handover: Callable[[xr.Dataset], Any], carry: Any, joined: Callable[..., xr.Dataset],
+                parts: list[xr.Dataset]) -> xr.Dataset:
     for model, piece_times in schedule.pieces(times):
         try:
             ds = run(model, piece_times, state)

@@ -60,7 +60,8 @@ def test_plot_draws_the_token_studies(tmp_path: Path) -> None:
     tokens = tmp_path / "tokens.nc"
     dynamics = tmp_path / "dynamics.nc"
     write_netcdf(study.token_study(encoder, passages, bins=8), tokens)
-    write_netcdf(study.dynamics_study(encoder, passages, bins=8, dt=0.5, fit_beta=False), dynamics)
+    # dt = 0.0625: h L <= 0.73 on these passages (L up to 11.7), RK4 far from its bound 2.785
+    write_netcdf(study.dynamics_study(encoder, passages, bins=8, dt=0.0625, fit_beta=False), dynamics)
     _plot(tokens)  # has a "clusters" variable: once mistaken for a metastability study
     _plot(dynamics)
 

@@ -282,12 +282,18 @@ class StepSizeMonitor:
                     f"the float range, so no fixed step h = {h:.3g} is within the stability bound "
                     f"{self.radius:g} of {self.method}"
                     + (f": use {self.advice}" if self.advice else ""))
-        if stop:
-            raise Stop(StopReason.UNSTABLE, text)
-        if not self.warned:
-            self.warned = True
-            warnings.warn(text, UserWarning, stacklevel=2)
+        stop_or_warn_once(self, stop, StopReason.UNSTABLE, text)
+
+
+def stop_or_warn_once(monitor: Any, stop: bool, reason: StopReason, text: str) -> None:
+    """A monitor's verdict: :class:`Stop` with ``reason`` and ``text`` when ``stop``, else a
+    ``UserWarning`` with ``text`` the first time only (``monitor.warned`` records it)."""
+    if stop:
+        raise Stop(reason, text)
+    if not monitor.warned:
+        monitor.warned = True
+        warnings.warn(text, UserWarning, stacklevel=3)
 
 
 __all__ = ["BUDGET", "EVALUATIONS_PER_STEP", "STABILITY_RADIUS", "WARN_FACTOR", "StepSizeMonitor",
-           "check_step_count", "constant_steps", "stability_radius"]
+           "check_step_count", "constant_steps", "stability_radius", "stop_or_warn_once"]

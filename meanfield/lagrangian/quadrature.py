@@ -49,7 +49,6 @@ field evaluations (as :mod:`meanfield.integrate.stability`), and always at the f
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import numpy as np
@@ -57,7 +56,8 @@ from scipy.special import logsumexp
 
 from .. import attention as attention_registry
 from .. import backend as bk
-from ..integrate import Stop, StopReason
+from ..integrate import StopReason
+from ..integrate.stability import stop_or_warn_once
 from ..kernels import DEFAULT_MEMORY_LIMIT
 
 TAIL = 1e-3
@@ -249,11 +249,7 @@ class QuadratureMonitor:
                 "the field's quadrature error grows to O(1) (near a blow-up of the covariance, "
                 "docs/lagrangian.md section 10); end the run before this time (a Gaussian start: "
                 "meanfield.solve_gaussian has the closed form)")
-        if G > self.stop_at:
-            raise Stop(StopReason.UNRESOLVED_NODES, text)
-        if not self.warned:
-            self.warned = True
-            warnings.warn(text, UserWarning, stacklevel=2)
+        stop_or_warn_once(self, G > self.stop_at, StopReason.UNRESOLVED_NODES, text)
 
 
 __all__ = ["BUDGET", "STOP_GROWTH", "TAIL", "WARN_GROWTH", "QuadratureMonitor",

@@ -191,3 +191,20 @@ def test_no_step_crosses_a_switch(method: str) -> None:
     np.testing.assert_allclose(ds["x"].values[-1], ref["x"].values[-1], rtol=0, atol=1e-14)
     one = particles.simulate(M1, x0, [0.0, 1.0], method=method, dt=0.3)  # the motion is O(0.1)
     assert np.abs(one["x"].values[-1] - ref["x"].values[-1]).max() > 1e-2
+
+
+def test_a_warning_of_every_piece_is_said_once() -> None:
+    """Each piece's monitors warn once per run; a schedule of six layers would say the same
+    thing six times (the token study's step near its bound, say): said once, with the count."""
+    import warnings
+
+    from meanfield.schedule import _once_per_schedule
+
+    with pytest.warns(UserWarning) as record:
+        with _once_per_schedule():
+            for k in range(3):
+                warnings.warn(f"near the stability bound in layer {k}", UserWarning, stacklevel=1)
+            warnings.warn("another kind", RuntimeWarning, stacklevel=1)
+    said = [str(w.message) for w in record]
+    assert said == ["near the stability bound in layer 0 (2 more such warning(s) in later pieces "
+                    "of the schedule)", "another kind"]
