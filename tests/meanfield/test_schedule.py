@@ -200,7 +200,8 @@ def test_a_warning_of_every_piece_is_said_once() -> None:
 
     from meanfield.schedule import _once_per_schedule
 
-    with pytest.warns(UserWarning) as record:
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
         with _once_per_schedule():
             for k in range(3):
                 warnings.warn(f"near the stability bound in layer {k}", UserWarning, stacklevel=1)
