@@ -184,7 +184,7 @@ def _density_on(domain: Domain, rho: Any, like: Callable[[tuple[int, ...]], Doma
     clipped at 0 (``check_density`` of :mod:`meanfield.solve` accepts negatives down to
     ``1e-10 max rho``). Arrays of another resolution are carried over spectrally
     (``forward``, ``prolong``, ``backward``)."""
-    from .solve import check_density
+    from .domains.base import check_density
 
     if callable(rho):  # evaluated as check_density does, then broadcast (rho may ignore a coordinate)
         grid = domain.grid

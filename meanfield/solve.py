@@ -26,8 +26,8 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 import xarray as xr
 
-from .checks import finite, output_times
-from .domains.base import Domain
+from .checks import output_times
+from .domains.base import Domain, check_density
 from .finite import DISSIPATION_NOTE, energy_variables, note_nonfinite
 from .flow import Flow, make_flow
 from .integrate import (
@@ -52,38 +52,6 @@ from .schedule import Schedule, run_schedule
 
 class ResolutionError(IntegrationError):
     """The solve could not continue; ``.dataset`` holds the results up to ``.t``."""
-
-
-def check_density(domain: Domain, rho: Any, *, negative_tol: float = 1e-10) -> np.ndarray:
-    """Validate an initial density on ``domain``'s grid; return it normalised to mass 1.
-
-    Raises ``ValueError`` if it is not finite, has the wrong shape, is negative beyond
-    ``negative_tol * max(rho)``, or integrates to zero.
-    """
-    if callable(rho):
-        grid = domain.grid
-        if isinstance(grid, tuple):  # tensor grid: broadcastable coordinate arrays
-            rho = rho(*np.meshgrid(*grid, indexing="ij", sparse=True))
-        else:
-            rho = rho(grid)
-    rho = np.array(rho, dtype=float)
-    if rho.shape != domain.grid_shape:
-        if rho.ndim == 0:
-            rho = np.full(domain.grid_shape, float(rho))
-        else:
-            msg = f"rho0 must have the grid's shape {domain.grid_shape}, got {rho.shape}"
-            raise ValueError(msg)
-    finite(rho, "rho0")
-    top = float(np.max(np.abs(rho)))
-    if float(np.min(rho)) < -negative_tol * top:
-        msg = f"rho0 is negative (min {float(np.min(rho)):.3g}); a density must be >= 0"
-        raise ValueError(msg)
-    mass = float(domain.integrate(rho))
-    if not mass > 0 or top == 0.0:
-        msg = f"rho0 integrates to {mass:.3g}; a density needs a positive mass to normalise"
-        raise ValueError(msg)
-    return rho / mass
-
 
 
 

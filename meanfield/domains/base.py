@@ -36,6 +36,7 @@ from typing import Any, Callable, ClassVar, Protocol
 
 import numpy as np
 
+from ..checks import finite
 from .geometry import SphereGeometry
 
 
@@ -333,4 +334,36 @@ class Domain(ABC):
         return hash(self.state_json())
 
 
-__all__ = ["Domain", "FusedDrift"]
+
+def check_density(domain: Domain, rho: Any, *, negative_tol: float = 1e-10) -> np.ndarray:
+    """Validate an initial density on ``domain``'s grid; return it normalised to mass 1.
+
+    Raises ``ValueError`` if it is not finite, has the wrong shape, is negative beyond
+    ``negative_tol * max(rho)``, or integrates to zero.
+    """
+    if callable(rho):
+        grid = domain.grid
+        if isinstance(grid, tuple):  # tensor grid: broadcastable coordinate arrays
+            rho = rho(*np.meshgrid(*grid, indexing="ij", sparse=True))
+        else:
+            rho = rho(grid)
+    rho = np.array(rho, dtype=float)
+    if rho.shape != domain.grid_shape:
+        if rho.ndim == 0:
+            rho = np.full(domain.grid_shape, float(rho))
+        else:
+            msg = f"rho0 must have the grid's shape {domain.grid_shape}, got {rho.shape}"
+            raise ValueError(msg)
+    finite(rho, "rho0")
+    top = float(np.max(np.abs(rho)))
+    if float(np.min(rho)) < -negative_tol * top:
+        msg = f"rho0 is negative (min {float(np.min(rho)):.3g}); a density must be >= 0"
+        raise ValueError(msg)
+    mass = float(domain.integrate(rho))
+    if not mass > 0 or top == 0.0:
+        msg = f"rho0 integrates to {mass:.3g}; a density needs a positive mass to normalise"
+        raise ValueError(msg)
+    return rho / mass
+
+
+__all__ = ["Domain", "FusedDrift", "check_density"]

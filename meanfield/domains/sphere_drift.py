@@ -30,13 +30,12 @@ Legendre stages of the two flux components.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import ducc0
 import numpy as np
 
-if TYPE_CHECKING:
-    from .sphere import Sphere
+from .base import Domain
 
 _SQRT4PI = math.sqrt(4.0 * math.pi)
 
@@ -57,7 +56,7 @@ class SphereDrift:
 
     def __init__(
         self,
-        sphere: Sphere,
+        sphere: Domain,  # a Sphere (its lmax, grid and SHT); typed by the contract: no circle
         grad_mult: np.ndarray,
         scale: float,
         z_mult: np.ndarray | None,
