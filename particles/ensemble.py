@@ -29,6 +29,11 @@ per cent per step, which spoils an ensemble's statistics) stops the run with
 :class:`meanfield.integrate.Interrupted`, one that did not succeed :class:`EnsembleError`),
 so that an output that saw only part of the run is never taken for a result.
 
+Layers with their own weights (docs/equations.md section 2): ``beta`` may be a
+:class:`meanfield.Schedule` of models; each piece is one run of the engine, started from the
+state output at its switch (as :func:`meanfield.schedule.run_schedule` does for the other
+solvers), so no step crosses a switch and the run is the composition of single-piece runs.
+
 Backends (:mod:`meanfield.backend`): the same code runs on NumPy (the default) and on
 PyTorch, CPU or GPU, in float64 or float32 (``backend=``, ``device=``, ``dtype=``; a
 ``torch.Tensor`` start selects torch on its device). The state stays on the backend for the
@@ -38,7 +43,8 @@ whole run; ``output`` receives host NumPy arrays, copied off the device at outpu
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -58,6 +64,8 @@ from meanfield.integrate import (
     integrate,
 )
 from meanfield.integrate.stability import WARN_FACTOR
+from meanfield.model import Model
+from meanfield.schedule import Schedule
 
 from .integrators import RK4, normalize_rows_inplace
 
@@ -164,16 +172,116 @@ def _on(full: Any, a: Any) -> Any:
     return bk.like(full, bk.to_numpy(a) if bk.is_numpy(full) else a)
 
 
+@dataclass(frozen=True)
+class _Piece:
+    """One piece of an ensemble run: the field's parameters and its largest step."""
+
+    beta: float
+    softmax: bool
+    bilinear: Any
+    value: Any
+    dt: float
+
+
+ENSEMBLE_MODEL_FIELDS = ("noise", "heads", "causal", "feedforward")
+"""The fields of a :class:`meanfield.Model` the ensembles do not integrate: a piece of a
+schedule that sets one of them is refused (``noise > 0``, ``heads``, ``causal=True``,
+``feedforward``)."""
+
+
+def _model_matrices(k: int, model: Model, m: int) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """``(Qᵀ K, value V)`` of a schedule's piece ``k`` for tokens in ``R^m`` (``None`` for the
+    identity); ``ValueError`` naming the piece, the field and its value for what the
+    ensembles do not integrate (:data:`ENSEMBLE_MODEL_FIELDS`)."""
+    for name in ENSEMBLE_MODEL_FIELDS:
+        got = getattr(model, name)
+        if got is not None and got is not False and not (name == "noise" and got == 0):
+            msg = (f"schedule piece {k}: the ensembles integrate the noiseless (SA)/(USA) with "
+                   f"single-head Q, K, V only, got model.{name} = {got!r}")
+            raise ValueError(msg)
+    eye = np.eye(m)
+    for name in ("Q", "K", "V"):
+        a = getattr(model, name)
+        if a is not None and a.shape[0] != m:
+            msg = (f"schedule piece {k}: model.{name} is {a.shape[0]} x {a.shape[0]}, the "
+                   f"tokens live in R^{m}")
+            raise ValueError(msg)
+    bilinear = None
+    if model.Q is not None or model.K is not None:
+        bilinear = (eye if model.Q is None else model.Q).T @ (eye if model.K is None else model.K)
+    value = None
+    if model.V is not None or model.value != 1:
+        value = model.value * (eye if model.V is None else model.V)
+    return bilinear, value
+
+
+def _per_piece(name: str, arg: Any, count: int) -> list[Any]:
+    """``arg`` for each of ``count`` pieces: a list or tuple gives one entry per piece, any
+    other value is shared by all."""
+    if isinstance(arg, (list, tuple)):
+        if len(arg) != count:
+            msg = (f"{name}: a list gives one entry per piece of the schedule ({count} "
+                   f"pieces), got {len(arg)} entries")
+            raise ValueError(msg)
+        return list(arg)
+    return [arg] * count
+
+
+def _pieces(beta: float | Schedule, t: np.ndarray, m: int, attention: str | None,
+            bilinear: Any, value: Any, dt: Any) -> list[tuple[_Piece, np.ndarray]]:
+    """The pieces of a run and their times (:meth:`meanfield.Schedule.pieces`: start, the
+    output times inside, end); one piece over ``t`` for a number ``beta``."""
+    if not isinstance(beta, Schedule):
+        softmax = require("softmax" if attention is None else attention,
+                          "ensemble").name == "softmax"
+        return [(_Piece(float(beta), softmax, bilinear, value, _step(dt, "dt")), t)]
+    parts = beta.pieces(t)
+    index = {s: k for k, s in enumerate(beta.starts)}
+    bils = _per_piece("bilinear", bilinear, len(beta))
+    vals = _per_piece("value", value, len(beta))
+    dts = _per_piece("dt", dt, len(beta))
+    out = []
+    for model, times in parts:
+        k = index[max(s for s in beta.starts if s <= times[0])]
+        try:
+            kind = require(model.attention, "ensemble").name
+        except ValueError as exc:
+            msg = f"schedule piece {k}: {exc}"
+            raise ValueError(msg) from None
+        if attention is not None and require(attention, "ensemble").name != kind:
+            msg = (f"schedule piece {k} has attention={kind!r}, but attention={attention!r} "
+                   "was given: leave attention=None to take the pieces' own")
+            raise ValueError(msg)
+        b, v = _model_matrices(k, model, m)
+        for name, own, given in (("bilinear", b, bils[k]), ("value", v, vals[k])):
+            if own is not None and given is not None:
+                msg = (f"schedule piece {k}: {name} is given both by the model's matrices and "
+                       f"by the {name} argument; give one")
+                raise ValueError(msg)
+        out.append((_Piece(model.beta, kind == "softmax", bils[k] if b is None else b,
+                           vals[k] if v is None else v, _step(dts[k], f"dt of piece {k}")),
+                    times))
+    return out
+
+
+def _step(dt: Any, name: str) -> float:
+    if isinstance(dt, (str, bytes, bool)) or not isinstance(dt, (int, float, np.number)) or not (
+            math.isfinite(dt) and dt > 0):
+        msg = f"{name} must be finite and > 0, got {dt!r}"
+        raise ValueError(msg)
+    return float(dt)
+
+
 def simulate_ensemble(
     x0: Any,
-    beta: float,
+    beta: float | Schedule,
     times: ArrayLike,
     output: Callable[[int, float, np.ndarray], None],
     *,
-    attention: str = "softmax",
+    attention: str | None = None,
     bilinear: Any = None,
     value: Any = None,
-    dt: float = 0.3,
+    dt: float | Sequence[float] = 0.3,
     freeze_above: float | None = None,
     backend: str | None = "numpy",
     device: str | None = None,
@@ -189,61 +297,109 @@ def simulate_ensemble(
     Args:
         x0: unit tokens, ``(R, n, m)`` (NumPy, or a torch tensor: runs on torch, on its
             device, unless ``backend`` says otherwise).
-        beta: inverse temperature.
-        times: increasing output times (``times[0]``: the time of ``x0``).
-        attention: ``"softmax"`` (SA) or ``"unnormalized"`` (USA).
+        beta: inverse temperature, or a :class:`meanfield.Schedule` of models (layers with
+            their own weights, docs/equations.md section 2): piece ``k`` integrates its
+            model's ``beta``, attention, ``Qᵀ K`` and ``value V`` (shared by every
+            realisation; noise, heads, causal and feed-forward models are refused,
+            :data:`ENSEMBLE_MODEL_FIELDS`). Each piece is one run of the engine over its
+            span (``ceil(span/dt)`` equal steps, the output times inside it, the switch as
+            its end), started from the state output at the switch: no step crosses a switch,
+            and the run equals the composition of single-piece runs (the same arithmetic:
+            bitwise). The step monitor checks each piece at :data:`ENSEMBLE_CHECKS` times.
+        times: increasing output times (``times[0]``: the time of ``x0``; a switch that is
+            not one of them is not output).
+        attention: ``"softmax"`` (SA, the default) or ``"unnormalized"`` (USA); with a
+            schedule, ``None`` (the pieces' own) or the attention of every piece.
         bilinear, value: optional ``(R, m, m)`` matrices ``Qᵀ K`` and ``V`` (moved to the
-            backend once).
+            backend once); with a schedule, one for every piece or a list with one entry per
+            piece (``None`` where the piece's model gives its own or the identity).
         dt: largest step; watched by :class:`meanfield.integrate.StepSizeMonitor`: the run
             stops with ``UNSTABLE`` where ``h L`` exceeds half RK4's stability bound (an
             ensemble's statistics need more than stability; measured: the default 0.3 has
-            ``h L <= 0.3`` on the phase diagram up to ``beta = 9``).
-        max_steps: a step needing more steps than this is refused with ``ValueError``
-            (:func:`meanfield.integrate.check_step_count`), before any work.
-        freeze_above: with the identity model, stop integrating a realisation once all its
-            inner products are ``>= freeze_above >= 0`` (:class:`FreezeClustered`).
+            ``h L <= 0.3`` on the phase diagram up to ``beta = 9``). With a schedule, a list
+            gives one per piece (USA's step ``dt e^{-beta}`` depends on the piece's ``beta``).
+        max_steps: a step needing more steps than this (in any piece) is refused with
+            ``ValueError`` (:func:`meanfield.integrate.check_step_count`), before any work.
+        freeze_above: with the identity model (in every piece), stop integrating a
+            realisation once all its inner products are ``>= freeze_above >= 0``
+            (:class:`FreezeClustered`; exact across switches: the argument of the module
+            docstring holds for every ``beta >= 0``, SA and USA, and the test reads the
+            current piece's ``beta``).
         backend, device, dtype: where the state lives for the whole run
             (:func:`meanfield.backend.get_backend`: ``"numpy"`` or ``"torch"``; a torch
             device such as ``"cuda"``; ``"float64"`` or ``"float32"``).
 
     Returns:
-        The engine's :class:`meanfield.integrate.Solution`: check it (``finish``), the
+        The engine's :class:`meanfield.integrate.Solution` (of the last piece run, with the
+        step counters and wall time summed over the pieces): check it (``finish``), the
         outputs after a stop are missing.
     """
-    softmax = require(attention, "ensemble").name == "softmax"
     t = output_times(times, "times")
-    if not (math.isfinite(dt) and dt > 0):
-        msg = f"dt must be finite and > 0, got {dt!r}"
+    shape = tuple(x0.shape) if hasattr(x0, "shape") else np.shape(x0)
+    if len(shape) != 3:
+        msg = f"x0 must have shape (R, n, m), got shape {shape}"
         raise ValueError(msg)
-    check_step_count(t, float(dt), max_steps, dense=True)
-    if freeze_above is not None and (bilinear is not None or value is not None):
+    pieces = _pieces(beta, t, int(shape[-1]), attention, bilinear, value, dt)
+    for p, tt in pieces:
+        check_step_count(tt, p.dt, max_steps, dense=True)
+    if freeze_above is not None and any(p.bilinear is not None or p.value is not None
+                                        for p, _ in pieces):
         msg = "freeze_above needs the identity model (Q = K = V = I)"
         raise ValueError(msg)
     b = bk.get_backend(backend, device, dtype, like=x0)
-    # a copy of its own on the backend (frozen realisations are written into it)
+    # a copy of its own on the backend (frozen realisations are written into it; at each
+    # switch it holds the state handed to the next piece)
     start = b.asarray(x0)
     xp = bk.namespace(start)
     full = xp.asarray(start, copy=True)
-    field = _Field(float(beta), softmax, _on(full, bilinear), _on(full, value))
-    monitors: list[Any] = []
     freeze = None
-    if freeze_above is not None:
-        freeze = FreezeClustered(field, full, float(freeze_above))
-        monitors.append(freeze)
+    reached = {float(s): k for k, s in enumerate(t)}
+    total: Solution | None = None
+    for i, (p, tt) in enumerate(pieces):
+        field = _Field(p.beta, p.softmax, _on(full, p.bilinear), _on(full, p.value))
+        monitors: list[Any] = []
+        if freeze_above is not None:
+            if freeze is None:
+                freeze = FreezeClustered(field, full, float(freeze_above))
+            freeze.field = field  # the threshold test reads the current piece's beta
+            monitors.append(freeze)
+
+        def emit(j: int, tj: float, x: np.ndarray, first: bool = i == 0) -> None:
+            # the caller's output times only; a switch that is one was output by its piece
+            if tj in reached and (j > 0 or first):
+                output(reached[tj], tj, x)
+
+        sol = _run_piece(field, full, freeze, monitors, tt, p.dt, emit)
+        total = sol if total is None else _summed(total, sol)
+        if not sol.successful:
+            break
+    assert total is not None
+    return total
+
+
+def _run_piece(field: _Field, full: Any, freeze: FreezeClustered | None, monitors: list[Any],
+               t: np.ndarray, dt: float, output: Callable[[int, float, np.ndarray], None]
+               ) -> Solution:
+    """One engine run of the field from ``full`` (its realisations still integrated) over
+    ``t``; ``full`` holds the state output at ``t[-1]`` when it ends."""
+    xp = bk.namespace(full)
+    y0 = xp.asarray(full if freeze is None else full[freeze.active], copy=True)
 
     def rate_field(x: Any) -> Any:  # the field without touching the weights freezing reads
-        return ensemble_velocity(x, field.beta, softmax, field.bilinear, field.value)[0]
+        return ensemble_velocity(x, field.beta, field.softmax, field.bilinear, field.value)[0]
 
-    y0 = xp.asarray(full, copy=True)
     if len(t) > 1:  # after the freezing: the realisations still integrated are measured
         # 8 checks: at most 32 evaluations against the run's 4 per step (the phase diagram's
         # default 100 steps: <= 8 %), spread over the span, where clusters raise L
         monitors.append(StepSizeMonitor(rate_field, "rk4", float(dt), t, sphere=True, x0=y0,
                                         dense=True, stop_factor=WARN_FACTOR, advice=None,
                                         checks=ENSEMBLE_CHECKS))
+    last = len(t) - 1
 
     def emit(k: int, tk: float, y: Any, _ctx: Any) -> None:
         if freeze is None:
+            if k == last:
+                full[...] = y
             output(k, tk, bk.to_numpy(y))
         else:
             full[freeze.active] = y
@@ -254,7 +410,13 @@ def simulate_ensemble(
                      dense=True)
 
 
-def ensemble_states(x0: Any, beta: float, times: ArrayLike, **kwargs: Any) -> np.ndarray:
+def _summed(before: Solution, sol: Solution) -> Solution:
+    """``sol`` with the step counters and wall time of the pieces before it added."""
+    return replace(sol, **{key: getattr(before, key) + getattr(sol, key) for key in (
+        "num_steps", "num_accepted", "num_rejected", "num_evaluations", "wall_time_s")})
+
+
+def ensemble_states(x0: Any, beta: float | Schedule, times: ArrayLike, **kwargs: Any) -> np.ndarray:
     """The states of :func:`simulate_ensemble` at every output time, ``(len(times), R, n, m)``,
     as one host NumPy array (``kwargs``: those of :func:`simulate_ensemble`, the backend
     included; :class:`EnsembleError` if the run does not reach the final time,
@@ -265,4 +427,4 @@ def ensemble_states(x0: Any, beta: float, times: ArrayLike, **kwargs: Any) -> np
     return np.array(out)
 
 
-__all__ = ["ENSEMBLE_CHECKS", "EnsembleError", "FreezeClustered", "ensemble_states", "ensemble_velocity", "simulate_ensemble"]
+__all__ = ["ENSEMBLE_CHECKS", "ENSEMBLE_MODEL_FIELDS", "EnsembleError", "FreezeClustered", "ensemble_states", "ensemble_velocity", "simulate_ensemble"]
