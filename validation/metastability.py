@@ -35,18 +35,23 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from meanfield import Schedule
+from meanfield.attention import require
 from meanfield.finite import note_nonfinite, note_variables
 from meanfield.integrate import Interrupted, finish
 from particles import count_clusters_angles
 from particles.ensemble import EnsembleError, simulate_ensemble
 
 from .phase_diagram import (
+    _cell_run,
+    _largest_betas,
     cell_cost,
     check_backend,
     check_cell_steps,
+    check_schedule,
     chunk_size,
+    model_record,
     sample_tokens,
-    usa_step,
 )
 from .sweep import ON_FAILURE, SweepError, sweep
 
@@ -74,7 +79,8 @@ def _angles(x: np.ndarray) -> np.ndarray:
 def trajectories(betas: Sequence[float] = (4.0, 9.0), n: int = 32, t_max: float = 30.0,
                  times: int = 301, seed: int = 0, attention: str = "softmax",
                  dt: float = 0.1, *, backend: str = "numpy", device: str | None = None,
-                 dtype: str = "float64", on_failure: str = "stop") -> xr.Dataset:
+                 dtype: str = "float64", on_failure: str = "stop",
+                 schedule: Schedule | None = None) -> xr.Dataset:
     """Angles of one random uniform start of ``n`` tokens on the circle, for each ``beta``.
 
     The same start for every ``beta`` (drawn from ``seed``), integrated by the batched RK4 of
@@ -87,6 +93,11 @@ def trajectories(betas: Sequence[float] = (4.0, 9.0), n: int = 32, t_max: float 
     ``on_failure="record"``, is NaN (``clusters`` becomes float) and named with its reason
     in ``attrs["failed_betas"]`` (JSON ``{beta: reason}``, ``"{}"`` when none failed); every
     ``beta`` failing raises the first error.
+
+    ``schedule``: layers with their own weights, as in
+    :func:`validation.phase_diagram.phase_diagram` (piece ``k`` at ``beta * model_k.beta``,
+    :func:`validation.phase_diagram.schedule_at`; no step across a switch), recorded in
+    ``attrs["model"]``.
     """
     if on_failure not in ON_FAILURE:
         msg = f"on_failure must be one of {ON_FAILURE}, got {on_failure!r}"
@@ -94,7 +105,9 @@ def trajectories(betas: Sequence[float] = (4.0, 9.0), n: int = 32, t_max: float 
     _check(n=n, t_max=t_max, times=times, betas=betas)
     where = check_backend(backend, device, dtype)
     t = np.linspace(0.0, float(t_max), int(times))
-    check_cell_steps(t, float(dt), betas, attention)
+    attention = _canonical(attention, schedule)
+    check_cell_steps(t, float(dt), _largest_betas(np.asarray(betas, dtype=float), schedule),
+                     attention)
     x0 = sample_tokens(np.random.default_rng(seed), 1, int(n), 2)
     theta = np.empty((len(betas), t.size, int(n)))
     failed: dict[int, str] = {}
@@ -102,9 +115,9 @@ def trajectories(betas: Sequence[float] = (4.0, 9.0), n: int = 32, t_max: float 
         def record(k: int, _t: float, x: np.ndarray, b: int = b) -> None:
             theta[b, k] = _angles(x[0])
 
-        sol = simulate_ensemble(x0, float(beta), t, record, attention=attention,
-                                dt=usa_step(dt, float(beta), attention), backend=where.name,
-                                device=where.device, dtype=where.dtype)
+        run, step = _cell_run(float(beta), schedule, dt, attention)
+        sol = simulate_ensemble(x0, run, t, record, attention=attention, dt=step,
+                                backend=where.name, device=where.device, dtype=where.dtype)
         try:
             finish(sol, None, name=f"trajectories at beta = {float(beta):g}",
                    error=EnsembleError)
@@ -126,6 +139,7 @@ def trajectories(betas: Sequence[float] = (4.0, 9.0), n: int = 32, t_max: float 
                 "token": np.arange(int(n))},
         attrs={"n": int(n), "seed": int(seed), "attention": attention, "dt": float(dt),
                "backend": where.label(),
+               "model": json.dumps(model_record(attention, schedule)),
                "failed_betas": json.dumps({f"{float(betas[b]):g}": why
                                            for b, why in failed.items()}),
                "title": "trajectories on the circle (Figure 4 of arXiv 2312.10794)"})
@@ -134,9 +148,10 @@ def trajectories(betas: Sequence[float] = (4.0, 9.0), n: int = 32, t_max: float 
 def metastability_cell(beta: float, rng: np.random.Generator, *, n: int, seeds: int,
                        times: list[float], attention: str, delta: float, dt: float,
                        backend: str = "numpy", device: str | None = None,
-                       dtype: str = "float64") -> xr.Dataset:
+                       dtype: str = "float64", schedule: Schedule | None = None) -> xr.Dataset:
     """One ``beta`` of :func:`cluster_counts`: ``seeds`` independent starts, vectorised, on
-    the array backend ``backend``, ``device``, ``dtype`` (:mod:`meanfield.backend`).
+    the array backend ``backend``, ``device``, ``dtype`` (:mod:`meanfield.backend`); under
+    ``schedule`` piece ``k`` at ``beta * model_k.beta``.
     Raises :class:`meanfield.integrate.Interrupted` or
     :class:`particles.ensemble.EnsembleError` (as :func:`validation.phase_diagram.phase_cell`)
     unless every seed ran to ``times[-1]``."""
@@ -144,14 +159,15 @@ def metastability_cell(beta: float, rng: np.random.Generator, *, n: int, seeds: 
     x0 = sample_tokens(rng, seeds, n, 2)
     counts = np.empty((seeds, t.size), dtype=np.int64)
     chunk = chunk_size(x0.shape, device, dtype)
+    run, step = _cell_run(beta, schedule, dt, attention)
     for start in range(0, seeds, chunk):
         part = slice(start, start + chunk)
 
         def record(k: int, _t: float, x: np.ndarray, part: slice = part) -> None:
             counts[part, k] = count_clusters_angles(_angles(x), delta)
 
-        sol = simulate_ensemble(x0[part], beta, t, record, attention=attention,
-                                dt=usa_step(dt, beta, attention), freeze_above=1.0 - delta,
+        sol = simulate_ensemble(x0[part], run, t, record, attention=attention,
+                                dt=step, freeze_above=1.0 - delta,
                                 backend=backend, device=device, dtype=dtype)
         # the counts of a block cut short were never written: never a result
         finish(sol, None, name=f"metastability cell beta = {beta:g} (seeds {start}-"
@@ -176,7 +192,7 @@ def cluster_counts(betas: Sequence[float] = (4.0, 9.0), n: int = 32, seeds: int 
                    dt: float = 0.1, scheduler: Any = None, store: str | None = None,
                    resume: bool = False, progress: bool = True, processes: bool = True,
                    backend: str = "numpy", device: str | None = None, dtype: str = "float64",
-                   on_failure: str = "stop") -> xr.Dataset:
+                   on_failure: str = "stop", schedule: Schedule | None = None) -> xr.Dataset:
     """Number of clusters against time for ``seeds`` random starts per ``beta`` (a sweep).
 
     Returns ``clusters`` (beta, seed, time); ``dwell`` (beta, seed, clusters_state): time
@@ -196,6 +212,10 @@ def cluster_counts(betas: Sequence[float] = (4.0, 9.0), n: int = 32, seeds: int 
     counted in ``num_rejected`` (``successful = 0``); an interrupt raises
     :class:`meanfield.integrate.Interrupted` with the finished cells (kept in ``store``).
     A step that could not finish is refused before any cell runs.
+
+    ``schedule``: layers with their own weights, as in
+    :func:`validation.phase_diagram.phase_diagram` (piece ``k`` at ``beta * model_k.beta``,
+    freezing exact across switches), recorded in ``attrs["model"]``.
     """
     _check(n=n, t_max=t_max, times=times, betas=betas)
     if int(seeds) < 1:
@@ -206,27 +226,40 @@ def cluster_counts(betas: Sequence[float] = (4.0, 9.0), n: int = 32, seeds: int 
         raise ValueError(msg)
     b = check_backend(backend, device, dtype, here=scheduler is None)
     t = np.linspace(0.0, float(t_max), int(times))
-    check_cell_steps(t, float(dt), betas, attention)  # before any cell runs
+    attention = _canonical(attention, schedule)
+    check_cell_steps(t, float(dt), _largest_betas(np.asarray(betas, dtype=float), schedule),
+                     attention)  # before any cell runs
     settings = dict(n=int(n), seeds=int(seeds), delta=float(delta), attention=attention,
                     dt=float(dt), backend=b.name, device=b.device, dtype=b.dtype)
+    kwargs: dict[str, Any] = dict(n=int(n), seeds=int(seeds), times=t.tolist(),
+                                  attention=attention, delta=float(delta), dt=float(dt),
+                                  backend=b.name, device=b.device, dtype=b.dtype)
+    if schedule is not None:  # only then: the cells' resume keys of plain runs stay as they were
+        kwargs["schedule"] = schedule
     try:
         out = sweep(metastability_cell, {"beta": np.asarray(betas, dtype=float)}, seed=seed,
                     workers=workers, scheduler=scheduler, store=store, resume=resume,
                     progress=progress, processes=processes, desc="metastability",
-                    kwargs=dict(n=int(n), seeds=int(seeds), times=t.tolist(),
-                                attention=attention, delta=float(delta), dt=float(dt),
-                                backend=b.name, device=b.device, dtype=b.dtype),
-                    device=b.device, cost=functools.partial(cell_cost, 2),
+                    kwargs=kwargs, device=b.device, cost=functools.partial(cell_cost, 2),
                     on_failure=on_failure)
     except (Interrupted, SweepError) as exc:  # the finished cells, marked unsuccessful
         if exc.dataset is not None:
-            exc.dataset = _counts_result(exc.dataset, settings, attention, dt)
+            exc.dataset = _counts_result(exc.dataset, settings, attention, dt, schedule)
         raise
-    return _counts_result(out, settings, attention, dt)
+    return _counts_result(out, settings, attention, dt, schedule)
+
+
+def _canonical(attention: str, schedule: Schedule | None) -> str:
+    """The run's attention, canonical, with ``schedule`` checked against it
+    (:func:`validation.phase_diagram.check_schedule`)."""
+    attention = require(attention, "phase_diagram").name
+    if schedule is not None:
+        check_schedule(schedule, attention)
+    return attention
 
 
 def _counts_result(out: xr.Dataset, extra: dict[str, Any], attention: str,
-                   dt: float) -> xr.Dataset:
+                   dt: float, schedule: Schedule | None = None) -> xr.Dataset:
     """The sweep's Dataset completed with the statistics over seeds (NaN for a failed or
     missing cell) and the attrs (``successful``, ``stop_reason`` as the sweep says)."""
     dwell = out["dwell"].where(out["dwell"] > 0)
@@ -243,7 +276,7 @@ def _counts_result(out: xr.Dataset, extra: dict[str, Any], attention: str,
     out.attrs.update(title="cluster counts on the circle (metastability, Problem 1)",
                      solver="validation.metastability", settings=json.dumps(settings),
                      scheme="rk4", controller="ConstantStep", dt=float(dt),
-                     model=json.dumps({"attention": attention, "beta": "swept"}))
+                     model=json.dumps(model_record(attention, schedule)))
     return out
 
 

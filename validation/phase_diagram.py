@@ -45,11 +45,12 @@ from typing import Any
 import numpy as np
 import xarray as xr
 from numpy.typing import ArrayLike
+from scipy.integrate import solve_ivp
 from scipy.stats import norm
 
+from meanfield import Model, Schedule, theory
 from meanfield import attention as attention_registry
 from meanfield import backend as bk
-from meanfield import theory
 from meanfield.finite import note_nonfinite, note_variables
 from meanfield.integrate import Interrupted, check_step_count, finish, result_attrs
 from meanfield.special import check_exp_beta
@@ -87,17 +88,176 @@ about as fast as 64 (docs/sweeps.md); at d = 2 the cap :data:`CHUNK` applies."""
 # -- the curve (6.12) -------------------------------------------------------------------
 
 
-def gamma(beta: float, n: int, times: ArrayLike, attention: str = "softmax") -> np.ndarray:
-    """``gamma_beta(t)`` of Theorem 6.8 (:func:`meanfield.theory.gamma`), attention checked."""
-    return theory.gamma(beta, n, times, _check_attention(attention))
+def gamma(beta: float | Schedule, n: int, times: ArrayLike,
+          attention: str = "softmax") -> np.ndarray:
+    """``gamma_beta(t)`` of Theorem 6.8 (:func:`meanfield.theory.gamma`), attention checked.
+
+    ``beta`` may be a :class:`meanfield.Schedule` of models starting at ``t <= 0`` (their
+    ``beta`` read, piece by piece): the orthogonal start stays symmetric under any
+    piecewise-constant ``beta``, so its common inner product solves (6.9)/(6.10) with the
+    current piece's ``beta``, one ``solve_ivp`` a piece (pieces of equal ``beta`` joined:
+    one piece is :func:`meanfield.theory.gamma` itself)."""
+    attention = _check_attention(attention)
+    t = np.asarray(times, dtype=float)
+    segments = _beta_segments(beta, float(t.max()) if t.size else 0.0)
+    if len(segments) == 1:
+        return theory.gamma(segments[0][2], n, t, attention)
+    out = np.zeros_like(t)
+    g0 = 0.0
+    for a, b, beta_k in segments:
+        sol = solve_ivp(theory.gamma_rhs(beta_k, int(n), attention), (a, b), [g0],
+                        method="DOP853", dense_output=True, rtol=1e-11, atol=1e-14)
+        inside = (t >= a) & (t <= b)
+        if inside.any():
+            out[inside] = sol.sol(t[inside])[0]
+        g0 = float(sol.y[0, -1])
+    return np.clip(out, 0.0, 1.0)
 
 
-def transition_time(beta: float, n: int, delta: float, attention: str = "softmax",
+def transition_time(beta: float | Schedule, n: int, delta: float, attention: str = "softmax",
                     t_max: float = 1e6) -> float:
-    """The curve (6.12) at ``beta`` (:func:`meanfield.theory.transition_time`), checked."""
+    """The curve (6.12) at ``beta`` (:func:`meanfield.theory.transition_time`), checked;
+    under a :class:`meanfield.Schedule` (as :func:`gamma`), the first time ``gamma`` reaches
+    ``1 - delta``, piece by piece (the last piece to ``t_max``)."""
     attention = _check_attention(attention)
     _check_delta(delta)
-    return theory.transition_time(beta, n, delta, attention, t_max)
+    segments = _beta_segments(beta, t_max)
+    if len(segments) == 1:
+        return theory.transition_time(segments[0][2], n, delta, attention, t_max)
+
+    def hit(t: float, g: np.ndarray) -> float:
+        return g[0] - (1.0 - delta)
+
+    hit.terminal = True  # type: ignore[attr-defined]
+    g0 = 0.0
+    for a, b, beta_k in segments:
+        sol = solve_ivp(theory.gamma_rhs(beta_k, int(n), attention), (a, b), [g0],
+                        method="DOP853", events=hit, rtol=1e-11, atol=1e-14)
+        if sol.t_events[0].size:
+            return float(sol.t_events[0][0])
+        g0 = float(sol.y[0, -1])
+    return math.inf
+
+
+def _beta_segments(beta: float | Schedule, t_end: float) -> list[tuple[float, float, float]]:
+    """``(start, end, beta)`` from ``t = 0`` to ``t_end``, adjacent pieces of equal ``beta``
+    joined; one segment for a number."""
+    if not isinstance(beta, Schedule):
+        return [(0.0, t_end, float(beta))]
+    if beta.starts[0] > 0:
+        msg = f"schedule: the first piece must start at t <= 0, got {beta.starts[0]!r}"
+        raise ValueError(msg)
+    edges = [0.0, *(s for s in beta.starts if 0 < s < t_end), t_end]
+    out: list[tuple[float, float, float]] = []
+    for a, b in zip(edges, edges[1:]):
+        beta_k = beta.model_at(a).beta
+        if out and out[-1][2] == beta_k:
+            out[-1] = (out[-1][0], b, beta_k)
+        else:
+            out.append((a, b, beta_k))
+    return out or [(0.0, t_end, beta.model_at(0.0).beta)]
+
+
+# -- schedules in the ensembles -----------------------------------------------------------
+
+
+def check_schedule(schedule: Any, attention: str, qk: Any = "identity",
+                   v: Any = "identity") -> None:
+    """Refuse (``ValueError`` naming the piece, the field and its value) a ``schedule`` the
+    diagrams cannot run: a :class:`meanfield.Schedule` starting at ``t <= 0`` whose pieces
+    are SA or USA models of the run's ``attention``, noiseless, with no matrices of their own
+    (the matrices come from the laws ``qk``, ``v``), no heads, causal mask or feed-forward
+    term; ``qk``/``v`` a law or a list with one per piece."""
+    if not isinstance(schedule, Schedule):
+        msg = f"schedule must be a meanfield.Schedule, got {type(schedule).__name__}"
+        raise ValueError(msg)
+    if schedule.starts[0] > 0:
+        msg = f"schedule: the first piece must start at t <= 0, got {schedule.starts[0]!r}"
+        raise ValueError(msg)
+    for k, m in enumerate(schedule.models):
+        if m.attention != attention:
+            msg = (f"schedule piece {k}: attention={m.attention!r}, the run's is {attention!r} "
+                   "(one attention: it sets the step and the curve (6.12))")
+            raise ValueError(msg)
+        for name in ("Q", "K", "V", "heads", "feedforward"):
+            if getattr(m, name) is not None:
+                msg = (f"schedule piece {k}: model.{name} is set; the ensembles draw their "
+                       "matrices per realisation from the laws qk and v (a list gives one "
+                       "law a piece)")
+                raise ValueError(msg)
+        for name, ok in (("value", m.value == 1), ("noise", m.noise == 0),
+                         ("causal", not m.causal)):
+            if not ok:
+                msg = (f"schedule piece {k}: model.{name} = {getattr(m, name)!r}; the "
+                       "ensembles integrate the attractive, noiseless, non-causal (SA)/(USA)")
+                raise ValueError(msg)
+    _laws(qk, v, schedule)
+
+
+def _laws(qk: Any, v: Any, schedule: Schedule | None) -> list[tuple[str, str]]:
+    """The matrix laws: one ``(qk, v)`` drawn once and shared by every piece, or (a list
+    for ``qk`` or ``v``) one per piece of ``schedule``, each piece drawing its own."""
+    if not isinstance(qk, (list, tuple)) and not isinstance(v, (list, tuple)):
+        return [(qk, v)]
+    if schedule is None:
+        msg = f"qk and v: a list of laws needs a schedule (one law a piece), got {qk!r}, {v!r}"
+        raise ValueError(msg)
+    out = []
+    for name, law in (("qk", qk), ("v", v)):
+        if isinstance(law, (list, tuple)) and len(law) != len(schedule):
+            msg = (f"{name}: a list gives one law per piece of the schedule ({len(schedule)} "
+                   f"pieces), got {len(law)}")
+            raise ValueError(msg)
+    for k in range(len(schedule)):
+        out.append((qk[k] if isinstance(qk, (list, tuple)) else qk,
+                    v[k] if isinstance(v, (list, tuple)) else v))
+    return out
+
+
+def schedule_at(schedule: Schedule, beta: float) -> Schedule:
+    """The schedule a cell at ``beta`` runs: piece ``k`` at ``beta * model_k.beta`` (the
+    schedule's ``beta`` are factors of the diagram's ``beta`` axis, so a schedule of one
+    piece with ``beta = 1`` is the plain diagram)."""
+    return Schedule([(s, Model(beta=float(beta) * m.beta, attention=m.attention))
+                     for s, m in schedule])
+
+
+def _cell_run(beta: float, schedule: Schedule | None, dt: float,
+              attention: str) -> tuple[float | Schedule, float | list[float]]:
+    """What :func:`particles.ensemble.simulate_ensemble` takes for a cell at ``beta``: the
+    ``beta`` (or the cell's schedule) and the step (:func:`usa_step`: one a piece)."""
+    if schedule is None:
+        return beta, usa_step(dt, beta, attention)
+    check_schedule(schedule, _check_attention(attention))  # nothing of a piece dropped
+    run = schedule_at(schedule, beta)
+    return run, [usa_step(dt, m.beta, attention) for m in run.models]
+
+
+def _draws(rng: np.random.Generator, realizations: int, d: int,
+           laws: list[tuple[str, str]]) -> tuple[Any, Any]:
+    """The matrices of :func:`sample_matrices` for each law (in order, after the starts): one
+    pair shared by every piece, or lists with one a piece."""
+    drawn = [sample_matrices(rng, realizations, d, q, w) for q, w in laws]
+    if len(drawn) == 1:
+        return drawn[0]
+    return [b for b, _ in drawn], [w for _, w in drawn]
+
+
+def _part(a: Any, part: slice) -> Any:
+    """The realisations ``part`` of a matrix, or of each matrix of a list (``None`` kept)."""
+    if isinstance(a, list):
+        return [_part(b, part) for b in a]
+    return None if a is None else a[part]
+
+
+def model_record(attention: str, schedule: Schedule | None, **extra: Any) -> dict[str, Any]:
+    """The ``model`` attribute of a diagram (the result schema): the attention, ``beta``
+    swept, and under a schedule every piece's start and state with how its ``beta`` is
+    read (the JSON of :meth:`meanfield.Schedule.state`)."""
+    out: dict[str, Any] = {"attention": attention, "beta": "swept", **extra}
+    if schedule is not None:
+        out.update(schedule.state(), schedule_beta="piece k runs at beta * its model's beta")
+    return out
 
 
 # -- statistics -------------------------------------------------------------------------
@@ -284,6 +444,14 @@ def check_cell_steps(times: ArrayLike, dt: float, betas: ArrayLike,
                      name="dt e^{-beta}", what=f"beta = {beta:.6g}")
 
 
+def _largest_betas(betas: np.ndarray, schedule: Schedule | None) -> np.ndarray:
+    """The ``beta`` of the stiffest piece of each cell (the step check of USA, whose step
+    shrinks as ``e^{-beta}``): ``betas`` times the largest factor of the schedule."""
+    if schedule is None:
+        return betas
+    return betas * max(m.beta for m in schedule.models)
+
+
 def usa_step(dt: float, beta: float, attention: str) -> float:
     """The RK4 step: ``dt`` for SA; ``dt * exp(-beta)`` for USA, whose field is ``Z_i / n``
     times the SA one with ``Z_i = Σ_j e^{beta <x_i, x_j>} <= n e^{beta}`` (docs/equations.md section
@@ -303,19 +471,23 @@ def cell_cost(d: int, beta: float) -> float:
 
 
 def phase_cell(beta: float, d: int, rng: np.random.Generator, *, n: int, times: Sequence[float],
-               delta: float, realizations: int, attention: str, qk: str, v: str, dt: float,
-               confidence: float, backend: str = "numpy", device: str | None = None,
-               dtype: str = "float64") -> xr.Dataset:
+               delta: float, realizations: int, attention: str, qk: str | Sequence[str],
+               v: str | Sequence[str], dt: float, confidence: float, backend: str = "numpy",
+               device: str | None = None, dtype: str = "float64",
+               schedule: Schedule | None = None) -> xr.Dataset:
     """One ``(d, beta)`` cell of the phase diagram (used by :func:`phase_diagram`), on the
-    array backend ``backend``, ``device``, ``dtype`` (:mod:`meanfield.backend`).
+    array backend ``backend``, ``device``, ``dtype`` (:mod:`meanfield.backend`); under
+    ``schedule`` piece ``k`` runs at ``beta * model_k.beta`` (:func:`schedule_at`).
 
     Raises :class:`meanfield.integrate.Interrupted` when interrupted and
     :class:`particles.ensemble.EnsembleError` when a block of realisations did not reach
     the final time (non-finite states, a step beyond the stability bound): a cell is a result
     only when every realisation ran to ``times[-1]`` (:func:`meanfield.integrate.finish`)."""
-    identity = qk == "identity" and v == "identity"
+    laws = _laws(qk, v, schedule)
+    identity = all(q == "identity" and w == "identity" for q, w in laws)
     x0 = sample_tokens(rng, realizations, n, d, reduce=identity)
-    bilinear, value = sample_matrices(rng, realizations, d, qk, v)
+    bilinear, value = _draws(rng, realizations, d, laws)
+    run, step = _cell_run(beta, schedule, dt, attention)
     t = np.asarray(times, dtype=float)
     thr = 1.0 - delta
     pair12 = np.zeros(t.size, dtype=np.int64)
@@ -332,17 +504,15 @@ def phase_cell(beta: float, d: int, rng: np.random.Generator, *, n: int, times: 
             gram = x @ np.ascontiguousarray(x.swapaxes(-1, -2))
             pairs[k, part] = (np.count_nonzero(gram >= thr, axis=(1, 2)) - n) / (n * (n - 1))
 
-        sol = simulate_ensemble(x0[part], beta, t, record, attention=attention,
-                                bilinear=None if bilinear is None else bilinear[part],
-                                value=None if value is None else value[part],
-                                dt=usa_step(dt, beta, attention),
-                                freeze_above=thr if identity else None, backend=backend,
+        sol = simulate_ensemble(x0[part], run, t, record, attention=attention,
+                                bilinear=_part(bilinear, part), value=_part(value, part),
+                                dt=step, freeze_above=thr if identity else None, backend=backend,
                                 device=device, dtype=dtype)
         # a block cut short has counted only part of its outputs: never a result
         finish(sol, None, name=f"phase diagram cell d = {d}, beta = {beta:g} (realisations "
                f"{start}-{min(start + chunk, realizations) - 1})", error=EnsembleError)
     inner12 /= realizations
-    t_cross = transition_time(beta, n, delta, attention)
+    t_cross = transition_time(run, n, delta, attention)
     lo, hi = wilson_interval(pair12, realizations, confidence)
     pmean = pairs.mean(axis=-1)
     perr = pairs.std(axis=-1, ddof=1) / math.sqrt(realizations) if realizations > 1 else (
@@ -355,7 +525,7 @@ def phase_cell(beta: float, d: int, rng: np.random.Generator, *, n: int, times: 
             "pair_probability": ("time", pmean),
             "pair_probability_stderr": ("time", perr),
             "mean_inner_product": ("time", inner12),
-            "gamma": ("time", gamma(beta, n, t, attention)),
+            "gamma": ("time", gamma(run, n, t, attention)),
             "transition_time": ((), t_cross, note_nonfinite(
                 {"long_name": "time at which the curve (6.12) reaches 1 - delta"}, t_cross,
                 "inf: the curve (6.12) does not reach 1 - delta before t = 1e6")),
@@ -392,6 +562,7 @@ def phase_diagram(
     device: str | None = None,
     dtype: str = "float64",
     on_failure: str = "stop",
+    schedule: Schedule | None = None,
 ) -> xr.Dataset:
     """The probability that ``<x_1(t), x_2(t)> >= 1 - delta`` over ``(beta, time)``.
 
@@ -410,7 +581,8 @@ def phase_diagram(
         seed: root seed; cell ``(d, beta)`` number ``i`` uses ``SeedSequence(seed, (i,))``.
         workers: Dask workers (``1``: in this process), see :func:`validation.sweep.sweep`.
         qk, v: random-matrix ensembles (:data:`QK_ENSEMBLES`, :data:`V_ENSEMBLES`), drawn
-            once per realisation.
+            once per realisation; under a ``schedule``, a list gives one law a piece (each
+            piece its own draw: layers with their own weights).
         dt: largest RK4 step for SA (0.3 keeps the probabilities within 1-2 starts of a
             4x finer step, see ``docs/sweeps.md``); USA uses ``dt * e^{-beta}``
             (:func:`usa_step`), so give it a short ``t_max`` at large ``beta``.
@@ -427,6 +599,12 @@ def phase_diagram(
             states, a step beyond the stability bound) stops the sweep (``"stop"``:
             :class:`validation.sweep.SweepError`) or is recorded as failed, NaN and left out
             of ``t_half`` (``"record"``; counted in ``num_rejected``, ``successful = 0``).
+        schedule: layers with their own weights (docs/schedule.md, "Schedules in
+            ensembles"): a :class:`meanfield.Schedule` of SA/USA models of ``attention``
+            (checked by :func:`check_schedule`) whose ``beta`` are factors of the ``beta``
+            axis: the cell at ``beta`` runs piece ``k`` at ``beta * model_k.beta`` on
+            ``[t_k, t_{k+1})``, no step across a switch; ``gamma`` and ``transition_time``
+            follow the same schedule (:func:`gamma`). Recorded in ``attrs["model"]``.
 
     An interrupt raises :class:`meanfield.integrate.Interrupted` whose ``.dataset`` holds
     the finished cells (the others NaN, ``successful = 0``); they are also kept in ``store``,
@@ -463,13 +641,20 @@ def phase_diagram(
     if np.any(np.diff(time_grid) < 0) or time_grid[0] < 0:
         msg = "times must be sorted and >= 0"
         raise ValueError(msg)
-    sample_matrices(np.random.default_rng(0), 0, 2, qk, v)  # validates qk and v
-    check_cell_steps(time_grid, float(dt), beta_grid, attention)  # before any cell runs
+    if schedule is not None:
+        check_schedule(schedule, attention, qk, v)
+    for q, w in _laws(qk, v, schedule):  # validates qk and v
+        sample_matrices(np.random.default_rng(0), 0, 2, q, w)
+    check_cell_steps(time_grid, float(dt), _largest_betas(beta_grid, schedule),
+                     attention)  # before any cell runs
     b = check_backend(backend, device, dtype, here=scheduler is None)
-    kwargs = dict(n=int(n), times=time_grid.tolist(), delta=float(delta),
-                  realizations=int(realizations), attention=attention, qk=qk, v=v,
-                  dt=float(dt), confidence=float(confidence), backend=b.name, device=b.device,
-                  dtype=b.dtype)
+    kwargs: dict[str, Any] = dict(
+        n=int(n), times=time_grid.tolist(), delta=float(delta), realizations=int(realizations),
+        attention=attention, qk=list(qk) if isinstance(qk, (list, tuple)) else qk,
+        v=list(v) if isinstance(v, (list, tuple)) else v, dt=float(dt),
+        confidence=float(confidence), backend=b.name, device=b.device, dtype=b.dtype)
+    if schedule is not None:  # only then: the cells' resume keys of plain runs stay as they were
+        kwargs["schedule"] = schedule
     try:
         out = sweep(phase_cell, {"d": ds_.astype(int), "beta": beta_grid}, seed=seed,
                     workers=workers, scheduler=scheduler, store=store, resume=resume,
@@ -508,10 +693,11 @@ def _phase_result(out: xr.Dataset, time_grid: np.ndarray, ds_: np.ndarray, d: An
         "transition_time": "inf: the curve (6.12) does not reach 1 - delta before t = 1e6",
         "t_half": never.format(""), "t_half_lower": never.format(" (upper bound)"),
         "t_half_upper": never.format(" (lower bound)")})
+    schedule = kwargs.get("schedule")
     settings = dict(json.loads(out.attrs["settings"]), d=ds_.astype(int).tolist(),
                     method="RK4 + projection, cubic Hermite output (particles.ensemble)",
-                    **kwargs)
-    model = {"attention": attention, "beta": "swept", "qk": qk, "v": v}
+                    **{k: a for k, a in kwargs.items() if k != "schedule"})
+    model = model_record(attention, schedule, qk=qk, v=v)
     out.attrs.update(result_attrs(
         title="phase diagram of clustering (Figure 3 of arXiv 2312.10794)",
         solver="validation.phase_diagram", model=json.dumps(model), settings=settings,
@@ -527,8 +713,9 @@ def _phase_result(out: xr.Dataset, time_grid: np.ndarray, ds_: np.ndarray, d: An
 
 __all__ = [
     "ATTENTIONS", "CHUNK", "CHUNK_STATE_BYTES", "MAX_STEPS", "QK_ENSEMBLES", "V_ENSEMBLES",
-    "cell_cost", "check_backend", "check_cell_steps", "chunk_size",
+    "cell_cost", "check_backend", "check_cell_steps", "check_schedule", "chunk_size",
     "first_crossing", "gamma", "phase_cell",
-    "phase_diagram", "sample_matrices", "sample_tokens", "transition_time",
+    "model_record", "phase_diagram", "sample_matrices", "sample_tokens", "schedule_at",
+    "transition_time",
     "usa_step", "wilson_interval",
 ]
