@@ -120,3 +120,15 @@ def test_per_piece_steps_and_matrices():
     first = ensemble_states(x0, 1.0, [0.0, 0.5], dt=dts[0], bilinear=b1)
     second = ensemble_states(first[-1], 3.0, [0.5, 1.0], dt=dts[1], attention="usa")
     np.testing.assert_array_equal(run[-1], second[-1])  # bitwise, as above
+
+
+def test_schedule_on_the_torch_backend():
+    """The same schedule on torch (CPU here; a GPU changes where, not what): the round-off
+    argument of tests/particles/test_ensemble_backends.py (<= 1e-12 for beta t <= 4 and
+    <= 40 RK4 steps; the model's V = -I/2 moved to the backend once a piece)."""
+    pytest.importorskip("torch")
+    x0 = _x0(4)
+    t = [0.0, 0.25, 1.0, 2.0]
+    ref = ensemble_states(x0, _layers(), t, dt=DT)
+    got = ensemble_states(x0, _layers(), t, dt=DT, backend="torch")
+    np.testing.assert_allclose(got, ref, rtol=0, atol=1e-12)
