@@ -59,3 +59,18 @@ def test_schedule_check_fails_with_a_wrong_constant(tmp_path: Path,
     res = _run(tmp_path)
     assert status_of(res) == "FAIL"
     assert not res.comparisons[0].passed and res.comparisons[1].passed
+
+
+def test_schedule_check_fails_when_the_ensemble_skips_a_switch(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch
+                                                               ) -> None:
+    """The ensemble run with the first layer's model throughout (a switch ignored)."""
+    real = sc.ensemble_states
+
+    def first_layer_only(x0, schedule, t, **kwargs):  # type: ignore[no-untyped-def]
+        return real(x0, mg.Schedule([(schedule.starts[0], schedule.models[0])]), t, **kwargs)
+
+    monkeypatch.setattr(sc, "ensemble_states", first_layer_only)
+    res = _run(tmp_path)
+    assert status_of(res) == "FAIL"
+    assert res.comparisons[0].passed and not res.comparisons[3].passed
