@@ -265,11 +265,15 @@ def _pieces(beta: float | Schedule, t: np.ndarray, m: int, attention: str | None
 
 
 def _step(dt: Any, name: str) -> float:
-    if isinstance(dt, (str, bytes, bool)) or not isinstance(dt, (int, float, np.number)) or not (
-            math.isfinite(dt) and dt > 0):
+    """``dt`` as a float, or ``ValueError`` naming ``name`` unless a finite number > 0."""
+    try:
+        h = math.nan if isinstance(dt, (str, bytes, bool)) else float(dt)
+    except (TypeError, ValueError):
+        h = math.nan
+    if not (math.isfinite(h) and h > 0):
         msg = f"{name} must be finite and > 0, got {dt!r}"
         raise ValueError(msg)
-    return float(dt)
+    return h
 
 
 def simulate_ensemble(
