@@ -142,3 +142,18 @@ def test_schedule_at_scales_the_pieces():
                                                                          attention="usa"))])
     assert schedule_at(layers, 4.0) == Schedule([(0.0, Model(beta=4.0, attention="usa")),
                                                  (1.0, Model(beta=2.0, attention="usa"))])
+
+
+def test_the_schedule_is_part_of_a_stored_sweep(tmp_path):
+    """Resuming a stored diagram takes the same schedule (its cells are reused) and refuses
+    another (the sweep names the schedule as what differs)."""
+    from validation.sweep import ResumeMismatch
+
+    layers = Schedule([(0.0, Model(beta=1.0)), (1.0, Model(beta=0.25))])
+    kw = dict(PHASE, betas=[2.0], store=str(tmp_path / "store"))
+    first = phase_diagram(**kw, schedule=layers)
+    again = phase_diagram(**kw, schedule=layers, resume=True)
+    np.testing.assert_array_equal(again["probability"].values, first["probability"].values)
+    other = Schedule([(0.0, Model(beta=1.0)), (1.0, Model(beta=0.5))])
+    with pytest.raises(ResumeMismatch, match="differs from this one in schedule"):
+        phase_diagram(**kw, schedule=other, resume=True)
