@@ -114,6 +114,13 @@ are twice that, a margin for larger ``beta`` (a larger band limit: at ``beta = 3
 160``, a fast evaluation on ``S^2`` costs ~10 ms at any small ``n``, the direct one at ``n =
 1000`` ~100 ms). docs/particles.md, section "Fast field", has the table."""
 
+CROSSOVER_GENERAL = {2: 2048, 3: 4096}
+"""``auto`` on the general path (:mod:`meanfield.fastsum_general`: ``Q^T K`` or ``V`` not a
+multiple of the identity, several heads): ``n_points * n_nodes >= CROSSOVER_GENERAL[d]^2``.
+Its cost is ``C`` adjoint transforms per weight vector (``C`` Chebyshev terms in the radius,
+``d + 1`` weight vectors for the velocity); measured with benchmarks/bench_fastsum.py (see
+docs/particles.md, "Fast field")."""
+
 
 @dataclass(frozen=True)
 class FastSettings:
@@ -127,6 +134,8 @@ class FastSettings:
             Laplacian weighted).
         error_estimate: ``delta / min_i Z(x_i)`` over the points computed fast (0 if none).
         corrected: points recomputed by the direct sum (estimate above ``tol``).
+        chebyshev: terms of the expansion in the radius ``|A y|`` (general weights,
+            :mod:`meanfield.fastsum_general`); 0 for the zonal kernels.
     """
 
     tol: float
@@ -135,6 +144,7 @@ class FastSettings:
     tail: float
     error_estimate: float
     corrected: int
+    chebyshev: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -148,7 +158,8 @@ def merge_settings(old: FastSettings | None, new: FastSettings | None) -> FastSe
     return FastSettings(tol=new.tol, band_limit=max(old.band_limit, new.band_limit),
                         epsilon=new.epsilon, tail=max(old.tail, new.tail),
                         error_estimate=max(old.error_estimate, new.error_estimate),
-                        corrected=old.corrected + new.corrected)
+                        corrected=old.corrected + new.corrected,
+                        chebyshev=max(old.chebyshev, new.chebyshev))
 
 
 # -- which models and inputs ------------------------------------------------------------
@@ -163,27 +174,51 @@ def fast_reason(model: Any, d: int, geometry: str = "sphere", *, causal_labels: 
                 backend_numpy: bool = True) -> str | None:
     """Why the fast field does not apply (a sentence naming the field), or ``None``.
 
-    It applies on ``S^1`` and ``S^2`` (``geometry="sphere"``, ``d`` in 2, 3) to one head with
-    ``Q^T K = c I`` (``c >= 0``) and ``V = v I``, kinds softmax, unnormalized, sigmoid (band
-    limit up to :data:`SIGMOID_MAX_BAND`) and l2 (``Q = K = I``), no causal mask, no
-    feed-forward term, NumPy arrays.
+    It applies on ``S^1`` and ``S^2`` (``geometry="sphere"``, ``d`` in 2, 3) to NumPy arrays
+    without a feed-forward term, through one of two paths:
+
+    * zonal (:func:`fast_field`): one head, ``Q^T K = c I`` (``c >= 0``), ``V = v I``, no
+      causal mask; softmax, unnormalized, sigmoid (band limit up to
+      :data:`SIGMOID_MAX_BAND`) and l2 (``Q = K = I``);
+    * general (:mod:`meanfield.fastsum_general`): any ``Q, K, V``, any number of heads, the
+      causal mask (labels or index), kinds softmax, unnormalized, l2 and sinkhorn.
+
+    What stays direct: ``R^d`` (no harmonic transform there), ``S^{d-1}`` for ``d >= 4`` (no
+    nonuniform harmonic transform in ducc0), sigmoid unless zonal (its profile is not an
+    exponential), the feed-forward term, torch tensors.
     """
     if geometry != "sphere":
         return f"geometry={geometry!r}: the fast field is on the sphere only (R^d stays direct)"
     if d not in (2, 3):
         return (f"d={d}: the fast field is on S^1 and S^2 (d = 2, 3); S^(d-1) for d >= 4 stays "
                 "direct (no nonuniform harmonic transform there)")
-    if model.attention not in FAST_KINDS:
-        return (f"attention={model.attention!r}: the fast field covers {FAST_KINDS} "
-                "(sinkhorn stays direct)")
-    if model.heads is not None and len(model.heads) > 1:
-        return f"heads: {len(model.heads)} heads; the fast field takes one head"
-    if model.causal or causal_labels:
-        return "causal=True: masked attention is not a zonal sum; it stays direct"
-    if model.feedforward is not None:
-        return "feedforward: the fast field has no feed-forward term; it stays direct"
     if not backend_numpy:
         return "a torch tensor: the fast field runs on NumPy (ducc0); torch stays direct"
+    if model.feedforward is not None:
+        return "feedforward: the fast field has no feed-forward term; it stays direct"
+    zonal = zonal_reason(model, d, causal_labels=causal_labels)
+    if zonal is None:
+        return None
+    from meanfield.fastsum_general import general_reason
+
+    general = general_reason(model, d)
+    if general is None:
+        return None
+    if model.attention != "sigmoid" or zonal.startswith("attention="):
+        return general if model.attention != "sigmoid" else zonal
+    return (f"attention='sigmoid': {zonal}; sigmoid has only the zonal path (its profile is "
+            "not an exponential)")
+
+
+def zonal_reason(model: Any, d: int, *, causal_labels: bool = False) -> str | None:
+    """Why the zonal path (:func:`fast_field`) does not apply, or ``None`` (``d`` in 2, 3,
+    NumPy, no feed-forward term: checked by :func:`fast_reason`)."""
+    if model.attention not in FAST_KINDS:
+        return (f"attention={model.attention!r}: the zonal fast field covers {FAST_KINDS}")
+    if model.heads is not None and len(model.heads) > 1:
+        return f"heads: {len(model.heads)} heads; the zonal fast field takes one head"
+    if model.causal or causal_labels:
+        return "causal=True: masked attention is not a zonal sum"
     Q, K, V = model.matrices(d)[0]
     if model.attention == "l2":
         if not (np.array_equal(Q, np.eye(d)) and np.array_equal(K, np.eye(d))):
@@ -191,9 +226,9 @@ def fast_reason(model: Any, d: int, geometry: str = "sphere", *, causal_labels: 
     else:
         c = _scalar_multiple(Q.T @ K)
         if c is None or c < 0:
-            return "Q, K: the fast field needs Q^T K = c I with c >= 0 (a zonal kernel)"
+            return "Q, K: the zonal fast field needs Q^T K = c I with c >= 0"
     if _scalar_multiple(V) is None:
-        return "V: the fast field needs V = v I (a scalar multiple of the identity)"
+        return "V: the zonal fast field needs V = v I (a scalar multiple of the identity)"
     if model.attention == "unnormalized":
         try:
             check_exp_beta(_beta_eff(model, d), "unnormalized attention")
@@ -218,8 +253,9 @@ def use_fast(method: str, model: Any, d: int, geometry: str, n_points: int, n_no
     """The choice point of ``method`` (:data:`METHODS`): ``True`` for the fast field.
 
     ``fast`` where it does not apply raises ``ValueError`` with :func:`fast_reason`;
-    ``auto`` takes it where it applies and ``n_points * n_nodes >= CROSSOVER[d]^2``, sigmoid
-    excepted (only with ``fast``).
+    ``auto`` takes it where it applies and ``n_points * n_nodes >= CROSSOVER[d]^2`` (zonal
+    path) or ``>= CROSSOVER_GENERAL[d]^2`` (general path); sigmoid, Sinkhorn and the causal
+    mask only with ``fast`` (no crossover measured for them).
     """
     if method not in METHODS:
         msg = f"method must be one of {METHODS}, got {method!r}"
@@ -236,8 +272,13 @@ def use_fast(method: str, model: Any, d: int, geometry: str, n_points: int, n_no
     # sigmoid only when asked for: its error estimate (l1 norms of sign-changing coefficients)
     # may send most points back to the direct sum (at beta = 9, every point of some test sets),
     # so no crossover holds for it
-    return (reason is None and model.attention != "sigmoid"
-            and n_points * n_nodes >= CROSSOVER[d] ** 2)
+    if reason is not None or model.attention == "sigmoid":
+        return False
+    if zonal_reason(model, d, causal_labels=causal_labels) is None:
+        return n_points * n_nodes >= CROSSOVER[d] ** 2
+    if model.attention == "sinkhorn" or model.causal or causal_labels:
+        return False
+    return n_points * n_nodes >= CROSSOVER_GENERAL[d] ** 2
 
 
 # -- band limit ---------------------------------------------------------------------------
@@ -662,6 +703,7 @@ def energy(model: Any, x: Any, weights: Any = None, *, tol: float = DEFAULT_TOL,
 
 __all__ = [
     "CROSSOVER",
+    "CROSSOVER_GENERAL",
     "DEFAULT_TOL",
     "FAST_KINDS",
     "METHODS",
@@ -672,4 +714,5 @@ __all__ = [
     "fast_reason",
     "merge_settings",
     "use_fast",
+    "zonal_reason",
 ]

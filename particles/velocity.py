@@ -23,7 +23,7 @@ import numpy as np
 from meanfield import backend as bk
 from meanfield import fastsum
 from meanfield.kernels import DEFAULT_MEMORY_LIMIT, Kernel, Tiling
-from meanfield.lagrangian.field import _apply, ambient_field, project_tangent
+from meanfield.lagrangian.field import _apply, _fast_field, ambient_field, project_tangent
 
 from .inputs import as_tokens, check_geometry
 
@@ -125,14 +125,10 @@ def velocity(
 
 def _fast_velocity(model: Any, xb: np.ndarray, memory_limit: int) -> np.ndarray:
     """:func:`velocity` by fast summation (float64), the points it cannot vouch for by the
-    direct sum (:func:`meanfield.fastsum.fast_field`)."""
+    direct sum (:func:`meanfield.lagrangian.field._fast_field` with ``weights=None``: equal
+    weights, causal by index)."""
     x64 = np.ascontiguousarray(xb, dtype=float)
-
-    def direct(pts: np.ndarray, b: int) -> tuple[np.ndarray, None]:
-        a = ambient_field(model, pts, x64[b : b + 1], memory_limit=memory_limit)[0]
-        return project_tangent(pts, a), None
-
-    return fastsum.fast_field(model, x64, x64, None, divergence=False, direct=direct)[0]
+    return _fast_field(model, x64, x64, None, "none", True, memory_limit).velocity
 
 
 __all__ = ["attention", "attention_weights", "project_tangent", "velocity"]
