@@ -35,6 +35,10 @@ Both sums are zonal convolutions, diagonal in harmonics with the Funk–Hecke mu
 
 Cost ``O((n + m) log(1/eps) + L^2 log L)`` against ``O(n m)`` for the direct sum.
 
+General weights (any ``Q, K, V``, several heads, l2 with any ``Q, K``, Sinkhorn, the causal
+mask) go through :mod:`meanfield.fastsum_general` (a Chebyshev expansion in ``|Q^T K y|`` of
+the same multipliers); :func:`fast_reason` covers both paths, :func:`zonal_reason` this one.
+
 **Accuracy.** With the kernel scaled by ``e^{-beta}`` (its maximum 1) and ``sum w = 1``, each
 sum has an absolute error ``delta = tail(L) + C eps max Z`` (truncation, the bound of fast
 summation (Keiner, Kunis, Potts 2006), plus the nonuniform transforms' error, relative to the
@@ -114,12 +118,17 @@ are twice that, a margin for larger ``beta`` (a larger band limit: at ``beta = 3
 160``, a fast evaluation on ``S^2`` costs ~10 ms at any small ``n``, the direct one at ``n =
 1000`` ~100 ms). docs/particles.md, section "Fast field", has the table."""
 
-CROSSOVER_GENERAL = {2: 2048, 3: 4096}
+CROSSOVER_GENERAL: dict[int, int] = {}
 """``auto`` on the general path (:mod:`meanfield.fastsum_general`: ``Q^T K`` or ``V`` not a
-multiple of the identity, several heads): ``n_points * n_nodes >= CROSSOVER_GENERAL[d]^2``.
-Its cost is ``C`` adjoint transforms per weight vector (``C`` Chebyshev terms in the radius,
-``d + 1`` weight vectors for the velocity); measured with benchmarks/bench_fastsum.py (see
-docs/particles.md, "Fast field")."""
+multiple of the identity, several heads): ``n_points * n_nodes >= CROSSOVER_GENERAL[d]^2``;
+no entry: never (only ``method="fast"``). None is set: at the default ``tol = 1e-12`` the
+transforms sit at their accuracy floor and the estimate sends the points with ``Z(x)`` well
+below its maximum back to the direct sum, which an anisotropic ``A`` makes common. Measured
+with benchmarks/bench_fastsum.py (softmax ``beta = 4``, ``A = I + 0.3 G``, uniform tokens,
+loaded machine): on ``S^2`` 695 of 1000, 2856 of 4096, 11 291 of 16 384 points recomputed, the
+fast field 6.8 s against the direct 8.9 s (velocity) and 22.7 s against 15.7 s (with the
+divergence) at ``n = 16 384``; on ``S^1`` 884 of 1000 and 13 327 of 16 384, no faster. With
+``fast_tol = 1e-10`` it vouches for every point (docs/particles.md, "Fast field")."""
 
 
 @dataclass(frozen=True)
@@ -248,6 +257,19 @@ def _beta_eff(model: Any, d: int) -> float:
     return float(model.beta) * float(c)  # type: ignore[arg-type]
 
 
+def check_tol(tol: Any, name: str = "fast_tol") -> float:
+    """``tol`` as a float in ``(0, 1)`` (a relative accuracy), else ``ValueError`` naming
+    ``name``."""
+    try:
+        t = float(tol)
+    except (TypeError, ValueError):
+        t = math.nan
+    if not 0 < t < 1:
+        msg = f"{name} must be a relative accuracy in (0, 1), got {tol!r}"
+        raise ValueError(msg)
+    return t
+
+
 def use_fast(method: str, model: Any, d: int, geometry: str, n_points: int, n_nodes: int, *,
              causal_labels: bool = False, backend_numpy: bool = True) -> bool:
     """The choice point of ``method`` (:data:`METHODS`): ``True`` for the fast field.
@@ -278,7 +300,8 @@ def use_fast(method: str, model: Any, d: int, geometry: str, n_points: int, n_no
         return n_points * n_nodes >= CROSSOVER[d] ** 2
     if model.attention == "sinkhorn" or model.causal or causal_labels:
         return False
-    return n_points * n_nodes >= CROSSOVER_GENERAL[d] ** 2
+    cross = CROSSOVER_GENERAL.get(d)
+    return cross is not None and n_points * n_nodes >= cross**2
 
 
 # -- band limit ---------------------------------------------------------------------------
@@ -709,6 +732,7 @@ __all__ = [
     "METHODS",
     "FastSettings",
     "band_limit",
+    "check_tol",
     "energy",
     "fast_field",
     "fast_reason",

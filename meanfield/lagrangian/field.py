@@ -366,6 +366,7 @@ def weighted_field(
     state: FieldState | None = None,
     memory_limit: int = DEFAULT_MEMORY_LIMIT,
     method: str = "auto",
+    fast_tol: float = fastsum.DEFAULT_TOL,
 ) -> FieldResult:
     """The velocity and its divergence at the nodes of ``mu = sum_j w_j delta_{x_j}``
     (docs/lagrangian.md sections 1-2).
@@ -386,13 +387,15 @@ def weighted_field(
             ``S^1``/``S^2``, :mod:`meanfield.fastsum`, accurate to ``1e-12`` relative per
             point; ``ValueError`` naming the reason where it does not apply) or ``"auto"``
             (fast where it applies and pays: :data:`meanfield.fastsum.CROSSOVER`).
+        fast_tol: the fast field's relative accuracy per point (docs/particles.md, "Fast
+            field"; the points it cannot vouch for are recomputed directly).
 
     Returns:
         :class:`FieldResult`.
     """
     return field_at(model, x, x, weights, geometry=geometry, labels=labels, point_labels=labels,
                     divergence=divergence, state=state, memory_limit=memory_limit,
-                    method=method)
+                    method=method, fast_tol=fast_tol)
 
 
 def field_at(
@@ -408,11 +411,13 @@ def field_at(
     state: FieldState | None = None,
     memory_limit: int = DEFAULT_MEMORY_LIMIT,
     method: str = "auto",
+    fast_tol: float = fastsum.DEFAULT_TOL,
 ) -> FieldResult:
     """The field of ``mu = sum_j w_j delta_{x_j}`` (nodes ``x``) and its divergence at other
     ``points`` (``(p, d)`` or ``(B, p, d)``; on the sphere for ``geometry="sphere"``), with
     ``point_labels`` for a causal model; otherwise as :func:`weighted_field`. For Sinkhorn
     the potentials are those of the nodes (fixed in the point)."""
+    fastsum.check_tol(fast_tol)
     xa, w, klab = check_measure(model, x, weights, geometry=geometry, labels=labels)
     pa = _check_nodes(points, "points", geometry, model)
     if pa.ndim != xa.ndim or pa.shape[-1] != xa.shape[-1] or (xa.ndim == 3 and pa.shape[0] != xa.shape[0]):
@@ -434,7 +439,7 @@ def field_at(
                         causal_labels=lab is not None, backend_numpy=be is None):
         return _fast_field(model, pb, xb, w, deriv, batched, memory_limit,
                            labels=None if qlab is None or klab is None else (qlab, klab),
-                           state=state)
+                           state=state, tol=fast_tol)
     F, tr, xdx, new_state = ambient_field(
         model, pb, xb, conv(w), labels=lab, derivatives=deriv, state=state,
         memory_limit=memory_limit)
@@ -444,7 +449,8 @@ def field_at(
 def _fast_field(model: Any, pb: np.ndarray, xb: np.ndarray, w: np.ndarray | None, deriv: str,
                 batched: bool, memory_limit: int, *,
                 labels: tuple[np.ndarray, np.ndarray] | None = None,
-                state: FieldState | None = None) -> FieldResult:
+                state: FieldState | None = None,
+                tol: float = fastsum.DEFAULT_TOL) -> FieldResult:
     """:func:`field_at` by fast summation (:func:`meanfield.fastsum.fast_field` for the zonal
     kernels, :func:`meanfield.fastsum_general.general_field` otherwise); the points whose
     error estimate exceeds the tolerance by the direct sum. ``w=None``: the particle system
@@ -464,7 +470,7 @@ def _fast_field(model: Any, pb: np.ndarray, xb: np.ndarray, w: np.ndarray | None
             return r.velocity, r.divergence
 
         vel, div, settings = fastsum.fast_field(model, pb, xb, w, divergence=divergence,
-                                                direct=direct)
+                                                tol=tol, direct=direct)
         new_state = FieldState()
     else:
         # the direct fallback: the weighted field (particles: weights 1/m, the index as labels,
@@ -495,7 +501,7 @@ def _fast_field(model: Any, pb: np.ndarray, xb: np.ndarray, w: np.ndarray | None
             warm = None
         vel, div, settings, potentials = general_field(
             model, pb, xb, w, divergence=divergence, labels=labels, potentials=warm,
-            direct=direct_at, keep=keep)
+            tol=tol, direct=direct_at, keep=keep)
         new_state = FieldState(potentials)
     if not batched:
         vel = vel[0]
