@@ -7,24 +7,23 @@ field"; docs/equations.md section 2; docs/lagrangian.md sections 1-2).
    general_field
    kernel_table
 
-**The expansion.** With ``A = Q^T K`` the logit is ``beta <Q x, K y> = beta <x, A y> = beta
-r_y <x, u_y>``, ``r_y = |A y|``, ``u_y = A y / r_y``: for each node a zonal kernel around
-``u_y`` with its own concentration ``kappa = beta r_y``. Scaled by ``e^{-beta r_max}`` (its
-supremum over all pairs is then 1),
+**The expansion.** With ``A = Q^T K`` the logit is ``beta <Q x, K y> = beta <A^T x, y> =
+beta rho_x <v_x, y>``, ``rho_x = |A^T x|``, ``v_x = A^T x / rho_x``: for each point a zonal
+kernel around ``v_x`` with its own concentration ``kappa = beta rho_x``. Scaled per point by
+``e^{-beta rho_x}`` (its supremum over the nodes is then at most 1),
 
-.. math::  e^{\beta (r <x, u> - r_{max})} = \sum_l f_l(r) N_l P_l(<x, u>), \qquad
-           f_l(r) = k_l(\beta r)\, e^{\beta (r - r_{max})},
+.. math::  e^{\beta \rho (<v, y> - 1)} = \sum_l k_l(\beta \rho) N_l P_l(<v, y>),
 
 ``k_l(kappa)`` the Funk–Hecke multipliers of ``e^{kappa (t - 1)}``
-(:func:`meanfield.special.scaled_kernel_multipliers`, a modified Bessel function). Each
-``f_l`` is entire in ``r``; on ``[r_min, r_max]`` of the nodes it is replaced by its Chebyshev
-expansion ``sum_{c < C} a_{c l} T_c(s(r))`` (:func:`kernel_table`). Then a sum
-``S(x) = sum_j W_j e^{beta(<x, A y_j> - r_max)}`` is ``sum_l N_l sum_c a_{cl} sum_j (W_j
-T_c(s_j)) P_l(<x, u_j>)``: ``C`` adjoint transforms at the nodes ``u_j`` (weights ``W_j
-T_c(s_j)``), their coefficients combined degree by degree, and one synthesis at the points.
-Since every ``f_l`` is a power series in ``r`` with nonnegative coefficients, so is it in ``s``
-about the interval's centre, and all ``a_{cl} >= 0``: ``sum_{c, l} N_l a_{cl} = sum_l N_l
-f_l(r_max) = 1``, no cancellation between the terms.
+(:func:`meanfield.special.scaled_kernel_multipliers`, a modified Bessel function), entire in
+``kappa``; on ``[beta rho_min, beta rho_max]`` of the points each is replaced by its Chebyshev
+expansion ``sum_{c < C} a_{c l} T_c(s(kappa))`` (:func:`kernel_table`). Then a sum ``S(x) =
+sum_j W_j e^{beta (<A^T x, y_j> - rho_x)}`` is ``sum_c T_c(s_x) g_c(v_x)`` with ``g_c = sum_l
+a_{cl} N_l (mu_W * P_l)``: one adjoint transform of the weights ``W`` at the nodes, and ``C``
+syntheses at the directions ``v_x`` (one per Chebyshev term). The per-point scaling keeps
+``S(x)`` of the size of the mass ``x`` sees, as for the zonal kernels (a scaling by a global
+``e^{-beta max rho}`` would make ``S`` vary like ``e^{beta (rho_x - max rho)}`` over the points,
+and the transforms' error, relative to the largest values, swamp the small ones).
 
 **The field.** For one head with node weights ``w_j`` (times ``e^{c_j}``, a column bias: l2's
 ``-beta |K y_j|^2 / 2``, Sinkhorn's potential ``g_j``) the direct code
@@ -38,20 +37,20 @@ kernel with weight vectors linear in ``w``: ``Z`` (the weights), ``d`` for ``V y
 ``tr DF - x^T DF x - (d - 1) <x, F>``, as the direct code.
 
 **Accuracy.** Each scaled sum ``S_i`` has an absolute error at most ``delta_i = tail ||W_i||_1
-+ C_N eps max_j |W_ij / w_j| max Z``: ``tail`` the band-limit tail (:func:`meanfield.
-fastsum.band_limit` at ``beta r_max``, since ``f_l(r) <= f_l(r_max)``) plus the Chebyshev
-tail ``sum_{c >= C} sum_l N_l a_{cl}``; the second term the transforms' error
-(:data:`GENERAL_NUFFT_ERROR`, measured, as :data:`meanfield.fastsum.NUFFT_ERROR`), ``max Z``
-over the points and the nodes' directions ``u_j`` (:func:`_zsup`). These are
-carried to the velocity and divergence to first order (:func:`_head_field`), relative to the
-scales that bound the direct sum's rounding error (``sum_h |V_h|`` for the normalised kinds,
-``sum_h |V_h| e^{beta r_max} Z_h / mass`` for unnormalized; the divergence times ``4 beta |A|
-+ d - 1``); every point over ``tol`` is recomputed by the direct sum, as for the zonal kernels.
++ C_N eps max_j |W_ij / w_j| G``: ``tail`` the band-limit tail (:func:`meanfield.fastsum.
+band_limit` at ``beta rho_max``) plus the Chebyshev tail ``sum_{c >= C} sum_l N_l |a_{cl}|``;
+the second term the transforms' error (:data:`GENERAL_NUFFT_ERROR`, measured, as
+:data:`meanfield.fastsum.NUFFT_ERROR`), ``G = sum_c max |g_c|`` over the points' directions
+and the nodes (:func:`_gsup`). These are carried to the velocity and divergence to first order
+(:func:`_head_field`), relative to the scales that bound the direct sum's rounding error
+(``sum_h |V_h|`` for the normalised kinds, ``sum_h |V_h| e^{beta rho_x} Z_h / mass`` for
+unnormalized; the divergence times ``4 beta |A| + d - 1``); every point over ``tol`` is
+recomputed by the direct sum, as for the zonal kernels.
 
 **Causal mask.** Node ``j`` is seen from a point of label ``>= label_j`` (particles: the index).
 The nodes sorted by label are cut into blocks at label changes; a point whose label falls in
-block ``k`` sees blocks ``0 .. k-1`` whole (their coefficients summed cumulatively, one
-synthesis per block of points) and block ``k`` through a short direct masked sum
+block ``k`` sees blocks ``0 .. k-1`` whole (their coefficients summed cumulatively, ``C``
+syntheses per block of points) and block ``k`` through a short direct masked sum
 (:func:`_masked_sums`).
 
 **Sinkhorn.** The log-domain iterations of :class:`meanfield.kernels.Sinkhorn` are row and
@@ -86,12 +85,11 @@ GENERAL_KINDS = ("softmax", "unnormalized", "l2", "sinkhorn")
 
 GENERAL_NUFFT_ERROR = {2: 2.0, 3: 0.4}
 """``C_N`` by ``d``: the transforms' absolute error of a scaled sum is at most ``C_N eps max_j
-|W_j / w_j| max Z`` (``max Z`` over the points and the nodes' directions, :func:`_zsup`).
-Measured at ``eps = 3e-13`` over random, clustered, near-Dirac (also at a pole), two-Dirac and
-mixed sets of 400 nodes, ``beta`` 1, 4, 12, 30, ``A = I + 0.4 G`` (``G`` Gaussian) and ``A`` a
-rotation, every weight vector of the divergence, three seeds: largest ratios 0.94 (``S^1``) and
-0.174 (``S^2``); these are twice that or more."""
-
+|W_j / w_j| G`` (``G`` of :func:`_gsup`). Measured at ``eps = 3e-13`` over random, clustered,
+near-Dirac (also at a pole), two-Dirac and mixed sets of 400 nodes, ``beta`` 1, 4, 12, 30,
+``A = I + 0.4 G`` (``G`` Gaussian) and ``A`` a rotation, every weight vector of the
+divergence, three seeds: largest ratios 0.64 (``S^1``) and 0.11 (``S^2``); these are three
+times that or more."""
 
 CHEB_TAIL_FRACTION = 1e-3
 """The Chebyshev tail is at most this times ``tol`` (above the DCT's round-off, ~``1e-16``
@@ -142,7 +140,7 @@ class Table:
 
     Attributes:
         coef: ``(C, L + 1)``, ``a_{cl}``.
-        kmin, kmax: ``beta r_min``, ``beta r_max``.
+        kmin, kmax: ``beta rho_min``, ``beta rho_max`` (the points' concentrations).
         tail: band-limit tail plus Chebyshev tail (the kernel's supremum is 1).
     """
 
@@ -171,27 +169,27 @@ class Table:
         return T
 
 
-def _scaled(kappa: float, kmax: float, d: int, L: int) -> np.ndarray:
-    """``f_l = k_l(kappa) e^{kappa - kmax}``, ``l = 0..L``."""
-    return scaled_kernel_multipliers(np.arange(L + 1, dtype=float), kappa, d) * math.exp(kappa - kmax)
+def _scaled(kappa: float, d: int, L: int) -> np.ndarray:
+    """``f_l = k_l(kappa)``, ``l = 0..L``: the multipliers of ``e^{kappa (t - 1)}``."""
+    return scaled_kernel_multipliers(np.arange(L + 1, dtype=float), kappa, d)
 
 
 def kernel_table(kmin: float, kmax: float, d: int, tol: float) -> Table:
-    """The expansion of ``e^{kappa (t - 1) + kappa - kmax}`` for ``kappa`` in ``[kmin, kmax]``:
-    band limit from :func:`meanfield.fastsum.band_limit` at ``kmax``, Chebyshev degree the
-    smallest whose tail ``sum_{c >= C} sum_l N_l |a_{cl}|``
-    (coefficients from ``M >= 2 C`` Chebyshev points by a DCT; ``M`` doubled until so)
-    is below ``CHEB_TAIL_FRACTION tol``."""
+    """The expansion of ``e^{kappa (t - 1)}`` for ``kappa`` in ``[kmin, kmax]``: band limit
+    from :func:`meanfield.fastsum.band_limit` at ``kmax`` (the tail of ``k_l(kappa)`` grows
+    with ``kappa``), Chebyshev degree the smallest whose tail ``sum_{c >= C} sum_l N_l
+    |a_{cl}|`` (coefficients from ``M >= 2 C`` Chebyshev points by a DCT; ``M`` doubled until
+    so) is below ``CHEB_TAIL_FRACTION tol``."""
     L, band_tail = fastsum.band_limit(kmax, d, tol)
     N = fastsum._degree_weights(d, L)[0]
     target = CHEB_TAIL_FRACTION * tol
     if kmax - kmin <= 1e-14 * max(kmax, 1.0):
-        return Table(_scaled(kmax, kmax, d, L)[None], kmax, kmax, band_tail)
+        return Table(_scaled(kmax, d, L)[None], kmax, kmax, band_tail)
     mid, half = 0.5 * (kmax + kmin), 0.5 * (kmax - kmin)
     M = 32
     while True:
         s = np.cos(np.pi * (np.arange(M) + 0.5) / M)
-        F = np.stack([_scaled(mid + half * si, kmax, d, L) for si in s])  # (M, L + 1)
+        F = np.stack([_scaled(mid + half * si, d, L) for si in s])  # (M, L + 1)
         a = scipy.fft.dct(F, type=2, axis=0) / M
         a[0] *= 0.5
         # below ~64 ulp of a degree's largest coefficient the DCT's round-off dominates:
@@ -263,45 +261,49 @@ class _Transform:
                                 nthreads=self.nthreads, fft_order=True).real
 
 
-def _coefficients(tr: _Transform, table: Table, loc: np.ndarray, T: np.ndarray,
-                  W: np.ndarray) -> np.ndarray:
-    """``(m_w, size)``: the combined coefficients ``sum_c a_{cl} mu_c`` of each weight vector."""
-    out = np.zeros((len(W), tr.size), complex)
-    mult = [tr.multipliers(table.coef[c]) for c in range(table.C)]
-    for i in range(len(W)):
-        for c in range(table.C):
-            out[i] += mult[c] * tr.adjoint(loc, W[i] * T[c])
-    return out
-
-
-def _masked_sums(points: np.ndarray, z: np.ndarray, kmax: float, beta: float,
-                 W: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
-    """The scaled sums ``sum_j W_ij e^{beta <x, z_j> - kmax}`` directly (``mask`` (p, m):
-    ``True`` where node ``j`` is seen)."""
-    E = np.exp(beta * (points @ z.T) - kmax)
+def _masked_sums(zx: np.ndarray, rho: np.ndarray, y: np.ndarray, beta: float, W: np.ndarray,
+                 mask: np.ndarray | None) -> np.ndarray:
+    """The scaled sums ``sum_j W_ij e^{beta (<A^T x, y_j> - |A^T x|)}`` directly (``mask``
+    (p, m): ``True`` where node ``j`` is seen)."""
+    E = np.exp(beta * (zx @ y.T - rho[:, None]))
     if mask is not None:
         E = np.where(mask, E, 0.0)
     return W @ E.T
 
 
-def _sums(points: np.ndarray, plab: np.ndarray | None, z: np.ndarray, nlab: np.ndarray | None,
+def _unit_rows(z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``|z_i|`` and ``z_i / |z_i|`` (the pole where ``z_i = 0``: the kernel is constant)."""
+    r = np.linalg.norm(z, axis=1)
+    u = z / np.where(r > 0, r, 1.0)[:, None]
+    u[r == 0] = 0.0
+    u[r == 0, -1] = 1.0
+    return r, u
+
+
+def _sums(zx: np.ndarray, plab: np.ndarray | None, y: np.ndarray, nlab: np.ndarray | None,
           W: np.ndarray, beta: float, table: Table, eps: float,
           nthreads: int) -> tuple[np.ndarray, float]:
-    """The scaled sums ``(m_w, p)`` ``S_i(x) = sum_{j seen} W_ij e^{beta (<x, z_j> - r_max)}``
-    (``z_j = A y_j``); with labels, node ``j`` is seen from labels ``>= nlab_j``. Also the
-    scale of the transforms' error (:func:`_zsup`)."""
-    d = points.shape[1]
+    """The scaled sums ``(m_w, p)`` ``S_i(x) = sum_{j seen} W_ij e^{beta (<A^T x, y_j> -
+    rho_x)}``, ``zx = A^T x`` ``(p, d)``, ``rho_x = |A^T x|``; with labels, node ``j`` is seen
+    from labels ``>= nlab_j``. Also the scale of the transforms' error (:func:`_gsup`)."""
+    d = zx.shape[1]
     tr = _Transform(d, table.L, eps, nthreads)
-    r = np.linalg.norm(z, axis=1)
-    u = np.where(r[:, None] > 0, z / np.where(r > 0, r, 1.0)[:, None], 0.0)
-    u[r == 0, -1] = 1.0  # any direction: the kernel is constant there
-    T = table.chebyshev(beta * r)
-    loc_n, loc_p = tr.loc(u), tr.loc(points)
+    rho, v = _unit_rows(zx)
+    T = table.chebyshev(beta * rho)
+    loc_n, loc_p = tr.loc(y), tr.loc(v)
+    mult = [tr.multipliers(table.coef[c]) for c in range(table.C)]
+
+    def synth(idx: Any, mu: np.ndarray) -> np.ndarray:
+        return np.sum([T[c, idx] * tr.synthesis(loc_p[idx], mult[c] * mu)
+                       for c in range(table.C)], axis=0)
+
+    p = len(zx)
+    out = np.zeros((len(W), p))
     if nlab is None or plab is None:
-        coef = _coefficients(tr, table, loc_n, T, W)
-        out = np.stack([tr.synthesis(loc_p, c) for c in coef])
-        return out, _zsup(tr, loc_n, coef[0], out[0])
-    out = np.zeros((len(W), len(points)))
+        mus = [tr.adjoint(loc_n, Wi) for Wi in W]
+        for i, mu in enumerate(mus):
+            out[i] = synth(slice(None), mu)
+        return out, _gsup(tr, loc_p, loc_n, mult, mus[0])
     order = np.argsort(nlab, kind="stable")
     sl = nlab[order]
     m = len(sl)
@@ -319,19 +321,23 @@ def _sums(points: np.ndarray, plab: np.ndarray | None, z: np.ndarray, nlab: np.n
         idx = order[s0:s1]
         if pts.size:
             if k > 0:
-                out[:, pts] = np.stack([tr.synthesis(loc_p[pts], c) for c in cum])
+                for i in range(len(W)):
+                    out[i, pts] = synth(pts, cum[i])
             mask = nlab[idx][None, :] <= plab[pts][:, None]
-            out[:, pts] += _masked_sums(points[pts], z[idx], table.kmax, beta, W[:, idx], mask)
-        cum += _coefficients(tr, table, loc_n[idx], T[:, idx], W[:, idx])
-    return out, _zsup(tr, loc_n, cum[0], out[0])
+            out[:, pts] += _masked_sums(zx[pts], rho[pts], y[idx], beta, W[:, idx], mask)
+        for i in range(len(W)):
+            cum[i] += tr.adjoint(loc_n[idx], W[i, idx])
+    return out, _gsup(tr, loc_p, loc_n, mult, cum[0])
 
 
-def _zsup(tr: _Transform, loc_n: np.ndarray, coef: np.ndarray, Z: np.ndarray) -> float:
-    """``max Z`` over the points and the nodes' directions ``u_j`` (near which the positive
-    sum ``Z`` peaks): the scale of the transforms' error (it is relative to the coefficients,
-    i.e. to the sum's size on the whole sphere, not only at the points)."""
-    zn = tr.synthesis(loc_n, coef)
-    return max(float(np.max(Z)) if Z.size else 0.0, float(np.max(zn)) if zn.size else 0.0)
+def _gsup(tr: _Transform, loc_p: np.ndarray, loc_n: np.ndarray, mult: list[np.ndarray],
+          mu: np.ndarray) -> float:
+    """``sum_c max |g_c|``, ``g_c`` the function synthesised for Chebyshev term ``c`` from the
+    coefficients ``mu`` of the weights ``w``, its maximum over the points' directions and the
+    nodes (near which it peaks): the scale of the transforms' error (relative to the
+    coefficients, i.e. to the size of ``g_c`` on the whole sphere, not only at the points)."""
+    loc = np.concatenate([loc_p, loc_n])
+    return float(sum(np.max(np.abs(tr.synthesis(loc, mc * mu))) for mc in mult))
 
 
 # -- one head ----------------------------------------------------------------------------
@@ -422,35 +428,37 @@ def _delta(W: np.ndarray, w: np.ndarray, zmax: float, tail: float, eps: float,
     return tail * np.sum(np.abs(W), axis=1) + GENERAL_NUFFT_ERROR[d] * eps * ratio * zmax
 
 
-def _table_for(z: np.ndarray, beta: float, d: int, tol: float) -> Table:
-    r = np.linalg.norm(z, axis=1)
+def _table_for(zx: np.ndarray, beta: float, d: int, tol: float) -> Table:
+    """The table for the points' concentrations ``beta |A^T x|``."""
+    r = np.linalg.norm(zx, axis=1)
     return kernel_table(beta * float(np.min(r)), beta * float(np.max(r)), d, tol)
 
 
 # -- Sinkhorn -------------------------------------------------------------------------------
 
 class _LSE:
-    """``log sum_j e^{beta <x_i, z_j> + c_j}`` at fixed points and nodes, fast, with the points
-    whose relative error estimate exceeds ``tol`` recomputed directly."""
+    """``log sum_j e^{beta <x_i, A y_j> + c_j}`` at fixed points ``x`` and nodes ``y``, fast,
+    with the points whose relative error estimate exceeds ``tol`` recomputed directly."""
 
-    def __init__(self, points: np.ndarray, z: np.ndarray, beta: float, tol: float,
-                 eps: float, nthreads: int) -> None:
-        self.points, self.z, self.beta, self.tol, self.eps, self.nthreads = (
-            points, z, beta, tol, eps, nthreads)
-        self.table = _table_for(z, beta, points.shape[1], tol)
+    def __init__(self, points: np.ndarray, y: np.ndarray, A: np.ndarray, beta: float,
+                 tol: float, eps: float, nthreads: int) -> None:
+        self.zx, self.y, self.beta, self.tol, self.eps, self.nthreads = (
+            points @ A, y, beta, tol, eps, nthreads)
+        self.rho = np.linalg.norm(self.zx, axis=1)
+        self.table = _table_for(self.zx, beta, points.shape[1], tol)
         self.corrected = 0
 
     def __call__(self, c: np.ndarray) -> np.ndarray:
         cmax = float(np.max(c))
         w = np.exp(c - cmax)
-        S, zmax = _sums(self.points, None, self.z, None, w[None], self.beta, self.table,
+        S, gsup = _sums(self.zx, None, self.y, None, w[None], self.beta, self.table,
                         self.eps, self.nthreads)
         Z = S[0]
-        dz = _delta(w[None], w, zmax, self.table.tail, self.eps, self.points.shape[1])[0]
-        out = np.log(np.maximum(Z, 1e-300)) + self.table.kmax + cmax
+        dz = _delta(w[None], w, gsup, self.table.tail, self.eps, self.zx.shape[1])[0]
+        out = np.log(np.maximum(Z, 1e-300)) + self.beta * self.rho + cmax
         bad = np.nonzero(~(dz <= self.tol * np.maximum(Z - dz, 0.0)))[0]
         if bad.size:
-            out[bad] = logsumexp(self.beta * (self.points[bad] @ self.z.T) + c[None], axis=1)
+            out[bad] = logsumexp(self.beta * (self.zx[bad] @ self.y.T) + c[None], axis=1)
             self.corrected += int(bad.size)
         return out
 
@@ -467,8 +475,8 @@ def _sinkhorn_potentials(model: Any, x: np.ndarray, A: np.ndarray, w: np.ndarray
     beta = float(model.beta)
     iterations, stol = int(model.sinkhorn_iterations), float(model.sinkhorn_tol)
     lw = None if w is None else np.log(np.where(w > 0, w, 1.0)) + np.where(w > 0, 0.0, -np.inf)
-    row = _LSE(x, x @ A.T, beta, tol, eps, nthreads)  # row i: sum over j of beta <x_i, A x_j>
-    col = _LSE(x, x @ A, beta, tol, eps, nthreads)  # column j: sum over i of beta <x_i, A x_j>
+    row = _LSE(x, x, A, beta, tol, eps, nthreads)  # row i: sum over j of beta <x_i, A x_j>
+    col = _LSE(x, x, A.T, beta, tol, eps, nthreads)  # column j: over i of beta <x_j, A^T x_i>
     n = len(x)
 
     def plus(a: np.ndarray) -> np.ndarray:
@@ -581,13 +589,14 @@ def general_field(
                 pots[h][b] = g
                 corrected += nc
                 wb = w * np.exp(g - np.max(g))
-            table = _table_for(z, beta, d, tol)
+            zx = pts @ A  # A^T x: the expansion is in the points' concentrations
+            table = _table_for(zx, beta, d, tol)
             Lmax, Cmax, tail_max = max(Lmax, table.L), max(Cmax, table.C), max(tail_max, table.tail)
             vy = y @ V.T
             W = _weight_vectors(wb, vy, z, normalized, divergence)
-            S, zmax = _sums(pts, plab, z, nlab, W, beta, table, eps, nthreads)
-            delta = _delta(W, wb, zmax, table.tail, eps, d)
-            factor = (np.exp(table.kmax) / np.where(mass > 0, mass, np.inf)
+            S, gsup = _sums(zx, plab, y, nlab, W, beta, table, eps, nthreads)
+            delta = _delta(W, wb, gsup, table.tail, eps, d)
+            factor = (np.exp(beta * np.linalg.norm(zx, axis=1)) / np.where(mass > 0, mass, np.inf)
                       if not normalized else np.ones(p))
             normA, normV = float(np.linalg.norm(A, 2)), float(np.linalg.norm(V, 2))
             out = _head_field(pts, S, delta, beta=beta, normalized=normalized, factor=factor,
