@@ -5,6 +5,7 @@ index), Sinkhorn; S^1 and S^2; random, clustered, near-Dirac and mixed point set
 from __future__ import annotations
 
 import zlib
+from typing import Any
 
 import numpy as np
 import pytest
@@ -42,7 +43,7 @@ def _triple(d: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, n
             rng.normal(size=(d, d)))
 
 
-def _model(config: str, attention: str, d: int, rng: np.random.Generator, **kw: object) -> Model:
+def _model(config: str, attention: str, d: int, rng: np.random.Generator, **kw: Any) -> Model:
     """``general``: one head, ``Q, K`` near the identity, ``V`` Gaussian; ``heads``: two such;
     ``rotation``: ``Q`` a rotation (``A`` an isometry: one Chebyshev term), ``V`` Gaussian."""
     if config == "heads":
