@@ -197,7 +197,7 @@ def test_sinkhorn(d: int) -> None:
     the scale (measured: 0.15 to 0.4 ``sinkhorn_tol`` at 1e-10 and 1e-12, velocity and
     divergence, weighted and particles)."""
     rng = np.random.default_rng(30 + d)
-    n = 200
+    n = 120
     x = _points("uniform", n, d, rng)
     w = rng.random(n)
     w /= w.sum()
@@ -310,7 +310,7 @@ def test_solvers_take_the_general_fast_field(d: int) -> None:
     from meanfield.lagrangian import solve_lagrangian
 
     rng = np.random.default_rng(40 + d)
-    x = _points("clusters", 80, d, rng)
+    x = _points("clusters", 60, d, rng)
     lab = np.round(rng.random(len(x)), 1) if d == 3 else None
     t = [0.0, 0.2]
     heads = _model("heads", "softmax", d, rng)
