@@ -118,17 +118,18 @@ are twice that, a margin for larger ``beta`` (a larger band limit: at ``beta = 3
 160``, a fast evaluation on ``S^2`` costs ~10 ms at any small ``n``, the direct one at ``n =
 1000`` ~100 ms). docs/particles.md, section "Fast field", has the table."""
 
-CROSSOVER_GENERAL: dict[int, int] = {}
+CROSSOVER_GENERAL: dict[int, int] = {3: 8192}
 """``auto`` on the general path (:mod:`meanfield.fastsum_general`: ``Q^T K`` or ``V`` not a
 multiple of the identity, several heads): ``n_points * n_nodes >= CROSSOVER_GENERAL[d]^2``;
-no entry: never (only ``method="fast"``). None is set: at the default ``tol = 1e-12`` the
-transforms sit at their accuracy floor and the estimate sends the points with ``Z(x)`` well
-below its maximum back to the direct sum, which an anisotropic ``A`` makes common. Measured
-with benchmarks/bench_fastsum.py (softmax ``beta = 4``, ``A = I + 0.3 G``, uniform tokens,
-loaded machine): on ``S^2`` 695 of 1000, 2856 of 4096, 11 291 of 16 384 points recomputed, the
-fast field 6.8 s against the direct 8.9 s (velocity) and 22.7 s against 15.7 s (with the
-divergence) at ``n = 16 384``; on ``S^1`` 884 of 1000 and 13 327 of 16 384, no faster. With
-``fast_tol = 1e-10`` it vouches for every point (docs/particles.md, "Fast field")."""
+no entry (``S^1``): never (only ``method="fast"``). Its cost is ``C`` syntheses per weight
+vector (``C`` Chebyshev terms in ``|A^T x|``, 20-25 at ``beta = 4``; ``d + 1`` weight vectors
+for the velocity). Measured with benchmarks/bench_fastsum.py (softmax ``beta = 4``, ``A = I +
+0.3 G``, uniform tokens, 2 cores shared with other jobs): on ``S^2`` the fast velocity beat
+the direct one from ``n = 4096`` (0.22 s against 0.73 s; at ``n = 16 384`` 0.86 s against
+13.2 s, 137 points recomputed directly), not at ``n = 1000``; 8192 is twice that. On ``S^1``
+the NUFFT's larger error constant leaves 40-50 % of the points to the direct sum at the
+default ``tol`` (fast 2.4 s against 4.4 s at ``n = 16 384``, slower at 4096 with the
+divergence): no entry."""
 
 
 @dataclass(frozen=True)

@@ -272,9 +272,11 @@ def test_refusals() -> None:
     assert "feedforward" in str(fastsum.fast_reason(ff, 3))
     assert fastsum.fast_reason(Model(beta=1.0, Q=Q, causal=True), 3) is None
     assert fastsum.fast_reason(Model(beta=1.0, attention="sinkhorn"), 2) is None
-    # auto: the general path only past a crossover, none measured to hold at the default tol
-    # (fastsum.CROSSOVER_GENERAL is empty), never for Sinkhorn or the mask
-    assert not fastsum.use_fast("auto", Model(beta=1.0, Q=Q), 3, "sphere", 10**6, 10**6)
+    # auto: the general path only past its crossover (none on S^1), never for Sinkhorn or the
+    # mask
+    n = fastsum.CROSSOVER_GENERAL[3]
+    assert fastsum.use_fast("auto", Model(beta=1.0, Q=Q), 3, "sphere", n, n)
+    assert not fastsum.use_fast("auto", Model(beta=1.0, Q=Q), 3, "sphere", n - 1, n - 1)
     Q2 = np.diag([1.0, 2.0])
     assert not fastsum.use_fast("auto", Model(beta=1.0, Q=Q2), 2, "sphere", 10**6, 10**6)
     assert fastsum.use_fast("fast", Model(beta=1.0, Q=Q2), 2, "sphere", 10, 10)
