@@ -335,3 +335,43 @@ def test_solvers_take_the_general_fast_field(d: int) -> None:
         # costs"): then the runs agree to round-off (the weighted direct kernel against the
         # particle one: 1e-16 measured), and there is no O(dt^4) gap to shrink
         assert g[1] <= g[0] / 8 or max(g) <= 1e-14, (name, g)
+
+
+@pytest.mark.parametrize("d", [2, 3])
+def test_field_at_other_points(d: int) -> None:
+    """``field_at`` with general weights: nodes in two near-Diracs, points everywhere (some
+    far from all mass, which the estimate sends to the direct sum), and a causal mask with
+    point labels of their own."""
+    from meanfield.lagrangian import field_at
+
+    rng = np.random.default_rng(60 + d)
+    x = _points("two-dirac", 300, d, rng)
+    w = np.full(len(x), 1.0 / len(x))
+    pts = _points("uniform", 400, d, rng)
+    for attention in ("softmax", "unnormalized"):
+        model = _model("heads", attention, d, rng)
+        fast = field_at(model, pts, x, w, method="fast")
+        ref = field_at(model, pts, x, w, method="direct")
+        assert fast.fast is not None
+        _assert_close((fast.velocity, fast.divergence), (ref.velocity, ref.divergence),
+                      _scales(model, pts, x, w), TOL)
+    model = _model("general", "softmax", d, rng, causal=True)
+    lab, plab = rng.random(len(x)), 0.2 + 0.8 * rng.random(len(pts))  # every point sees some
+    lab[0] = 0.0
+    fast = field_at(model, pts, x, w, labels=lab, point_labels=plab, method="fast")
+    ref = field_at(model, pts, x, w, labels=lab, point_labels=plab, method="direct")
+    _assert_close((fast.velocity, fast.divergence), (ref.velocity, ref.divergence),
+                  _scales(model, pts, x, w, (plab, lab)), TOL)
+
+
+def test_sinkhorn_newton_polish() -> None:
+    """Few Sinkhorn iterations on a small particle system: the direct code polishes the
+    potentials by Newton's method (n <= 1024, equal weights), and so does the fast path;
+    both then meet ``sinkhorn_tol`` and the fields agree as in :func:`test_sinkhorn`."""
+    rng = np.random.default_rng(70)
+    x = _points("clusters", 100, 3, rng)
+    stol = 1e-12
+    model = _model("general", "sinkhorn", 3, rng, sinkhorn_tol=stol, sinkhorn_iterations=3)
+    vf, vr = velocity(model, x, method="fast"), velocity(model, x, method="direct")
+    w = np.full(len(x), 1.0 / len(x))
+    _assert_close((vf, None), (vr, None), _scales(model, x, x, w), 2 * stol + TOL)
