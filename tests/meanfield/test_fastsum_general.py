@@ -114,12 +114,9 @@ def test_general_weights_match_direct(d: int, attention: str, config: str, point
 @pytest.mark.parametrize("attention", ["softmax", "unnormalized", "l2"])
 @pytest.mark.parametrize("points", ["uniform", "clusters", "dirac-pole"])
 def test_loose_tolerance_is_fast_and_met(d: int, attention: str, points: str) -> None:
-    """At ``tol = 1e-8`` (transforms at ``tol / 1024``) the estimate vouches for most points,
+    """At ``tol = 1e-8`` (transforms at ``tol / 1024``) the estimate vouches for the points,
     so the transforms themselves are checked: error ``<= tol * scale`` at every point, at most
-    half of the points recomputed directly (measured: none on 17 of these 18 sets; 106 of 300
-    on one, clustered with two anisotropic heads, whose points see the other clusters' mass
-    only where ``Z(x)`` is a few percent of its maximum, so the bound ``C eps max Z / Z(x)``
-    cannot vouch for them)."""
+    a tenth of the points recomputed directly (measured: none on all 18 sets)."""
     rng = np.random.default_rng(zlib.crc32(repr(("loose", d, attention, points)).encode()))
     x = _points(points, 300, d, rng)
     w = rng.random(len(x))
@@ -135,7 +132,7 @@ def test_loose_tolerance_is_fast_and_met(d: int, attention: str, points: str) ->
     vel, div, settings, _ = fastsum_general.general_field(
         model, xb, xb, wb, divergence=True, tol=tol, direct=direct)
     ref = weighted_field(model, x, w, method="direct")
-    assert settings.corrected <= len(x) / 2, settings
+    assert settings.corrected <= len(x) / 10, settings
     assert settings.error_estimate <= tol
     _assert_close((vel[0], div[0]), (ref.velocity, ref.divergence), _scales(model, x, x, w), tol)  # type: ignore[index]
 
@@ -146,7 +143,7 @@ def test_causal_labels(d: int, attention: str) -> None:
     """The causal mask through label blocks (more nodes than
     :data:`meanfield.fastsum_general.BLOCK_NODES`, tied labels across a block boundary): the
     weighted field fast against direct at ``TOL``, and at ``tol = 1e-8`` the block sums
-    themselves (at most half the points recomputed; measured 1 to 81 of 700)."""
+    themselves (at most a tenth of the points recomputed; measured 0 to 10 of 700)."""
     rng = np.random.default_rng(zlib.crc32(repr(("causal", d, attention)).encode()))
     n = 700
     x = _points("clusters", n, d, rng)
@@ -167,7 +164,7 @@ def test_causal_labels(d: int, attention: str) -> None:
     vel, div, settings, _ = fastsum_general.general_field(
         model, x[None], x[None], w[None], divergence=True, labels=labels, tol=1e-8,
         direct=direct)
-    assert settings.corrected <= n / 2, settings
+    assert settings.corrected <= n / 10, settings
     _assert_close((vel[0], div[0]), (ref.velocity, ref.divergence), scales, 1e-8)  # type: ignore[index]
 
 
