@@ -14,6 +14,11 @@ plain script:
 (b) The crossover: the smallest ``n`` of a grid (powers of 2 from 16 to 4096) from which on
     the fast velocity beats the direct one at every larger ``n`` of the grid
     (``meanfield.fastsum.CROSSOVER`` is this, rounded up).
+(c) General weights (``meanfield.fastsum_general``): the same field with ``Q = I + 0.3 G``,
+    ``K = I``, ``V = G'`` (Gaussian, fixed seed; ``A = Q^T K`` anisotropic, so a Chebyshev
+    expansion in ``|A y|``), direct and fast, with the points the error estimate sent back to
+    the direct sum and the Chebyshev terms; and its crossover on the grid 512 ... 8192
+    (``meanfield.fastsum.CROSSOVER_GENERAL``).
 
 Times are the minimum over ``--repeat`` runs (wall clock; ducc0 with all hardware threads,
 numpy's BLAS with its own). Prints Markdown tables.
@@ -38,6 +43,8 @@ BETA = 4.0
 FULL = {"sizes": [1000, 4096, 16384, 65536, 262144, 1048576], "direct_max": 16384,
         "crossover": [16, 32, 64, 128, 256, 512, 1024, 2048, 4096]}
 QUICK = {"sizes": [1000], "direct_max": 1000, "crossover": [250, 1000]}
+GENERAL_FULL = {"sizes": [1000, 4096, 16384, 65536], "crossover": [512, 1024, 2048, 4096, 8192]}
+GENERAL_QUICK = {"sizes": [1000], "crossover": [1000]}
 
 
 def _best(fn: Callable[[], Any], repeat: int) -> float:
@@ -88,8 +95,9 @@ def floor_time(x: np.ndarray, divergence: bool, repeat: int) -> float:
     return _best(run, repeat)
 
 
-def field_time(x: np.ndarray, method: str, divergence: bool, repeat: int) -> float:
-    model = Model(beta=BETA)
+def field_time(x: np.ndarray, method: str, divergence: bool, repeat: int,
+               model: Model | None = None) -> float:
+    model = Model(beta=BETA) if model is None else model
     w = np.full(len(x), 1.0 / len(x))
     return _best(lambda: weighted_field(model, x, w, divergence=divergence, method=method), repeat)
 
@@ -106,19 +114,27 @@ def table(sizes: list[int], direct_max: int, repeat: int) -> list[dict[str, Any]
                 row[f"direct {tag}"] = (field_time(x, "direct", div, 1 if n > 4096 else repeat)
                                         if n <= direct_max else None)
             rows.append(row)
-            print("  " + "  ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
-                                   for k, v in row.items()), flush=True)
+            _print_row("  ", row)
     return rows
 
 
-def crossover(grid: list[int], repeat: int) -> dict[str, Any]:
+def _print_row(prefix: str, row: dict[str, Any]) -> None:
+    print(prefix + "  ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+                             for k, v in row.items()), flush=True)
+
+
+def crossover(grid: list[int], repeat: int,
+              model_of: Callable[[int], Model] | None = None) -> dict[str, Any]:
+    """The crossover of (b); ``model_of(d)``: another model (default softmax, ``Q = K = V =
+    I``)."""
     out: dict[str, Any] = {}
     for d in (2, 3):
+        model = None if model_of is None else model_of(d)
         wins = []
         for n in grid:
             x = _tokens(n, d)
-            t_fast = field_time(x, "fast", False, repeat)
-            t_direct = field_time(x, "direct", False, repeat)
+            t_fast = field_time(x, "fast", False, repeat, model)
+            t_direct = field_time(x, "direct", False, repeat, model)
             wins.append(t_fast < t_direct)
             print(f"  crossover S^{d - 1} n={n}: fast {t_fast:.3g} s, direct {t_direct:.3g} s",
                   flush=True)
@@ -129,6 +145,45 @@ def crossover(grid: list[int], repeat: int) -> dict[str, Any]:
             first = grid[i]
         out[f"S^{d - 1}"] = first
     return out
+
+
+def general_model(d: int) -> Model:
+    """Softmax, ``beta = 4``, ``Q = I + 0.3 G``, ``K = I``, ``V = G'`` (fixed seed)."""
+    rng = np.random.default_rng(100 + d)
+    return Model(beta=BETA, Q=np.eye(d) + 0.3 * rng.normal(size=(d, d)), V=rng.normal(size=(d, d)))
+
+
+def general_table(sizes: list[int], direct_max: int, repeat: int) -> list[dict[str, Any]]:
+    rows = []
+    for d in (2, 3):
+        model = general_model(d)
+        for n in sizes:
+            x = _tokens(n, d)
+            row: dict[str, Any] = {"sphere": f"S^{d - 1}", "n": n}
+            for div, tag in ((False, "v"), (True, "v+div")):
+                row[f"fast {tag}"] = field_time(x, "fast", div, repeat, model)
+                row[f"direct {tag}"] = (field_time(x, "direct", div, 1 if n > 4096 else repeat,
+                                                   model) if n <= direct_max else None)
+            res = weighted_field(model, x, np.full(n, 1.0 / n), method="fast").fast
+            row["corrected"] = res.corrected  # type: ignore[union-attr]
+            row["chebyshev"] = res.chebyshev  # type: ignore[union-attr]
+            rows.append(row)
+            _print_row("  general ", row)
+    return rows
+
+
+def general_markdown(rows: list[dict[str, Any]], cross: dict[str, int | None]) -> str:
+    lines = ["| sphere | n | direct v (s) | fast v (s) | direct v+div (s) | fast v+div (s) | "
+             "corrected | Chebyshev terms |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        lines.append(f"| {r['sphere']} | {r['n']} | {_fmt(r['direct v'])} | {_fmt(r['fast v'])} | "
+                     f"{_fmt(r['direct v+div'])} | {_fmt(r['fast v+div'])} | {r['corrected']} | "
+                     f"{r['chebyshev']} |")
+    lines.append("")
+    lines.append("General-weights crossover (fast velocity beats direct from this n on): "
+                 + ", ".join(f"{k}: {v}" for k, v in cross.items()))
+    return "\n".join(lines)
 
 
 def _fmt(v: Any) -> str:
@@ -168,7 +223,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     rows = table(conf["sizes"], direct_max, args.repeat)  # type: ignore[arg-type]
     cross = crossover(conf["crossover"], args.repeat)  # type: ignore[arg-type]
     print(markdown(rows, cross))
-    result = {"rows": rows, "crossover": cross, "beta": BETA}
+    gconf = GENERAL_QUICK if args.quick else GENERAL_FULL
+    grows = general_table(gconf["sizes"], direct_max, args.repeat)  # type: ignore[arg-type]
+    gcross = crossover(gconf["crossover"], args.repeat, general_model)
+    print(general_markdown(grows, gcross))
+    result = {"rows": rows, "crossover": cross, "beta": BETA,
+              "general": {"rows": grows, "crossover": gcross}}
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(result, fh, indent=1)

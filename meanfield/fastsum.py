@@ -35,6 +35,10 @@ Both sums are zonal convolutions, diagonal in harmonics with the Funk–Hecke mu
 
 Cost ``O((n + m) log(1/eps) + L^2 log L)`` against ``O(n m)`` for the direct sum.
 
+General weights (any ``Q, K, V``, several heads, l2 with any ``Q, K``, Sinkhorn, the causal
+mask) go through :mod:`meanfield.fastsum_general` (a Chebyshev expansion in ``|Q^T K y|`` of
+the same multipliers); :func:`fast_reason` covers both paths, :func:`zonal_reason` this one.
+
 **Accuracy.** With the kernel scaled by ``e^{-beta}`` (its maximum 1) and ``sum w = 1``, each
 sum has an absolute error ``delta = tail(L) + C eps max Z`` (truncation, the bound of fast
 summation (Keiner, Kunis, Potts 2006), plus the nonuniform transforms' error, relative to the
@@ -114,6 +118,19 @@ are twice that, a margin for larger ``beta`` (a larger band limit: at ``beta = 3
 160``, a fast evaluation on ``S^2`` costs ~10 ms at any small ``n``, the direct one at ``n =
 1000`` ~100 ms). docs/particles.md, section "Fast field", has the table."""
 
+CROSSOVER_GENERAL: dict[int, int] = {3: 8192}
+"""``auto`` on the general path (:mod:`meanfield.fastsum_general`: ``Q^T K`` or ``V`` not a
+multiple of the identity, several heads): ``n_points * n_nodes >= CROSSOVER_GENERAL[d]^2``;
+no entry (``S^1``): never (only ``method="fast"``). Its cost is ``C`` syntheses per weight
+vector (``C`` Chebyshev terms in ``|A^T x|``, 20-25 at ``beta = 4``; ``d + 1`` weight vectors
+for the velocity). Measured with benchmarks/bench_fastsum.py (softmax ``beta = 4``, ``A = I +
+0.3 G``, uniform tokens, 2 cores shared with other jobs): on ``S^2`` the fast velocity beat
+the direct one from ``n = 4096`` (0.22 s against 0.73 s; at ``n = 16 384`` 0.86 s against
+13.2 s, 137 points recomputed directly), not at ``n = 1000``; 8192 is twice that. On ``S^1``
+the NUFFT's larger error constant leaves 40-50 % of the points to the direct sum at the
+default ``tol`` (fast 2.4 s against 4.4 s at ``n = 16 384``, slower at 4096 with the
+divergence): no entry."""
+
 
 @dataclass(frozen=True)
 class FastSettings:
@@ -127,6 +144,8 @@ class FastSettings:
             Laplacian weighted).
         error_estimate: ``delta / min_i Z(x_i)`` over the points computed fast (0 if none).
         corrected: points recomputed by the direct sum (estimate above ``tol``).
+        chebyshev: terms of the expansion in the radius ``|A y|`` (general weights,
+            :mod:`meanfield.fastsum_general`); 0 for the zonal kernels.
     """
 
     tol: float
@@ -135,6 +154,7 @@ class FastSettings:
     tail: float
     error_estimate: float
     corrected: int
+    chebyshev: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -148,7 +168,8 @@ def merge_settings(old: FastSettings | None, new: FastSettings | None) -> FastSe
     return FastSettings(tol=new.tol, band_limit=max(old.band_limit, new.band_limit),
                         epsilon=new.epsilon, tail=max(old.tail, new.tail),
                         error_estimate=max(old.error_estimate, new.error_estimate),
-                        corrected=old.corrected + new.corrected)
+                        corrected=old.corrected + new.corrected,
+                        chebyshev=max(old.chebyshev, new.chebyshev))
 
 
 # -- which models and inputs ------------------------------------------------------------
@@ -163,27 +184,51 @@ def fast_reason(model: Any, d: int, geometry: str = "sphere", *, causal_labels: 
                 backend_numpy: bool = True) -> str | None:
     """Why the fast field does not apply (a sentence naming the field), or ``None``.
 
-    It applies on ``S^1`` and ``S^2`` (``geometry="sphere"``, ``d`` in 2, 3) to one head with
-    ``Q^T K = c I`` (``c >= 0``) and ``V = v I``, kinds softmax, unnormalized, sigmoid (band
-    limit up to :data:`SIGMOID_MAX_BAND`) and l2 (``Q = K = I``), no causal mask, no
-    feed-forward term, NumPy arrays.
+    It applies on ``S^1`` and ``S^2`` (``geometry="sphere"``, ``d`` in 2, 3) to NumPy arrays
+    without a feed-forward term, through one of two paths:
+
+    * zonal (:func:`fast_field`): one head, ``Q^T K = c I`` (``c >= 0``), ``V = v I``, no
+      causal mask; softmax, unnormalized, sigmoid (band limit up to
+      :data:`SIGMOID_MAX_BAND`) and l2 (``Q = K = I``);
+    * general (:mod:`meanfield.fastsum_general`): any ``Q, K, V``, any number of heads, the
+      causal mask (labels or index), kinds softmax, unnormalized, l2 and sinkhorn.
+
+    What stays direct: ``R^d`` (no harmonic transform there), ``S^{d-1}`` for ``d >= 4`` (no
+    nonuniform harmonic transform in ducc0), sigmoid unless zonal (its profile is not an
+    exponential), the feed-forward term, torch tensors.
     """
     if geometry != "sphere":
         return f"geometry={geometry!r}: the fast field is on the sphere only (R^d stays direct)"
     if d not in (2, 3):
         return (f"d={d}: the fast field is on S^1 and S^2 (d = 2, 3); S^(d-1) for d >= 4 stays "
                 "direct (no nonuniform harmonic transform there)")
-    if model.attention not in FAST_KINDS:
-        return (f"attention={model.attention!r}: the fast field covers {FAST_KINDS} "
-                "(sinkhorn stays direct)")
-    if model.heads is not None and len(model.heads) > 1:
-        return f"heads: {len(model.heads)} heads; the fast field takes one head"
-    if model.causal or causal_labels:
-        return "causal=True: masked attention is not a zonal sum; it stays direct"
-    if model.feedforward is not None:
-        return "feedforward: the fast field has no feed-forward term; it stays direct"
     if not backend_numpy:
         return "a torch tensor: the fast field runs on NumPy (ducc0); torch stays direct"
+    if model.feedforward is not None:
+        return "feedforward: the fast field has no feed-forward term; it stays direct"
+    zonal = zonal_reason(model, d, causal_labels=causal_labels)
+    if zonal is None:
+        return None
+    from meanfield.fastsum_general import general_reason
+
+    general = general_reason(model, d)
+    if general is None:
+        return None
+    if model.attention != "sigmoid" or zonal.startswith("attention="):
+        return general if model.attention != "sigmoid" else zonal
+    return (f"attention='sigmoid': {zonal}; sigmoid has only the zonal path (its profile is "
+            "not an exponential)")
+
+
+def zonal_reason(model: Any, d: int, *, causal_labels: bool = False) -> str | None:
+    """Why the zonal path (:func:`fast_field`) does not apply, or ``None`` (``d`` in 2, 3,
+    NumPy, no feed-forward term: checked by :func:`fast_reason`)."""
+    if model.attention not in FAST_KINDS:
+        return (f"attention={model.attention!r}: the zonal fast field covers {FAST_KINDS}")
+    if model.heads is not None and len(model.heads) > 1:
+        return f"heads: {len(model.heads)} heads; the zonal fast field takes one head"
+    if model.causal or causal_labels:
+        return "causal=True: masked attention is not a zonal sum"
     Q, K, V = model.matrices(d)[0]
     if model.attention == "l2":
         if not (np.array_equal(Q, np.eye(d)) and np.array_equal(K, np.eye(d))):
@@ -191,9 +236,9 @@ def fast_reason(model: Any, d: int, geometry: str = "sphere", *, causal_labels: 
     else:
         c = _scalar_multiple(Q.T @ K)
         if c is None or c < 0:
-            return "Q, K: the fast field needs Q^T K = c I with c >= 0 (a zonal kernel)"
+            return "Q, K: the zonal fast field needs Q^T K = c I with c >= 0"
     if _scalar_multiple(V) is None:
-        return "V: the fast field needs V = v I (a scalar multiple of the identity)"
+        return "V: the zonal fast field needs V = v I (a scalar multiple of the identity)"
     if model.attention == "unnormalized":
         try:
             check_exp_beta(_beta_eff(model, d), "unnormalized attention")
@@ -213,13 +258,27 @@ def _beta_eff(model: Any, d: int) -> float:
     return float(model.beta) * float(c)  # type: ignore[arg-type]
 
 
+def check_tol(tol: Any, name: str = "fast_tol") -> float:
+    """``tol`` as a float in ``(0, 1)`` (a relative accuracy), else ``ValueError`` naming
+    ``name``."""
+    try:
+        t = float(tol)
+    except (TypeError, ValueError):
+        t = math.nan
+    if not 0 < t < 1:
+        msg = f"{name} must be a relative accuracy in (0, 1), got {tol!r}"
+        raise ValueError(msg)
+    return t
+
+
 def use_fast(method: str, model: Any, d: int, geometry: str, n_points: int, n_nodes: int, *,
              causal_labels: bool = False, backend_numpy: bool = True) -> bool:
     """The choice point of ``method`` (:data:`METHODS`): ``True`` for the fast field.
 
     ``fast`` where it does not apply raises ``ValueError`` with :func:`fast_reason`;
-    ``auto`` takes it where it applies and ``n_points * n_nodes >= CROSSOVER[d]^2``, sigmoid
-    excepted (only with ``fast``).
+    ``auto`` takes it where it applies and ``n_points * n_nodes >= CROSSOVER[d]^2`` (zonal
+    path) or ``>= CROSSOVER_GENERAL[d]^2`` (general path); sigmoid, Sinkhorn and the causal
+    mask only with ``fast`` (no crossover measured for them).
     """
     if method not in METHODS:
         msg = f"method must be one of {METHODS}, got {method!r}"
@@ -236,8 +295,14 @@ def use_fast(method: str, model: Any, d: int, geometry: str, n_points: int, n_no
     # sigmoid only when asked for: its error estimate (l1 norms of sign-changing coefficients)
     # may send most points back to the direct sum (at beta = 9, every point of some test sets),
     # so no crossover holds for it
-    return (reason is None and model.attention != "sigmoid"
-            and n_points * n_nodes >= CROSSOVER[d] ** 2)
+    if reason is not None or model.attention == "sigmoid":
+        return False
+    if zonal_reason(model, d, causal_labels=causal_labels) is None:
+        return n_points * n_nodes >= CROSSOVER[d] ** 2
+    if model.attention == "sinkhorn" or model.causal or causal_labels:
+        return False
+    cross = CROSSOVER_GENERAL.get(d)
+    return cross is not None and n_points * n_nodes >= cross**2
 
 
 # -- band limit ---------------------------------------------------------------------------
@@ -662,14 +727,17 @@ def energy(model: Any, x: Any, weights: Any = None, *, tol: float = DEFAULT_TOL,
 
 __all__ = [
     "CROSSOVER",
+    "CROSSOVER_GENERAL",
     "DEFAULT_TOL",
     "FAST_KINDS",
     "METHODS",
     "FastSettings",
     "band_limit",
+    "check_tol",
     "energy",
     "fast_field",
     "fast_reason",
     "merge_settings",
     "use_fast",
+    "zonal_reason",
 ]

@@ -23,7 +23,7 @@ import numpy as np
 from meanfield import backend as bk
 from meanfield import fastsum
 from meanfield.kernels import DEFAULT_MEMORY_LIMIT, Kernel, Tiling
-from meanfield.lagrangian.field import _apply, ambient_field, project_tangent
+from meanfield.lagrangian.field import _apply, _fast_field, ambient_field, project_tangent
 
 from .inputs import as_tokens, check_geometry
 
@@ -92,6 +92,7 @@ def velocity(
     memory_limit: int = DEFAULT_MEMORY_LIMIT,
     check: bool = True,
     method: str = "auto",
+    fast_tol: float = fastsum.DEFAULT_TOL,
 ) -> np.ndarray:
     """The right-hand side ``x_i'`` of docs/equations.md section 2 (SA (2.3), USA, (2.7), (2.8), (9.1)).
 
@@ -106,16 +107,20 @@ def velocity(
             ``S^1``/``S^2``, :mod:`meanfield.fastsum`; ``ValueError`` naming the reason where it
             does not apply) or ``"auto"`` (fast where it applies and pays, the measured
             crossover :data:`meanfield.fastsum.CROSSOVER`).
+        fast_tol: the fast field's relative accuracy per point (points it cannot vouch for
+            are recomputed directly).
 
     Returns:
         An array of the shape of ``x``.
     """
     check_geometry(geometry)
+    fastsum.check_tol(fast_tol)
     x = _checked(model, x, check)
     xb = _as_batch(x)
     n, d = xb.shape[-2:]
     if fastsum.use_fast(method, model, d, geometry, n, n, backend_numpy=bk.is_numpy(xb)):
-        return _fast_velocity(model, xb, memory_limit).astype(x.dtype, copy=False).reshape(x.shape)
+        return (_fast_velocity(model, xb, memory_limit, fast_tol)
+                .astype(x.dtype, copy=False).reshape(x.shape))
     a = ambient_field(model, xb, xb, memory_limit=memory_limit)[0]  # (2.8): inside P
     a = a if x.ndim == 3 else a[0]
     if geometry == "sphere":
@@ -123,16 +128,13 @@ def velocity(
     return a
 
 
-def _fast_velocity(model: Any, xb: np.ndarray, memory_limit: int) -> np.ndarray:
+def _fast_velocity(model: Any, xb: np.ndarray, memory_limit: int,
+                   tol: float = fastsum.DEFAULT_TOL) -> np.ndarray:
     """:func:`velocity` by fast summation (float64), the points it cannot vouch for by the
-    direct sum (:func:`meanfield.fastsum.fast_field`)."""
+    direct sum (:func:`meanfield.lagrangian.field._fast_field` with ``weights=None``: equal
+    weights, causal by index)."""
     x64 = np.ascontiguousarray(xb, dtype=float)
-
-    def direct(pts: np.ndarray, b: int) -> tuple[np.ndarray, None]:
-        a = ambient_field(model, pts, x64[b : b + 1], memory_limit=memory_limit)[0]
-        return project_tangent(pts, a), None
-
-    return fastsum.fast_field(model, x64, x64, None, divergence=False, direct=direct)[0]
+    return _fast_field(model, x64, x64, None, "none", True, memory_limit, tol=tol).velocity
 
 
 __all__ = ["attention", "attention_weights", "project_tangent", "velocity"]

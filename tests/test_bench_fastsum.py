@@ -28,3 +28,12 @@ def test_quick_run(tmp_path: Path) -> None:
             assert r[key] > 0, key
     assert set(result["crossover"]) == {"S^1", "S^2"}
     assert "| sphere | n |" in printed.getvalue() and "Crossover" in printed.getvalue()
+    general = result["general"]
+    assert [(r["sphere"], r["n"]) for r in general["rows"]] == [
+        (s, n) for s in ("S^1", "S^2") for n in bench_fastsum.GENERAL_QUICK["sizes"]]
+    for r in general["rows"]:
+        for key in ("fast v", "direct v", "fast v+div", "direct v+div"):
+            assert r[key] > 0, key
+        assert 0 <= r["corrected"] <= r["n"] and r["chebyshev"] > 1
+    assert set(general["crossover"]) == {"S^1", "S^2"}
+    assert "General-weights crossover" in printed.getvalue()

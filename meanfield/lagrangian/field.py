@@ -366,6 +366,7 @@ def weighted_field(
     state: FieldState | None = None,
     memory_limit: int = DEFAULT_MEMORY_LIMIT,
     method: str = "auto",
+    fast_tol: float = fastsum.DEFAULT_TOL,
 ) -> FieldResult:
     """The velocity and its divergence at the nodes of ``mu = sum_j w_j delta_{x_j}``
     (docs/lagrangian.md sections 1-2).
@@ -386,13 +387,15 @@ def weighted_field(
             ``S^1``/``S^2``, :mod:`meanfield.fastsum`, accurate to ``1e-12`` relative per
             point; ``ValueError`` naming the reason where it does not apply) or ``"auto"``
             (fast where it applies and pays: :data:`meanfield.fastsum.CROSSOVER`).
+        fast_tol: the fast field's relative accuracy per point (docs/particles.md, "Fast
+            field"; the points it cannot vouch for are recomputed directly).
 
     Returns:
         :class:`FieldResult`.
     """
     return field_at(model, x, x, weights, geometry=geometry, labels=labels, point_labels=labels,
                     divergence=divergence, state=state, memory_limit=memory_limit,
-                    method=method)
+                    method=method, fast_tol=fast_tol)
 
 
 def field_at(
@@ -408,11 +411,13 @@ def field_at(
     state: FieldState | None = None,
     memory_limit: int = DEFAULT_MEMORY_LIMIT,
     method: str = "auto",
+    fast_tol: float = fastsum.DEFAULT_TOL,
 ) -> FieldResult:
     """The field of ``mu = sum_j w_j delta_{x_j}`` (nodes ``x``) and its divergence at other
     ``points`` (``(p, d)`` or ``(B, p, d)``; on the sphere for ``geometry="sphere"``), with
     ``point_labels`` for a causal model; otherwise as :func:`weighted_field`. For Sinkhorn
     the potentials are those of the nodes (fixed in the point)."""
+    fastsum.check_tol(fast_tol)
     xa, w, klab = check_measure(model, x, weights, geometry=geometry, labels=labels)
     pa = _check_nodes(points, "points", geometry, model)
     if pa.ndim != xa.ndim or pa.shape[-1] != xa.shape[-1] or (xa.ndim == 3 and pa.shape[0] != xa.shape[0]):
@@ -432,30 +437,76 @@ def field_at(
     deriv = "none" if not divergence else "both" if geometry == "sphere" else "trace"
     if fastsum.use_fast(method, model, xb.shape[-1], geometry, pb.shape[-2], xb.shape[-2],
                         causal_labels=lab is not None, backend_numpy=be is None):
-        return _fast_field(model, pb, xb, w, deriv, batched, memory_limit)
+        return _fast_field(model, pb, xb, w, deriv, batched, memory_limit,
+                           labels=None if qlab is None or klab is None else (qlab, klab),
+                           state=state, tol=fast_tol)
     F, tr, xdx, new_state = ambient_field(
         model, pb, xb, conv(w), labels=lab, derivatives=deriv, state=state,
         memory_limit=memory_limit)
     return _finish(pb, F, tr, xdx, geometry, batched, new_state)
 
 
-def _fast_field(model: Any, pb: np.ndarray, xb: np.ndarray, w: np.ndarray, deriv: str,
-                batched: bool, memory_limit: int) -> FieldResult:
-    """:func:`field_at` by fast summation (:func:`meanfield.fastsum.fast_field`); the points
-    whose error estimate exceeds the tolerance by the direct sum."""
+def _fast_field(model: Any, pb: np.ndarray, xb: np.ndarray, w: np.ndarray | None, deriv: str,
+                batched: bool, memory_limit: int, *,
+                labels: tuple[np.ndarray, np.ndarray] | None = None,
+                state: FieldState | None = None,
+                tol: float = fastsum.DEFAULT_TOL) -> FieldResult:
+    """:func:`field_at` by fast summation (:func:`meanfield.fastsum.fast_field` for the zonal
+    kernels, :func:`meanfield.fastsum_general.general_field` otherwise); the points whose
+    error estimate exceeds the tolerance by the direct sum. ``w=None``: the particle system
+    (equal weights, causal by index)."""
+    from meanfield.fastsum_general import general_field
 
-    def direct(pts: np.ndarray, b: int) -> tuple[np.ndarray, np.ndarray | None]:
-        F, tr, xdx, st = ambient_field(model, pts, xb[b : b + 1], w[b : b + 1],
-                                       derivatives=deriv, memory_limit=memory_limit)
-        r = _finish(pts, F, tr, xdx, "sphere", True, st)
-        return r.velocity, r.divergence
+    d = xb.shape[-1]
+    B, m = xb.shape[:2]
+    divergence = deriv != "none"
+    if fastsum.zonal_reason(model, d, causal_labels=labels is not None) is None:
+        wz = np.full((B, m), 1.0 / m) if w is None else w
 
-    vel, div, settings = fastsum.fast_field(model, pb, xb, w, divergence=deriv != "none",
-                                            direct=direct)
+        def direct(pts: np.ndarray, b: int) -> tuple[np.ndarray, np.ndarray | None]:
+            F, tr, xdx, st = ambient_field(model, pts, xb[b : b + 1], wz[b : b + 1],
+                                           derivatives=deriv, memory_limit=memory_limit)
+            r = _finish(pts, F, tr, xdx, "sphere", True, st)
+            return r.velocity, r.divergence
+
+        vel, div, settings = fastsum.fast_field(model, pb, xb, w, divergence=divergence,
+                                                tol=tol, direct=direct)
+        new_state = FieldState()
+    else:
+        # the direct fallback: the weighted field (particles: weights 1/m, the index as labels,
+        # the same weights and mask as the particle kernels); Sinkhorn warm-started from the
+        # fast potentials (softmax with a column bias: a constant shift of g cancels)
+        wd = np.full((B, m), 1.0 / m) if w is None else w
+        index = w is None and model.causal
+        pots: dict[int, tuple[np.ndarray, ...]] = {}
+
+        def direct_at(b: int, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+            pts = pb[b : b + 1, idx]
+            lab = None
+            if labels is not None:
+                lab = (labels[0][b : b + 1, idx], labels[1][b : b + 1])
+            elif index:
+                lab = (idx[None].astype(float), np.arange(m, dtype=float)[None])
+            st = FieldState(pots[b]) if b in pots else None
+            F, tr, xdx, _ = ambient_field(model, pts, xb[b : b + 1], wd[b : b + 1], labels=lab,
+                                          derivatives=deriv, state=st, memory_limit=memory_limit)
+            r = _finish(pts, F, tr, xdx, "sphere", True, FieldState())
+            return r.velocity, r.divergence
+
+        def keep(b: int, potentials: tuple[np.ndarray, ...]) -> None:
+            pots[b] = tuple(g[None] for g in potentials)
+
+        warm = None if state is None else state.potentials
+        if warm is not None and (len(warm) != len(model.matrices(d)) or warm[0].shape != (B, m)):
+            warm = None
+        vel, div, settings, potentials = general_field(
+            model, pb, xb, w, divergence=divergence, labels=labels, potentials=warm,
+            tol=tol, direct=direct_at, keep=keep)
+        new_state = FieldState(potentials)
     if not batched:
         vel = vel[0]
         div = None if div is None else div[0]
-    return FieldResult(vel, div, FieldState(), settings)
+    return FieldResult(vel, div, new_state, settings)
 
 
 __all__ = [

@@ -224,7 +224,9 @@ def solve_lagrangian(
     def rhs(y: Any) -> Any:
         xb = bk.contiguous(y[None, :, :d])
         if fast:
-            res = _fast_field(model, xb, xb, wb, deriv, False, memory_limit)
+            res = _fast_field(model, xb, xb, wb, deriv, False, memory_limit,
+                              labels=None if labels is None else (labels[None],) * 2,
+                              state=cache["state"])
             cache["fast"] = fastsum.merge_settings(cache.get("fast"), res.fast)
         else:
             F, tr, xdx, state = ambient_field(model, xb, xb, wb, labels=lab, derivatives=deriv,

@@ -144,13 +144,15 @@ def test_band_limit() -> None:
     ("model", "d", "geometry", "match"),
     [
         (Model(beta=200.0, attention="sigmoid"), 3, "sphere", "attention='sigmoid'"),
-        (Model(beta=1.0, attention="sinkhorn"), 3, "sphere", "attention='sinkhorn'"),
+        (Model(beta=1.0, attention="sigmoid", Q=np.diag([1.0, 2.0, 3.0])), 3, "sphere",
+         "attention='sigmoid'"),
+        (Model(beta=1.0, attention="sigmoid", causal=True), 3, "sphere", "causal"),
         (Model(beta=1.0), 4, "sphere", "d=4"),
+        (Model(beta=1.0, attention="sinkhorn"), 4, "sphere", "d=4"),
         (Model(beta=1.0), 3, "euclidean", "geometry='euclidean'"),
-        (Model(beta=1.0, Q=np.diag([1.0, 2.0, 3.0])), 3, "sphere", "Q, K"),
-        (Model(beta=1.0, V=np.diag([1.0, 2.0, 3.0])), 3, "sphere", "V"),
-        (Model(beta=1.0, causal=True), 3, "sphere", "causal"),
         (Model(beta=800.0, attention="unnormalized"), 3, "sphere", "beta = 800"),
+        (Model(beta=400.0, attention="unnormalized", Q=np.diag([1.0, 2.0, 3.0])), 3, "sphere",
+         "beta |Q\\^T K|"),
     ],
 )
 def test_refusals_name_the_field(model: Model, d: int, geometry: str, match: str) -> None:
