@@ -28,8 +28,9 @@ MOVED_TO_FULL = ("gaussian.particles", "theory.cone_collapse", "lagrangian.parti
 """Checks that issue 23 took out of the quick suite (to bring it under 45 s of wall time on
 2 cores; each still runs in the full suite) whose ``suite="quick"`` sizes still exist: they
 run here at those sizes, so that the tests keep what the quick suite gave up.
-(``theory.mobius_sphere``, also moved, does not depend on the suite: it runs in
-tests/validation/test_exact_checks.py.)"""
+(``theory.mobius_sphere``, also moved, does not depend on the suite, and
+``theory.repulsive_designs``, also moved: both run in tests/validation/test_exact_checks.py,
+the latter at its quick sizes.)"""
 
 FULL = get_suite("full")
 

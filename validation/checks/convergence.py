@@ -149,7 +149,8 @@ def _iid_distances(setup: dict[str, Any], seed: int, quantile: bool = False) -> 
             x0 = domain.quantiles(rho0, int(n))[None]
         else:
             x0 = np.stack([domain.sample(rho0, int(n), rng) for _ in range(seeds)])
-        xt = _particles_at(model, x0, t_end, setup["dt"], rng, setup["field_method"])
+        # a setup without "field_method" (circle.noise_meanfield_iid's) sums as simulate chooses
+        xt = _particles_at(model, x0, t_end, setup["dt"], rng, setup.get("field_method", "auto"))
         w1[i] = w1_density_particles(fdom, c_t, xt, kind="coefficients")
         kd[i] = kernel_distance_particles(fdom, c_t, xt, model.beta, kind="coefficients")
     return {"w1": w1, "kernel": kd, "snapshots": (rho0, x0, fdom.backward(c_t), fdom.grid, xt)}
