@@ -85,7 +85,9 @@ off the circle are evaluated at ``x/|x|`` (the direct sum at ``x``), a differenc
 order: seed 0, quick, every slope and ``z`` is the same to the 6 digits printed as with the
 direct sum. Measured (2 cores shared, load ~11, CPU s): circle.meanfield_time 8.1 -> 4.8,
 circle.meanfield_iid 10.5 -> 7.6, circle.meanfield_quantile 2.8 -> 2.0 (their particle
-systems, ``n`` up to 500-3000 and batches of 8-32, are where the fast field pays on S^1). On
+systems, ``n`` up to 500-3000 and batches of 8-32, are where the fast field pays on S^1); with
+small transforms on one thread (``meanfield.fastsum.CIRCLE_ONE_THREAD``) the wall times under
+that load went 38 -> 13 s (iid), 21 -> 8.4 s (time), 10 -> 4.1 s (quantile). On
 S^2 the fast field does not pay at these ``n`` (sphere.meanfield_iid 4.8 -> 4.3, within the
 noise): the sphere checks keep ``auto``."""
 
