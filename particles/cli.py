@@ -55,7 +55,8 @@ def _write(ds: Any, args: argparse.Namespace) -> None:
     from meanfield.io import write_netcdf
 
     settings = json.loads(ds.attrs["settings"])
-    settings.update(seed=int(args.seed), init=args.init)
+    # settings["field_method"] is what simulate chose; the request ("auto") is kept beside it
+    settings.update(seed=int(args.seed), init=args.init, field_method_requested=args.field_method)
     ds.attrs["settings"] = json.dumps(settings, sort_keys=True)
     write_netcdf(ds, args.out)
 
@@ -83,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
             rtol=args.rtol, atol=args.atol, memory_limit=int(args.memory_limit_mb * 2**20),
             observables=not args.no_observables, rng=rng, progress=args.progress, throw=False,
             backend=args.backend, device=args.device, dtype=args.dtype,
+            field_method=args.field_method,
         )
     except Interrupted as exc:  # Ctrl-C: the states up to then are written, as solve does
         if exc.dataset is None:

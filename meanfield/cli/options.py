@@ -210,6 +210,11 @@ OPTIONS: dict[str, Option] = {
     "method": Option("--method", "time integrator", str, "rk4"),
     "memory_limit_mb": Option("--memory-limit-mb", "bound on the n x n attention tiles, in MiB",
                               _float, 256.0, _POSITIVE, "must be finite and > 0"),
+    "field_method": Option(
+        "--field-method", "how the attention field is summed: direct (the O(n^2) sum, the "
+        "reference), fast (fast summation on S^1/S^2, meanfield.fastsum; refused where it does "
+        "not apply), auto (fast where it applies and pays, direct otherwise); the choice made "
+        "is recorded in the output's settings", str, "auto", choices=("auto", "direct", "fast")),
     "no_observables": Option("--no-observables",
                              "skip energy and dissipation (saves two n^2 passes per output)",
                              None, False, flag_only=True),
@@ -340,6 +345,10 @@ COMMANDS: dict[str, dict[str, Any]] = {
         "out": Path("solution.nc"), "plot": None, "overwrite": False, "progress": True,
         "backend": Use(help="lagrangian only: array library (numpy, or torch)"),
         "device": _NONE, "dtype": Use(help="lagrangian only: precision of the state"),
+        "field_method": Use(help="lagrangian only: how the field is summed: direct (the O(n^2) "
+                                 "sum, the reference), fast (fast summation on S^1/S^2; refused "
+                                 "where it does not apply), auto (fast where it applies and "
+                                 "pays); the choice made is settings['field_method'] of the file"),
     },
     "plot": {
         "out": Use(shown="FILE with suffix .png",
@@ -373,7 +382,8 @@ COMMANDS: dict[str, dict[str, Any]] = {
                     help="uniform on the sphere, orthogonal (d >= n), or standard Gaussian"),
         "t_max": 30.0, "times": 301, "seed": 0, "method": _NONE,
         "dt": Use(help="step of fixed-step methods"), "rtol": 1e-9, "atol": 1e-12,
-        "memory_limit_mb": 256.0, "no_observables": False, "out": Path("particles.nc"),
+        "memory_limit_mb": 256.0, "field_method": "auto", "no_observables": False,
+        "out": Path("particles.nc"),
         "plot": Use(help="PNG of the trajectories (circle: angle vs time; S^2: paths)"),
         "overwrite": False, "progress": True, "backend": "numpy", "device": None,
         "dtype": "float64",

@@ -78,7 +78,8 @@ def run_lagrangian(args: argparse.Namespace, model: Any, t: np.ndarray) -> int:
     try:
         ds = solve_lagrangian(model, start, t, rtol=args.rtol, atol=args.atol,
                               progress=args.progress, out=args.out, overwrite=args.overwrite,
-                              backend=args.backend, device=args.device, dtype=args.dtype)
+                              backend=args.backend, device=args.device, dtype=args.dtype,
+                              field_method=args.field_method)
         code = 0
     except LagrangianError as exc:
         print(f"meanfield: {exc}")
@@ -105,6 +106,10 @@ def run(args: argparse.Namespace) -> int:
     if (args.backend, args.device, args.dtype) != ("numpy", None, "float64"):
         msg = (f"--backend {args.backend} / --device / --dtype {args.dtype} apply to "
                f"'meanfield solve lagrangian' only: the spectral solvers run on NumPy float64")
+        raise ValueError(msg)
+    if "field_method" in (getattr(args, options.TYPED_KEY, None) or {}):
+        msg = (f"--field-method {args.field_method} applies to 'meanfield solve lagrangian' only: "
+               f"the spectral solvers sum no particles")
         raise ValueError(msg)
     domain = _domain(args)
     from meanfield.memory import check_solve_memory

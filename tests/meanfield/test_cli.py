@@ -319,6 +319,29 @@ def test_solve_circle_writes_netcdf_and_plot(tmp_path, capsys) -> None:
     assert "wrote" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize(("d", "asked", "chosen"), [(2, "fast", "fast"), (3, "direct", "direct"),
+                                                   (2, "auto", "direct")])
+def test_solve_lagrangian_passes_the_field_method_on(d, asked, chosen, tmp_path, capsys) -> None:
+    """``--field-method`` reaches ``solve_lagrangian``; the choice made is in the file's
+    settings (``auto`` at 16 nodes is below every crossover: direct)."""
+    import json
+
+    out = tmp_path / "lag.nc"
+    assert main(["solve", "lagrangian", "--d", str(d), "--resolution", "16" if d == 2 else "4",
+                 "--t-max", "0.1", "--times", "2", "--field-method", asked, "--no-progress",
+                 "--out", str(out)]) == 0, capsys.readouterr().err
+    assert json.loads(read_netcdf(out).attrs["settings"])["field_method"] == chosen
+
+
+def test_field_method_is_refused_by_the_spectral_solvers(tmp_path, capsys) -> None:
+    """The spectral solvers sum no particles: a ``--field-method`` given to them is an error
+    naming the option, before any work."""
+    out = tmp_path / "sol.nc"
+    assert main(["solve", "circle", "--field-method", "direct", "--out", str(out)]) == 2
+    assert "--field-method direct applies to 'meanfield solve lagrangian' only" in capsys.readouterr().err
+    assert not out.exists()
+
+
 def test_gaussian_file_is_drawn_by_plot(tmp_path) -> None:
     out = tmp_path / "g.nc"
     assert main(["gaussian", "--mean", "[1,0]", "--cov", "[[1,0],[0,1]]", "--t-max", "0.2",

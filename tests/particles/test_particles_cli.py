@@ -101,3 +101,63 @@ def test_interrupted_run_writes_its_partial_result(tmp_path: Path) -> None:
         assert ds.attrs["successful"] == 0 and "interrupt" in ds.attrs["stop_reason"]
         assert 0 < ds.attrs["t_reached"] < 5e3
         assert bool(ds["x"].notnull().all())  # the states written are the computed ones
+
+
+@pytest.mark.parametrize("method", ["direct", "fast"])
+def test_field_method_is_passed_on_and_recorded(method: str, tmp_path: Path) -> None:
+    """``--field-method`` reaches ``particles.simulate``: the choice it made and the request
+    are in ``settings``. Fast and direct are not the same scheme to round-off: the fast field
+    evaluates an RK4 stage point (off the sphere) at ``x/|x|``, the direct sum at ``x``, a
+    difference of RK4's order (measured, n = 6 on S^2, beta = 4, t = 0.2: 6.5e-9 at dt = 0.1,
+    4.2e-10 at 0.05, 2.7e-11 at 0.025, falling like dt^4). At dt = 0.025, 1e-9 leaves a factor
+    ~40 for this start; the fast sum's own error (1e-12 relative per point) is far below."""
+    import json
+
+    import numpy as np
+
+    runs = {}
+    for m in dict.fromkeys(("direct", method)):
+        out = tmp_path / f"{m}.nc"
+        assert main(["particles", "--n", "6", "--d", "3", "--t-max", "0.2", "--times", "3",
+                     "--dt", "0.025", "--field-method", m, "--no-progress", "--out", str(out)]) == 0
+        ds = xr.load_dataset(out, engine="h5netcdf")
+        settings = json.loads(ds.attrs["settings"])
+        assert settings["field_method"] == m and settings["field_method_requested"] == m
+        runs[m] = ds.x.values
+    np.testing.assert_allclose(runs[method], runs["direct"], rtol=0, atol=1e-9)
+
+
+def test_field_method_auto_records_the_choice(tmp_path: Path) -> None:
+    """``auto`` (the default) at n = 4 is below every crossover: the direct sum, said so."""
+    import json
+
+    out = tmp_path / "auto.nc"
+    assert main(["particles", "--n", "4", "--d", "3", "--t-max", "0.1", "--times", "2",
+                 "--no-progress", "--out", str(out)]) == 0
+    settings = json.loads(xr.load_dataset(out, engine="h5netcdf").attrs["settings"])
+    assert settings["field_method_requested"] == "auto" and settings["field_method"] == "direct"
+
+
+def test_field_method_fast_where_it_does_not_apply_is_refused(tmp_path: Path, capsys) -> None:
+    """Tokens in R^d have no fast field: ``--field-method fast`` is a one-line error naming
+    the reason, exit 2, nothing written."""
+    out = tmp_path / "x.nc"
+    assert main(["particles", "--geometry", "euclidean", "--init", "gaussian", "--n", "4",
+                 "--d", "3", "--field-method", "fast", "--no-progress", "--out", str(out)]) == 2
+    assert "method='fast' does not apply" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_field_method_choices(capsys) -> None:
+    from meanfield import fastsum
+
+    assert main(["particles", "--field-method", "fastest"]) == 2
+    assert "--field-method must be one of auto, direct, fast" in capsys.readouterr().err
+    assert build_parser().parse_args(["particles"]).field_method == "auto"
+    assert options_choices() == fastsum.METHODS
+
+
+def options_choices() -> tuple[str, ...]:
+    from meanfield.cli.options import OPTIONS
+
+    return tuple(OPTIONS["field_method"].choices or ())

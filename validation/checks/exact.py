@@ -144,7 +144,7 @@ def repulsive_limit(kind: str, n: int, d: int, *, beta: float = REPULSIVE_BETA,
                 "S_exact_next": float(s_exact[-1])}}
 
 
-@check("theory.repulsive_designs")
+@check("theory.repulsive_designs", suites=("full",))
 def check_repulsive_designs(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
     """Repulsive dynamics (``V = -I``, USA, ``beta = 3``) from random starts reach the sharp
     configurations of Theorem 9.2 (Section 9.1; docs/equations.md section 8).
@@ -159,6 +159,10 @@ def check_repulsive_designs(*, seed: int, out_dir: Path, suite: str) -> CheckRes
 
     Tolerance: see :data:`GRAM_TOL` (speed over the measured linear decay rate bounds the
     distance to the limit) and :func:`_design_tol` (the derivative of ``P_l``).
+
+    Full suite only since issue 23 (2.4 s of the quick suite's 70 on 2 cores: 750 RK4 steps of
+    tiny systems, Python overhead); tests/validation/test_exact_checks.py runs its quick
+    sizes.
     """
     rows, comparisons, runs = [], [], {}
     for kind, n, d in REPULSIVE_CASES[suite]:
@@ -1131,7 +1135,7 @@ def mobius_errors(start_scale: float = 1.0, time_scale: float = 1.0) -> list[dic
     return rows
 
 
-@check("theory.mobius_sphere")
+@check("theory.mobius_sphere", suites=("full",))
 def check_mobius(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
     """``beta = 0`` (SA = USA) off the circle: the Möbius family
     ``rho_w ∝ ((1 - |w|^2)/|x - w|^2)^{d-1}`` is invariant on ``S^{d-1}`` with
@@ -1141,7 +1145,10 @@ def check_mobius(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
     the exact path (:func:`meanfield.theory.mobius_w_path`). Tolerance ``1e-9``
     (:data:`MOBIUS_TOL`): the spectral tail of ``rho_w`` is below ``1e-17``, so the error is the
     stepper's, at most ``rtol = 1e-12`` per accepted step summed over the steps to ``t = 1``
-    (at most ``6.4e-10``), plus the start's round trip through the grid (up to ``4.4e-11``)."""
+    (at most ``6.4e-10``), plus the start's round trip through the grid (up to ``4.4e-11``).
+
+    Full suite only since issue 23 (3 s of the quick suite's 70 on 2 cores; the computation
+    does not depend on the suite); tests/validation/test_exact_checks.py runs it."""
     rows = mobius_errors()
     comparisons = [Comparison(f"{r['case']} t={r['time']:g}: density error vs the exact Möbius path",
                               r["error"], 0.0, MOBIUS_TOL, "max") for r in rows]
