@@ -148,11 +148,7 @@ def test_a_zonal_measure_as_k2_runs_as_the_k1_rings() -> None:
     assert np.all(np.abs(mean_a[1:] - mean_a[0]) > 1e-3)  # it moved
     # mass exact along characteristics
     assert np.allclose(a["mass"].values, 1.0, rtol=0, atol=1e-14)
-    # the density of a node on the axis p_2 = 0 against the ring density at the same s:
-    # interpolate the rings' log density (smooth in s) at the node's s by a degree-11 polynomial
-    on_axis = np.abs(sn.p[:, 1]) < 1e-14
-    assert not np.any(on_axis)  # the trapezoid angles are offset by half a step: none on the axis
-    # instead, E[s^2] (a second moment of the same law) agrees as the mean does
+    # E[s^2], a second moment of the same law, agrees as the mean does
     m2a = (a["weight"] * a["p"].isel(coord=0) ** 2).sum("node").values
     m2b = (b["weight"] * b["s"] ** 2).sum("node").values
     assert np.max(np.abs(m2a - m2b)) < 1e-9
@@ -230,3 +226,21 @@ def test_subspace_nodes_refuse_bad_input() -> None:
         solve_lagrangian(Model(1.0), nodes.subspace(f, 2, 8, 2), [0.0, 0.1], scheme="rk4", dt=0.01)
     with pytest.raises(ValueError, match="open unit ball"):
         nodes.SubspaceNodes(np.array([[1.0, 0.0]]), np.ones(1), np.zeros(1), 8)
+
+
+def test_kolmogorov_distance_of_a_sample_against_a_discrete_law() -> None:
+    from validation.checks.subspace import kolmogorov_weighted
+
+    # the sample equals the law: 0; one atom moved past the others: its weight
+    a, w = np.array([0.1, 0.5, 0.9]), np.array([0.25, 0.25, 0.5])
+    sample = np.array([0.1, 0.5, 0.9, 0.9])
+    assert kolmogorov_weighted(sample, a, w) == pytest.approx(0.0, abs=1e-15)
+    assert kolmogorov_weighted(np.array([0.1, 0.6, 0.9, 0.9]), a, w) == pytest.approx(0.25, abs=1e-15)
+    # against the exact sup over a fine grid for random data
+    rng = np.random.default_rng(3)
+    s, atoms, ww = rng.random(50), rng.random(20), rng.random(20)
+    grid = np.sort(np.concatenate([s, atoms, s - 1e-12, atoms - 1e-12]))
+    fs = np.searchsorted(np.sort(s), grid, side="right") / s.size
+    o = np.argsort(atoms)
+    fa = np.concatenate([[0.0], np.cumsum(ww[o]) / ww.sum()])[np.searchsorted(atoms[o], grid, side="right")]
+    assert kolmogorov_weighted(s, atoms, ww) == pytest.approx(float(np.max(np.abs(fs - fa))), abs=1e-12)
