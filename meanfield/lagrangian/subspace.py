@@ -40,7 +40,19 @@ from .. import backend as bk
 from ..kernels import DEFAULT_MEMORY_LIMIT
 from ..model import Model
 from ..special import log_sphere_area
-from .rings import check_model, log_hyp0f1
+from .rings import check_model as _ring_check_model
+from .rings import log_hyp0f1
+
+
+def check_model(model: Model) -> str:
+    """The kind of ``model`` (``"softmax"`` or ``"unnormalized"``), or ``ValueError`` naming
+    why the ``k = 2, 3`` reduction does not hold for it: the rule of the rings
+    (:func:`meanfield.lagrangian.rings.check_model`), the same kernel with another order."""
+    try:
+        return _ring_check_model(model)
+    except ValueError as exc:
+        msg = f"subspace nodes (k = 2, 3) hold where ring nodes do: {exc}"
+        raise ValueError(msg) from None
 
 
 def ball_coordinates(q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -95,7 +107,7 @@ def subspace_field(model: Model, p: np.ndarray, r2: np.ndarray, weights: np.ndar
     or at ``targets = (p_t, 1 - |p_t|^2)``.
 
     Args:
-        model: ``Q = K = I``, ``V = +-I``; softmax, l2 or unnormalized (:func:`rings.check_model`).
+        model: ``Q = K = I``, ``V = +-I``; softmax, l2 or unnormalized (:func:`check_model`).
         p: the node points ``(n, k)``; ``r2 = 1 - |p|^2`` given separately (relative precision
             near the unit sphere, :func:`ball_coordinates`).
         weights: ``w_j >= 0`` of the nodes.
@@ -244,4 +256,4 @@ def assemble(saved: list[tuple[float, np.ndarray]], model: Model, nodes: Any) ->
     return ds
 
 
-__all__ = ["assemble", "ball_coordinates", "engine", "state_velocity", "subspace_field", "to_state"]
+__all__ = ["assemble", "ball_coordinates", "check_model", "engine", "state_velocity", "subspace_field", "to_state"]

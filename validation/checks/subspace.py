@@ -20,7 +20,7 @@ from ..records import CheckResult, Comparison
 from ..suites import check
 
 SIZES: dict[str, dict[str, Any]] = {
-    "full": dict(d=128, beta=4.0, kappa=64.0, radial=16, angular=63, particles=2000,
+    "full": dict(d=128, beta=4.0, kappa=64.0, radial=8, angular=63, particles=2000,
                  times=[0.0, 0.5, 1.0, 1.5, 2.0]),
 }
 """``d``, SA ``beta``, the clusters' ``kappa``, the node rule (``radial x (angular + 1)``
@@ -100,10 +100,10 @@ def compare_with_particles(size: dict[str, Any], seed: int) -> tuple[list[Compar
         sn = nodes.subspace(_start(angles, float(size["kappa"])), int(size["radial"]), d, 2,
                             angular=int(size["angular"]), log=True)
         t0 = time.perf_counter()
-        ds = solve_lagrangian(Model(beta), sn, times, rtol=1e-9, atol=1e-11)
+        ds = solve_lagrangian(Model(beta), sn, times, rtol=1e-7, atol=1e-9)
         t1 = time.perf_counter()
         x0 = _particles_from_nodes(sn, n, rng)
-        px = particles.simulate(Model(beta), x0, times, method="dopri5", rtol=1e-7, atol=1e-9,
+        px = particles.simulate(Model(beta), x0, times, method="dopri5", rtol=1e-6, atol=1e-8,
                                 observables=False)["x"].values
         t2 = time.perf_counter()
         w = np.asarray(ds["weight"].values)
@@ -145,7 +145,9 @@ def check_subspace_particles(*, seed: int, out_dir: Path, suite: str) -> CheckRe
     Tolerance: ``K / sqrt(n/2)`` with ``K`` the Kolmogorov quantile of level ``FAMILY_LEVEL``
     (0.01) shared by all comparisons (Bonferroni: ``P(sup > K) <= 2 e^{-2K^2}``), plus the
     largest atom ``max_j w_j`` of the node law: the finite-``n`` fluctuation spreads the
-    particles of one atom over a small interval, which can split the atom's jump.
+    particles of one atom over a small interval, which can split the atom's jump. The
+    solvers' tolerances (``rtol`` ``1e-7`` for the nodes, ``1e-6`` for the particles) move
+    positions by far less than that spread.
     """
     if suite not in SIZES:
         msg = f"suite must be one of {tuple(SIZES)}, got {suite!r}"
