@@ -229,7 +229,13 @@ def test_subspace_nodes_refuse_bad_input() -> None:
 
 
 def test_kolmogorov_distance_of_a_sample_against_a_discrete_law() -> None:
-    from validation.checks.subspace import kolmogorov_weighted
+    from validation.checks.subspace import kolmogorov_weighted, window_mass
+
+    # the most mass in a window [c - delta, c + delta]
+    atoms, weights = np.array([0.0, 0.1, 0.15, 1.0]), np.array([0.1, 0.2, 0.3, 0.4])
+    assert window_mass(atoms, weights, 0.0) == pytest.approx(0.4)
+    assert window_mass(atoms, weights, 0.03) == pytest.approx(0.5)
+    assert window_mass(atoms, weights, 0.08) == pytest.approx(0.6)
 
     # the sample equals the law: 0; one atom moved past the others: its weight
     a, w = np.array([0.1, 0.5, 0.9]), np.array([0.25, 0.25, 0.5])
@@ -244,3 +250,22 @@ def test_kolmogorov_distance_of_a_sample_against_a_discrete_law() -> None:
     o = np.argsort(atoms)
     fa = np.concatenate([[0.0], np.cumsum(ww[o]) / ww.sum()])[np.searchsorted(atoms[o], grid, side="right")]
     assert kolmogorov_weighted(s, atoms, ww) == pytest.approx(float(np.max(np.abs(fs - fa))), abs=1e-12)
+
+
+def test_subspace_against_particles_at_a_small_size() -> None:
+    # the runs of validation check lagrangian.subspace_particles (d = 128, 2000 particles, full
+    # suite only) at d = 16 with 400 particles: the same level, K/sqrt(n/2) plus the node mass within
+    # the particles' shift from their nodes (its argument in the check's docstring), which
+    # every comparison must meet
+    from validation.checks.subspace import compare_with_particles
+
+    size = dict(d=16, beta=4.0, kappa=8.0, radial=3, angular=15, particles=400, times=[0.0, 0.5, 1.0])
+    comps, details, _, _ = compare_with_particles(size, 5)
+    assert len(comps) == 2 * 3 * 2
+    assert all(c.passed for c in comps), [(c.what, c.measured, c.expected) for c in comps if not c.passed]
+    for name in ("two", "three"):
+        assert details[name]["successful"] == 1
+        angle = details[name]["mean_abs_angle"]
+        assert angle[-1] < angle[0]  # the clusters move together
+        # the tokens start on their nodes' spheres (p to the round-off of the state's artanh)
+        assert max(details[name]["shift"][0]) < 1e-12
