@@ -47,20 +47,31 @@ def _start(angles: tuple[float, ...], kappa: float) -> Any:
 
 
 def _particles_from_nodes(sn: Any, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """``n`` tokens (``n/2`` mirror pairs) drawn from the node measure ``sum_j w_j
-    (uniform on {Px = p_j})``: node ``j`` with probability ``w_j``, ``u`` uniform on the unit
-    sphere of the complement; each token ``p + r u`` with its mirror ``p - r u`` (the reflection
-    ``x -> 2Px - x`` commutes with the flow, so the cloud stays symmetric and its mean stays
-    in the plane). Returns the tokens ``(n, d)`` and the node of each."""
-    half = n // 2
-    j = rng.choice(sn.n, size=half, p=np.asarray(sn.weights))
-    p = np.asarray(sn.p)[j]
-    r = np.sqrt(1.0 - np.sum(p * p, axis=1))
-    u = rng.standard_normal((half, sn.d - sn.k))
+    """``n`` tokens (``n/4`` independent draws, each in a group of four) from the node measure
+    ``sum_j w_j (uniform on {Px = p_j})``: node ``j`` with probability ``w_j``, ``u`` uniform on
+    the unit sphere of the complement, and the tokens ``p + r u``, ``p - r u`` and their images
+    under ``p_2 -> -p_2``. Both reflections commute with the flow and map the (symmetric)
+    start onto itself, so the cloud keeps both symmetries of the mean field: its mean stays in
+    the plane, and on the axis ``e_1`` (no random tilt of the merged cluster, which the
+    mean field does not have). Returns the tokens ``(n, d)`` and the node of each."""
+    p_all = np.asarray(sn.p)
+    mirror = np.array([int(np.argmin(np.sum((p_all - q * np.array([1.0, -1.0])) ** 2, axis=1))) for q in p_all])
+    if not (np.allclose(p_all[mirror] * np.array([1.0, -1.0]), p_all, rtol=0, atol=1e-12)
+            and np.allclose(np.asarray(sn.weights)[mirror], sn.weights, rtol=1e-12, atol=0)):
+        msg = "the node measure is not symmetric under p_2 -> -p_2 (the check's starts are)"
+        raise ValueError(msg)
+    quarter = n // 4
+    j = rng.choice(sn.n, size=quarter, p=np.asarray(sn.weights))
+    u = rng.standard_normal((quarter, sn.d - sn.k))
     u /= np.linalg.norm(u, axis=1)[:, None]
-    x = np.concatenate([p, r[:, None] * u], axis=1)
-    xm = np.concatenate([p, -r[:, None] * u], axis=1)
-    return np.concatenate([x, xm], axis=0), np.concatenate([j, j])
+    xs, atoms = [], []
+    for jj in (j, mirror[j]):
+        p = p_all[jj]
+        r = np.sqrt(1.0 - np.sum(p * p, axis=1))
+        for sign in (1.0, -1.0):
+            xs.append(np.concatenate([p, sign * r[:, None] * u], axis=1))
+            atoms.append(jj)
+    return np.concatenate(xs, axis=0), np.concatenate(atoms)
 
 
 def window_mass(atoms: np.ndarray, weights: np.ndarray, delta: float) -> float:
@@ -126,7 +137,7 @@ def compare_with_particles(size: dict[str, Any], seed: int) -> tuple[list[Compar
             p_nodes = ds["p"].values[i]
             for c in range(2):
                 shift[i, c] = float(np.max(np.abs(px[i][:, c] - p_nodes[atom, c])))
-                level[i, c] = K / math.sqrt(n // 2) + window_mass(p_nodes[:, c], w, shift[i, c])
+                level[i, c] = K / math.sqrt(n // 4) + window_mass(p_nodes[:, c], w, shift[i, c])
                 ks[i, c] = kolmogorov_weighted(px[i][:, c], p_nodes[:, c], w)
                 comps.append(Comparison(f"{name} clusters: Kolmogorov distance of p_{c + 1} at t = {times[i]:g}",
                                         measured=ks[i, c], expected=level[i, c], kind="max"))
@@ -149,20 +160,22 @@ def check_subspace_particles(*, seed: int, out_dir: Path, suite: str) -> CheckRe
     particles drawn from the same node measure, the laws of ``p_1`` and ``p_2`` by the
     Kolmogorov distance at every output time.
 
-    The particles are an i.i.d. sample (in mirror pairs: ``n/2`` independent values of ``p``)
-    of the node measure itself, ``sum_j w_j (uniform on {Px = p_j})``, whose mean-field
+    The particles are an i.i.d. sample (``n/4`` independent values of ``p``, each in a group
+    of four images under the flow's two reflections ``u -> -u`` and ``p_2 -> -p_2``) of the
+    node measure itself, ``sum_j w_j (uniform on {Px = p_j})``, whose mean-field
     evolution the reduced solver computes exactly (no quadrature error: the node measure is
     itself invariant under the rotations of the complement). So at ``t = 0`` the Kolmogorov
     distance of ``p_1``, ``p_2`` is that of an i.i.d. sample from a (discrete) law, below the
-    Kolmogorov quantile ``K / sqrt(n/2)`` with the probability of the continuous case or
+    Kolmogorov quantile ``K / sqrt(n/4)`` with the probability of the continuous case or
     more; later the particles carry the propagation-of-chaos fluctuation ``O(1/sqrt n)``
     that the attractive flow contracts (as for the rings, docs/lagrangian.md section 8).
 
     Tolerance: each token is drawn from a node ``j(i)``, and the mean field moves it with its
     node (the reduction is exact for the node measure); the finite-``n`` system moves it by
     ``delta(t) = max_i |p_i(t) - p_{j(i)}(t)|`` from there (measured, in ``details``, per
-    marginal). The drawn nodes are an i.i.d. sample (``n/2`` values: mirror pairs share ``p``)
-    of the node law, within ``K / sqrt(n/2)`` of it in Kolmogorov distance, ``K`` the
+    marginal). The drawn nodes are an i.i.d. sample (``n/4`` values, symmetrised: the
+    symmetrised empirical law is no farther from the symmetric node law) of the node law,
+    within ``K / sqrt(n/4)`` of it in Kolmogorov distance, ``K`` the
     Dvoretzky–Kiefer–Wolfowitz quantile of level ``FAMILY_LEVEL`` (0.01) shared by all
     comparisons (Bonferroni: ``P(sup > K/sqrt m) <= 2 e^{-2K^2}``); moving every value by at
     most ``delta`` changes the empirical distribution function at any point by at most the
@@ -185,7 +198,7 @@ def check_subspace_particles(*, seed: int, out_dir: Path, suite: str) -> CheckRe
         name="lagrangian.subspace_particles",
         quantity=f"Kolmogorov distance of p_1, p_2: subspace nodes (k = 2) against {n} particles, d = {d}",
         comparisons=tuple(comps),
-        description=(f"<= K/sqrt(n/2) + the node law's mass within the particles' largest shift from their "
+        description=(f"<= K/sqrt(n/4) + the node law's mass within the particles' largest shift from their "
                      f"nodes, at every output time (K = {K:.3g}, family level {FAMILY_LEVEL})"),
         details=details, data=result_data, figure=figure)
 
