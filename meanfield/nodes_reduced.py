@@ -465,7 +465,9 @@ def subspace(f: Callable[[np.ndarray], Any], n: int, d: int, k: int, *, angular:
         msg = (f"{what}, more than {SUBSPACE_MAX_NODES} (the field sums over all {float(size) ** 2:.3g} "
                "pairs at every evaluation): lower n or angular")
         raise ValueError(msg)
-    check_memory(float(size) * (4 * k + 8) * 8, what, "lower n or angular")
+    # the rule and state (4k + 8 numbers a node) and one point in R^d per node (SubspaceNodes.x,
+    # which solve_lagrangian reads and checks once)
+    check_memory(float(size) * (4 * k + 8 + d) * 8, what, "lower n or angular")
     p, log_w = subspace_rule(n, d, k, angular)
     vals = np.asarray(f(p), dtype=float)
     if vals.shape != log_w.shape:
