@@ -212,10 +212,9 @@ def assemble(saved: list[tuple[float, np.ndarray]], model: Model, nodes: Any) ->
     p = np.empty_like(q)
     log_r2 = np.empty(log_j.shape)
     for i in range(tvals.size):
-        p[i], r2 = ball_coordinates(q[i])
+        p[i] = ball_coordinates(q[i])[0]
         a = np.linalg.norm(q[i], axis=1)  # log(1/cosh^2 a) without underflow
         log_r2[i] = -2 * (a + np.log1p(np.exp(-2 * a)) - math.log(2.0))
-        del r2
     log_rho = np.asarray(nodes.log_density)[None, :] - log_j
     log_p = log_rho + log_sphere_area(d - k) + 0.5 * (d - k - 2) * log_r2
     with np.errstate(over="ignore"):
