@@ -6,6 +6,7 @@ r"""Weighted node sets: the quadratures of an initial measure that start a Lagra
    sphere
    zonal
    rings
+   subspace
    gaussian
    from_samples
    from_dataset
@@ -49,7 +50,7 @@ from scipy.special import roots_hermitenorm, roots_legendre
 from .checks import count, finite, nonnegative_weights, read_only
 from .domains import Circle, Domain, Sphere, ZonalSphere
 from .domains.zonal_sphere import gauss_jacobi
-from .nodes_reduced import RingNodes, rings
+from .nodes_reduced import RingNodes, SubspaceNodes, rings, subspace
 from .special import sphere_area
 
 GEOMETRIES = ("sphere", "euclidean")
@@ -492,5 +493,5 @@ def with_labels(nodes: Nodes, labels: Any, rule: str = "gauss") -> Nodes:
                  describe=f"{nodes.describe}; labelled")
 
 
-__all__ = ["GEOMETRIES", "SPHERE_TOL", "Nodes", "RingNodes", "circle", "from_dataset", "from_samples", "gaussian",
-           "check_zonal_size", "rings", "sphere", "sphere_rule", "sphere_rule_size", "with_labels", "zonal"]
+__all__ = ["GEOMETRIES", "SPHERE_TOL", "Nodes", "RingNodes", "SubspaceNodes", "circle", "from_dataset", "from_samples", "gaussian",
+           "check_zonal_size", "rings", "sphere", "sphere_rule", "sphere_rule_size", "subspace", "with_labels", "zonal"]

@@ -1,9 +1,12 @@
-r"""Symmetry-reduced node sets: zonal measures on ``S^{d-1}`` as weighted rings (``k = 1``).
+r"""Symmetry-reduced node sets: zonal measures on ``S^{d-1}`` as weighted rings (``k = 1``),
+measures of the projection onto a plane or a 3-space as weighted spheres (``k = 2, 3``).
 
 .. autosummary::
    RingNodes
    rings
    rings_from_dataset
+   SubspaceNodes
+   subspace
 
 A density on ``S^{d-1}`` that depends on ``x`` only through ``s = <x, e>`` (axis ``e = e_d``,
 the convention of :class:`~meanfield.domains.zonal_sphere.ZonalSphere`) stays so under the
@@ -14,6 +17,11 @@ the whole ring at polar angle ``theta_j = arccos s_j``, the rest of ``x`` unifor
 the weight ``(1 - s^2)^{(d-3)/2}`` (:func:`~meanfield.domains.zonal_sphere.gauss_jacobi_log`),
 exact for ``int g(s) f(s) dA`` when ``g f`` is a polynomial of degree ``<= 2n - 1`` in ``s``,
 for every ``d``: no nodes in the other ``d - 1`` dimensions (docs/lagrangian.md section 8).
+
+``k = 2, 3`` (:func:`subspace`, docs/lagrangian.md section 11): a density that depends on
+``x`` only through ``p = (x_1, ..., x_k)`` is a weighted sum of spheres ``{x : P x = p_j}``
+of radius ``sqrt(1 - |p_j|^2)`` in the ``d - k`` other coordinates; the nodes ``p_j`` are a
+rule on the ``k``-ball for the weight ``(1 - |p|^2)^{(d-k-2)/2}``.
 
 Densities are kept as logarithms: per unit surface measure a probability density on
 ``S^{1023}`` is ``~ e^{2000}`` (``|S^{d-1}| -> 0``), beyond float64.
@@ -247,4 +255,248 @@ def _cdf(f: Callable[[np.ndarray], Any], log: bool, s: np.ndarray, d: int) -> np
     return np.clip(cum[:-1], 0.0, 1.0)
 
 
-__all__ = ["RingNodes", "rings", "rings_from_dataset"]
+
+
+# -- k = 2, 3: measures of the projection onto span(e_1, ..., e_k) --------------------------
+
+SUBSPACE_MAX_NODES = 100_000
+"""Most nodes :func:`subspace` builds: the reduced field is a sum over all pairs, ``n^2``
+kernel values per evaluation (``1e10`` at this size, minutes per step on a few cores)."""
+
+
+@dataclass(frozen=True, eq=False)
+class SubspaceNodes:
+    """A measure on ``S^{d-1}`` that depends on ``x`` only through ``p = (x_1, ..., x_k)``,
+    ``k = 2, 3``, as ``n`` weighted spheres ``{x : Px = p_j}`` (uniform measure on each, of
+    radius ``sqrt(1 - |p_j|^2)`` in the other ``d - k`` coordinates; docs/lagrangian.md
+    section 11).
+
+    Args:
+        p: points ``(n, k)`` of the open unit ``k``-ball.
+        weights: ``w_j >= 0`` summing to 1 (normalised here; the sum given is :attr:`mass`).
+        log_density: ``log rho0`` at the nodes, per unit surface measure on ``S^{d-1}``.
+        d: ambient dimension, ``>= k + 2``.
+        describe: how the nodes were made.
+    """
+
+    p: np.ndarray
+    weights: np.ndarray
+    log_density: np.ndarray
+    d: int
+    describe: str = ""
+    mass: float = field(init=False)
+
+    reduction = "subspace"
+    """The symmetry reduction (``solve_lagrangian`` runs its own state for it)."""
+    geometry = "sphere"
+    labels = None
+
+    def __post_init__(self) -> None:
+        p = np.array(self.p, dtype=float)
+        if p.ndim != 2 or p.shape[0] < 1 or p.shape[1] not in (2, 3):
+            msg = f"p must have shape (n, k) with n >= 1 and k = 2 or 3, got shape {p.shape}"
+            raise ValueError(msg)
+        k = p.shape[1]
+        d = count(self.d, "d", k + 2)
+        norm = np.linalg.norm(p, axis=1)
+        if not np.all(np.isfinite(p)) or np.any(norm >= 1):
+            msg = f"p must lie in the open unit ball, got |p| up to {np.nanmax(norm)!r}"
+            raise ValueError(msg)
+        w = np.array(self.weights, dtype=float)
+        if w.shape != norm.shape or not np.all(np.isfinite(w)) or np.any(w < 0):
+            msg = f"weights must be finite, >= 0, of shape {norm.shape}; got shape {w.shape}"
+            raise ValueError(msg)
+        total = float(w.sum())
+        if not total > 0:
+            msg = f"weights must have a positive sum, got {total!r}"
+            raise ValueError(msg)
+        ld = np.array(self.log_density, dtype=float)
+        if ld.shape != norm.shape or np.any(np.isnan(ld)) or np.any(ld == np.inf):
+            msg = f"log_density must be < inf, not NaN, of shape {norm.shape}; got shape {ld.shape}"
+            raise ValueError(msg)
+        object.__setattr__(self, "d", d)
+        object.__setattr__(self, "p", read_only(p))
+        object.__setattr__(self, "weights", read_only(w / total))
+        object.__setattr__(self, "log_density", read_only(ld))
+        object.__setattr__(self, "mass", total)
+
+    @property
+    def n(self) -> int:
+        """Number of nodes (spheres)."""
+        return int(self.p.shape[0])
+
+    @property
+    def k(self) -> int:
+        """Dimension of the subspace."""
+        return int(self.p.shape[1])
+
+    def __len__(self) -> int:
+        return self.n
+
+    @property
+    def x(self) -> np.ndarray:
+        """One point per node, ``p_j + sqrt(1 - |p_j|^2) e_d``, shape ``(n, d)``."""
+        x = np.zeros((self.n, self.d))
+        x[:, :self.k] = self.p
+        x[:, -1] = np.sqrt(np.maximum(1.0 - np.sum(self.p * self.p, axis=1), 0.0))
+        return x
+
+    @property
+    def density(self) -> np.ndarray:
+        """``rho0`` per unit surface measure (``inf`` beyond float64; :attr:`log_density`)."""
+        with np.errstate(over="ignore"):
+            return np.exp(self.log_density)
+
+    @property
+    def log_density_p(self) -> np.ndarray:
+        """``log`` of the density of ``p`` w.r.t. Lebesgue measure on the ``k``-ball:
+        ``log rho0 + log |S^{d-k-1}| + (d - k - 2)/2 log(1 - |p|^2)``."""
+        with np.errstate(divide="ignore"):
+            return (self.log_density + log_sphere_area(self.d - self.k)
+                    + 0.5 * (self.d - self.k - 2) * np.log1p(-np.sum(self.p * self.p, axis=1)))
+
+    def integrate(self, g: Callable[[np.ndarray], np.ndarray] | np.ndarray) -> float:
+        """``sum_j w_j g(p_j)``: the quadrature of ``int g(Px) dmu`` (``g`` a callable of ``p``,
+        shape ``(n, k)``, or its values at the nodes)."""
+        vals = np.asarray(g(self.p) if callable(g) else g, dtype=float)
+        if vals.shape != (self.n,):
+            msg = f"g must give one value per node, shape ({self.n},), got {vals.shape}"
+            raise ValueError(msg)
+        return float(self.weights @ vals)
+
+    def __repr__(self) -> str:
+        return f"SubspaceNodes(n={self.n}, k={self.k}, d={self.d}, describe={self.describe!r})"
+
+
+def jacobi_rule_log(n: int, a: float, b: float) -> tuple[np.ndarray, np.ndarray]:
+    """``n``-point Gauss–Jacobi rule on ``[0, 1]`` for the weight ``(1 - t)^a t^b``, normalised
+    (Golub–Welsch: nodes the eigenvalues of the Jacobi matrix, weights the squared first
+    components of its eigenvectors, so no ``2^{a+b+1}`` or Beta function that leaves float64
+    for ``a`` in the hundreds): ``(t, log w)`` with ``sum w = 1``, ``t`` ascending."""
+    from scipy.linalg import eigh_tridiagonal
+
+    n = count(n, "n", 1)
+    m = np.arange(n, dtype=float)
+    ab = a + b
+    # the recurrence of the Jacobi polynomials P^(a, b) on [-1, 1] (weight (1-x)^a (1+x)^b)
+    diag = np.empty(n)
+    diag[0] = (b - a) / (ab + 2)
+    mm = m[1:]
+    diag[1:] = (b * b - a * a) / ((2 * mm + ab) * (2 * mm + ab + 2))
+    off = (2 / (2 * mm + ab)) * np.sqrt(mm * (mm + a) * (mm + b) * (mm + ab)
+                                        / ((2 * mm + ab - 1) * (2 * mm + ab + 1)))
+    if n == 1:
+        x, v = diag.copy(), np.ones((1, 1))
+    else:
+        x, v = eigh_tridiagonal(diag, off)
+    with np.errstate(divide="ignore"):
+        log_w = 2 * np.log(np.abs(v[0]))
+    log_w -= logsumexp(log_w)
+    return 0.5 * (1.0 + x), log_w
+
+
+def subspace_rule(n: int, d: int, k: int, angular: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The node rule of :func:`subspace`: points ``(N, k)`` of the ``k``-ball and the logarithms
+    of weights summing to 1, for the weight ``(1 - |p|^2)^{(d-k-2)/2}``.
+
+    ``p = sqrt(t) u``: ``n`` Gauss–Jacobi nodes in ``t = |p|^2`` (weight ``(1 - t)^nu t^{k/2-1}``,
+    ``nu = (d-k-2)/2``; ``dp = |p|^{k-1} d|p| du = t^{k/2-1} dt du / 2``) times a rule on
+    ``S^{k-1}`` exact to degree ``angular`` (default ``4 n - 1``): the trapezoid rule on
+    ``angular + 1`` angles (``k = 2``), :func:`meanfield.nodes.sphere_rule` (``k = 3``). A
+    polynomial of degree ``D <= angular`` in ``p`` averaged over directions is a polynomial of
+    degree ``<= D/2`` in ``t``: the rule is exact for degree ``min(angular, 4 n - 1)``.
+    """
+    from .nodes import sphere_rule
+
+    t, log_wt = jacobi_rule_log(n, 0.5 * (d - k - 2), 0.5 * k - 1.0)
+    deg = 4 * n - 1 if angular is None else count(angular, "angular", 0)
+    if k == 2:
+        m = deg + 1
+        ang = 2 * np.pi * (np.arange(m) + 0.5) / m
+        u, wu = np.stack([np.cos(ang), np.sin(ang)], axis=-1), np.full(m, 1.0 / m)
+    else:
+        u, wu = sphere_rule(3, deg)
+        wu = wu / wu.sum()
+    pts = np.sqrt(t)[:, None, None] * u[None, :, :]
+    log_w = log_wt[:, None] + np.log(wu)[None, :]
+    return pts.reshape(-1, k), log_w.reshape(-1)
+
+
+def subspace_size(n: int, k: int, angular: int | None = None) -> int:
+    """The number of nodes of ``subspace_rule(n, d, k, angular)``, without building it."""
+    from .nodes import sphere_rule_size
+
+    n = count(n, "n", 1)
+    deg = 4 * n - 1 if angular is None else count(angular, "angular", 0)
+    return n * (deg + 1 if k == 2 else sphere_rule_size(3, deg))
+
+
+def subspace(f: Callable[[np.ndarray], Any], n: int, d: int, k: int, *, angular: int | None = None,
+             log: bool = False) -> SubspaceNodes:
+    """Subspace nodes of a density ``f(p)``, ``p = (x_1, ..., x_k)``, on ``S^{d-1}``
+    (``k = 2, 3``; ``d >= k + 2``, any size; docs/lagrangian.md section 11).
+
+    :func:`subspace_rule` (``n`` radial Gauss–Jacobi nodes times an angular rule exact to degree
+    ``angular``, default ``4 n - 1``), weights ``w_j = f(p_j) W_j / sum_i f(p_i) W_i`` with
+    ``W_j`` the rule for ``dA / |S^{d-1}|``; the density normalised to a probability density per
+    unit surface measure. Refused before building when the node count exceeds
+    :data:`SUBSPACE_MAX_NODES` or the memory.
+
+    Args:
+        f: a callable of ``p`` (array ``(N, k)``) giving the density up to a constant factor,
+            ``>= 0``; with ``log=True`` its natural logarithm (``-inf`` allowed), e.g.
+            ``lambda p: kappa * p[:, 0]`` for von Mises–Fisher about ``e_1``.
+        n: radial nodes (``>= 1``).
+        d: ambient dimension (``>= k + 2``).
+        k: dimension of the subspace, 2 or 3.
+        angular: degree of the angular rule (``k = 2``: ``angular + 1`` angles).
+        log: ``f`` gives ``log`` of the density.
+    """
+    from .memory import check_memory
+
+    if isinstance(k, bool) or k not in (2, 3):
+        msg = f"k must be 2 or 3 (k = 1: meanfield.nodes.rings), got {k!r}"
+        raise ValueError(msg)
+    n = count(n, "n", 1)
+    d = count(d, "d", k + 2)
+    size = subspace_size(n, k, angular)
+    what = f"nodes.subspace(n={n}, d={d}, k={k}, angular={angular}): {size:.4g} nodes"
+    if size > SUBSPACE_MAX_NODES:
+        msg = (f"{what}, more than {SUBSPACE_MAX_NODES} (the field sums over all {float(size) ** 2:.3g} "
+               "pairs at every evaluation): lower n or angular")
+        raise ValueError(msg)
+    # the rule and state (4k + 8 numbers a node) and one point in R^d per node (SubspaceNodes.x,
+    # which solve_lagrangian reads and checks once)
+    check_memory(float(size) * (4 * k + 8 + d) * 8, what, "lower n or angular")
+    p, log_w = subspace_rule(n, d, k, angular)
+    vals = np.asarray(f(p), dtype=float)
+    if vals.shape != log_w.shape:
+        msg = f"f must give one value per node p, shape {log_w.shape}, got {vals.shape}"
+        raise ValueError(msg)
+    if log:
+        bad = np.isnan(vals) | (vals == np.inf)
+        if np.any(bad):
+            msg = f"f (log density) must be finite or -inf, got {vals[bad][0]!r} at p = {p[bad][0]}"
+            raise ValueError(msg)
+        logf = vals
+    else:
+        if not np.all(np.isfinite(vals)) or np.any(vals < 0):
+            i = int(np.argmax(~np.isfinite(vals) | (vals < 0)))
+            msg = f"f must be finite and >= 0, got {vals[i]!r} at p = {p[i]}"
+            raise ValueError(msg)
+        with np.errstate(divide="ignore"):
+            logf = np.log(vals)
+    log_mass = float(logsumexp(logf + log_w))
+    if not math.isfinite(log_mass):
+        msg = "f: the density has no mass on the nodes (all zero)"
+        raise ValueError(msg)
+    w = np.exp(logf + log_w - log_mass)
+    log_rho = logf - log_mass - log_sphere_area(d)
+    rule = "trapezoid" if k == 2 else "sphere_rule"
+    return SubspaceNodes(p, w, log_rho, d, describe=(
+        f"subspace k={k}: Gauss-Jacobi ({n}) in |p|^2 x {rule} degree "
+        f"{4 * n - 1 if angular is None else angular}, weight (1-|p|^2)^((d-k-2)/2), d={d}"))
+
+
+__all__ = ["SUBSPACE_MAX_NODES", "RingNodes", "SubspaceNodes", "jacobi_rule_log", "rings", "rings_from_dataset",
+           "subspace", "subspace_rule", "subspace_size"]

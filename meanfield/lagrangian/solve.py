@@ -65,15 +65,16 @@ class LagrangianError(IntegrationError):
 
 def _check_model(model: Model, nodes: Any) -> None:
     from ..nodes import Nodes
-    from ..nodes_reduced import RingNodes
+    from ..nodes_reduced import RingNodes, SubspaceNodes
 
     if not isinstance(model, Model):
         msg = f"model must be a meanfield.Model, got {type(model).__name__}"
         raise ValueError(msg)
-    if not isinstance(nodes, (Nodes, RingNodes)):
-        msg = (f"nodes must be a meanfield.nodes.Nodes (positions, weights, density) or "
-               f"RingNodes, got {type(nodes).__name__}; make them with meanfield.nodes.circle, "
-               "sphere, zonal, rings, gaussian or, from samples, meanfield.nodes.from_samples")
+    if not isinstance(nodes, (Nodes, RingNodes, SubspaceNodes)):
+        msg = (f"nodes must be a meanfield.nodes.Nodes (positions, weights, density), "
+               f"RingNodes or SubspaceNodes, got {type(nodes).__name__}; make them with "
+               "meanfield.nodes.circle, sphere, zonal, rings, subspace, gaussian or, from "
+               "samples, meanfield.nodes.from_samples")
         raise ValueError(msg)
     if model.noise > 0:
         msg = (f"model.noise={model.noise} > 0: noise has no Lagrangian (characteristics) form; "
@@ -241,13 +242,15 @@ def solve_lagrangian(
     y0 = be.asarray(np.concatenate([x0, np.zeros((n, 1))], axis=1))
     project = _project(sphere, d)
     reduced = getattr(nodes, "reduction", None) is not None
-    if reduced:  # exact symmetry reduction (docs/lagrangian.md section 8):
-        from .rings import engine  # its own state [phi | log J] on the same engine
+    if reduced:  # exact symmetry reduction (docs/lagrangian.md sections 8, 11): its own
+        # state, [phi | log J] (rings) or [q | log J] (subspace), on the same engine
+        from . import rings, subspace
 
         if not tab.adaptive:  # the step-size monitor watches positions on S^{d-1}, not phi
-            msg = (f"scheme={tab.name!r}: ring nodes run with an adaptive scheme (e.g. "
+            msg = (f"scheme={tab.name!r}: {nodes.reduction} nodes run with an adaptive scheme (e.g. "
                    "scheme='dopri5'), whose error control replaces the fixed step's monitor")
             raise ValueError(msg)
+        engine = subspace.engine if nodes.reduction == "subspace" else rings.engine
         rhs, y0, project = engine(model, nodes, be, memory_limit)
         fast = False
     saved: list[tuple[float, np.ndarray]] = []
@@ -348,10 +351,10 @@ def _solve_schedule(schedule: Schedule, nodes: Any, t: Any, *, out: str | Path |
 def _assemble(saved: list[tuple[float, np.ndarray]], model: Model, nodes: Any,
               weights: np.ndarray, labels: np.ndarray | None, d: int,
               memory_limit: int) -> xr.Dataset:
-    if getattr(nodes, "reduction", None) is not None:  # ring nodes: s, theta, log densities
-        from .rings import assemble
+    if getattr(nodes, "reduction", None) is not None:  # reduced nodes: their own variables
+        from . import rings, subspace
 
-        return assemble(saved, model, nodes)
+        return (subspace.assemble if nodes.reduction == "subspace" else rings.assemble)(saved, model, nodes)
     tvals = np.array([s[0] for s in saved])
     ys = np.stack([s[1] for s in saved])
     x = ys[:, :, :d]
