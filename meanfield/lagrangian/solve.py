@@ -56,7 +56,7 @@ from ..model import Model
 from ..schedule import Schedule, run_schedule
 from .energy import energy_terms, has_energy
 from .field import _fast_field, _finish, ambient_field, check_measure, weighted_field
-from .quadrature import QuadratureMonitor
+from .quadrature import QuadratureMonitor, SphereQuadratureMonitor
 
 
 class LagrangianError(IntegrationError):
@@ -262,6 +262,10 @@ def solve_lagrangian(
         monitors.append(QuadratureMonitor(model, x0, weights, d, float(times[-1]), labels=labels,
                                           state=lambda: cache["state"],
                                           memory_limit=memory_limit))
+    else:  # the rule may no longer resolve the flow's integrand (docs/lagrangian.md section 10)
+        monitors.append(SphereQuadratureMonitor(model, nodes, float(times[-1]), labels=labels,
+                                                state=lambda: cache["state"],
+                                                memory_limit=memory_limit))
     if dt is not None and not tab.adaptive:  # a fixed step: h L against the scheme's bound
         monitors.append(StepSizeMonitor(rhs, tab.name, float(dt), times, sphere=False, x0=y0,
                                         radius=stability_radius(tab),
