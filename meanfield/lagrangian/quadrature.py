@@ -1,9 +1,12 @@
-"""The quadrature monitor of Lagrangian runs in ``R^d``: do the nodes still resolve the measure?
+"""The quadrature monitors of Lagrangian runs: do the nodes still resolve the measure?
 
 .. autosummary::
    QuadratureMonitor
+   SphereQuadratureMonitor
    tail_share
    effective_sample_size
+   rule_basis
+   band_norms
 
 The field at a node ``x_i`` is a quadrature of the *tilted* measure,
 ``sum_j p_ij V x_j`` with ``p_ij = w_j phi(S_ij) / sum_k w_k phi(S_ik)`` (``phi`` the
@@ -36,11 +39,10 @@ nodes), 8e-4 to 2e-3 (``6^2``, ``6^3``), 6e-6 (``8^3``) and 1e-6 (``12^2``), aga
 ``G = 7.5`` (``4^3``) and 36% at ``G = 108`` (``8^3``): the stop is conservative for large
 rules; the smallest rule measured (``4^3``) stops with its mean 6.5% off, warned at under 1%.
 
-On ``S^{d-1}`` the rule covers the whole (compact) manifold and the flow maps the sphere
-onto itself, so the nodes always cover the support: there is no outer layer to leave, and a
-concentrating measure is followed by its nodes (their error is the resolution of each
-cluster, watched by the solver's tolerances). Sphere runs, and ring nodes (on the sphere),
-are not monitored (:func:`effective_sample_size` is a diagnostic, not calibrated there).
+On ``S^{d-1}`` and on ring nodes there is no outer layer to leave (the rule covers the compact
+manifold); what fails there is the pull-back of the field's integrand to the start, steep at
+the separatrices of a clustering flow: :class:`SphereQuadratureMonitor` estimates it by a null
+rule in the rule's own orthonormal polynomials (docs/lagrangian.md section 10).
 
 Cost: one ``n x n`` pass of logits (about 1.7 field evaluations, measured) per
 check, checked only while the monitor has spent at most :data:`BUDGET` of the run's own
@@ -259,11 +261,11 @@ class QuadratureMonitor:
 # -- node rules on the sphere: a null rule on the field's integrand pulled back to the start -----
 
 SPHERE_WARN = 3e-3
-"""Sphere and ring rules: a warning where the estimate ``E`` (:class:`SphereQuadratureMonitor`,
+"""Sphere and ring rules: a warning where the estimate ``P`` (:class:`SphereQuadratureMonitor`,
 in units of the field) exceeds this."""
 
 SPHERE_STOP = 1e-2
-"""Sphere and ring rules: the run stops where ``E`` exceeds this (docs/lagrangian.md section 10
+"""Sphere and ring rules: the run stops where ``P`` exceeds this (docs/lagrangian.md section 10
 calibrates both)."""
 
 SPHERE_QUERIES = 64
@@ -334,14 +336,17 @@ class SphereQuadratureMonitor:
     ``X_i = sum_j w_j phi_ij V x_j(t) / Z_i``, ``Z_i = sum_j w_j phi_ij``, whose error is the
     rule's error on ``g_ij = phi_ij (V x_j(t) - X_i) / Z_i`` (unnormalised: ``phi_ij V x_j /
     Z_i``); ring nodes, the same with ``V x_j`` replaced by ``B_1`` of docs/lagrangian.md section
-    8 (``h`` for ``X``). The estimate ``E``: the mass-weighted mean over the queries ``i``
-    (every ring; else :data:`SPHERE_QUERIES` nodes) of ``|a_top(g_i)|`` (:func:`top_coefficients`,
-    the top third of the ``D`` degrees the rule represents), in units of the field. A rule of
-    ``D`` degrees is exact to degree about ``2D``: with coefficients falling like ``rho^{-m}``
-    the field's error is about ``E^3``, so one threshold on ``E`` holds for every size of rule
-    (a larger rule measures ``E`` at its own, higher, degree). Clusters do not alarm it: inside
-    a tight cluster ``V x_j - X_i`` is small, and the kernel of another cluster is
-    ``e^{-beta |x - y|^2 / 2}`` smaller.
+    8 (``h`` for ``X``). Its coefficients in the rule's own orthonormal polynomials at the
+    start (:func:`rule_basis`) give, per query, the root-mean-square ``a_top`` of the top third
+    of the ``D`` degrees the rule represents (a null rule) and ``a_mid`` of the middle third
+    (:func:`band_norms`). A rule of ``D`` degrees is exact to about ``2D``, :data:`EXTRAPOLATE`
+    bands above the top band's centre, so the estimate is ``P = a_top min(1, a_top /
+    a_mid)^3.5``: extrapolated at the measured decay where it is geometric (a smooth flow),
+    ``a_top`` itself where it is not (a separatrix). The extrapolation to the rule's own degree
+    is what makes one threshold hold for every size of rule. ``P`` is the mass-weighted mean
+    over the queries ``i`` (every ring; else :data:`SPHERE_QUERIES` nodes), the largest over
+    the heads, in units of the field. Clusters do not alarm it once tight: inside a cluster
+    ``V x_j - X_i`` is small and another cluster's kernel is ``e^{-beta |x - y|^2 / 2}`` smaller.
 
     Structure read from the nodes: ring nodes (Gauss–Jacobi in ``s``); ``d = 2``, the angle
     (:func:`meanfield.nodes.circle`, trigonometric); ``d >= 3`` with nodes on shared latitudes
@@ -355,7 +360,7 @@ class SphereQuadratureMonitor:
         nodes: the run's :class:`meanfield.nodes.Nodes` or ring nodes (at the start).
         t_final: the final time (always checked).
         labels, state, budget, memory_limit: as :class:`QuadratureMonitor`.
-        warn, stop: the estimate ``E`` that warns (:data:`SPHERE_WARN`) and stops
+        warn, stop: the estimate ``P`` that warns (:data:`SPHERE_WARN`) and stops
             (:data:`SPHERE_STOP`).
     """
 
@@ -437,8 +442,9 @@ class SphereQuadratureMonitor:
         return out
 
     def estimate(self, y: Any) -> float:
-        """``E``, the mass-weighted mean over the queries of ``|a_top(g_i)|`` (the largest
-        over the heads), at the state ``y`` (positions, or ``[phi | log J]`` of rings)."""
+        """``P``, the mass-weighted mean over the queries of ``a_top min(1, a_top/a_mid)^3.5``
+        (the largest over the heads), at the state ``y`` (positions, or ``[phi | log J]`` of
+        rings)."""
         if self.basis is None:
             return 0.0
         y = np.asarray(bk.to_numpy(y), dtype=float)
@@ -470,9 +476,10 @@ class SphereQuadratureMonitor:
         if E <= self.warn_at:
             return
         what = "rings" if self.rings else "nodes"
-        text = (f"at t = {t:.6g} the field's integrand pulled back to the start has {E:.3g} "
-                f"(in units of the field) in the top third of the {self.degrees} degrees the "
-                f"rule of {self.weights.size} {what} represents, "
+        text = (f"at t = {t:.6g} the field's integrand pulled back to the start leaves a "
+                f"quadrature error estimated at {E:.3g} of the field (a null rule on the top "
+                f"third of the {self.degrees} degrees the rule of {self.weights.size} {what} "
+                "represents, extrapolated to its degree), "
                 + ("above" if E > self.stop_at else "near")
                 + f" the limit {self.stop_at:g}: the {what} no longer resolve the measure "
                 "(docs/lagrangian.md section 10); use more " + what)

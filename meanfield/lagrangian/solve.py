@@ -179,7 +179,8 @@ def solve_lagrangian(
         float64); ``label`` (node) for labelled nodes. Every NaN or inf comes with a
         ``note`` on its variable (docs/results.md); tokens in ``R^d`` that blow up stop the
         run (:mod:`meanfield.blowup`), and so does, in ``R^d``, an attention that tilts the
-        mass out of the node cloud (:mod:`meanfield.lagrangian.quadrature`,
+        mass out of the node cloud, and on the sphere or rings a rule that no longer resolves
+        the flow's integrand (:mod:`meanfield.lagrangian.quadrature`,
         :attr:`StopReason.UNRESOLVED_NODES`, docs/lagrangian.md section 10; a warning first).
     """
     if isinstance(model, Schedule):  # every other keyword argument forwarded to each piece

@@ -90,7 +90,7 @@ def test_a_zonal_d32_kappa24_is_a_density_or_stops() -> None:
               max_resolution=1536)
 
 
-@pytest.mark.benchmark  # 2-4 minutes on 2 cores: the hand-over runs 1025 rings (one per grid node)
+@pytest.mark.benchmark  # 2-9 minutes on 2 shared cores: the hand-over runs 1025 rings (one per grid node)
 def test_a_zonal_d32_kappa24_hands_over_and_reaches_t3() -> None:
     # measured: hand-over at t = 1.39, E[s](3) = 0.99681521 against 0.9968153 of 64 rings from
     # the start (the particles: 0.9967); the spectral state at the hand-over carries
@@ -130,7 +130,7 @@ def test_c_zonal_product_rule_at_d16_degree8_is_refused_with_its_figure() -> Non
         nodes.zonal(lambda s: np.exp(8.0 * s), 16, 8)
 
 
-@pytest.mark.long  # ~20 s (the spectral run to degree 512, then 513 rings)
+@pytest.mark.long  # 12-20 s (the spectral run to degree 512, then 513 rings)
 def test_c_zonal_d16_hand_over_at_the_default_resolution_reaches_t3() -> None:
     # the d = 16, kappa = 8 at the default max_resolution (main: 4 GiB in nodes.zonal);
     # measured: stops at t = 2.81 (tail at resolution 512), hands over to 513 rings, E[s](3) =
@@ -158,8 +158,7 @@ def _blowup_model() -> Model:
     return Model(beta=1.0, Q=Q, K=K, V=V)
 
 
-@pytest.mark.parametrize("per_dim", [6, pytest.param(8, marks=pytest.mark.long),
-                                     pytest.param(16, marks=pytest.mark.long)])
+@pytest.mark.parametrize("per_dim", [6, 8, pytest.param(16, marks=pytest.mark.benchmark)])  # 16^3: 4 min
 def test_d_blowup_with_larger_rules_is_correct_or_stops(per_dim: int) -> None:
     # 6^3 .. 16^3 = 4 096 nodes (the 64 .. 4 096) to 99% of t*: before the monitor each
     # reported success with its mean 36-41% off (docs/lagrangian.md section 10). Now: a stop with
