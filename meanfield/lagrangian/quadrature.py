@@ -268,7 +268,7 @@ SPHERE_STOP = 1e-2
 """Sphere and ring rules: the run stops where ``P`` exceeds this (docs/lagrangian.md section 10
 calibrates both)."""
 
-SPHERE_QUERIES = 64
+SPHERE_QUERIES = 16
 """Query nodes of a check on a rule of more nodes than this (all nodes of ring rules)."""
 
 
@@ -401,6 +401,16 @@ class SphereQuadratureMonitor:
             np.unique(np.linspace(0, n - 1, SPHERE_QUERIES).round().astype(int))
         self.degrees = 0 if self.basis is None else self.basis.shape[1]
 
+    def _with_spread(self, vals: np.ndarray, K: np.ndarray) -> np.ndarray:
+        """``vals`` (queries, nodes, components) and one more component, ``beta`` times the
+        spread ``|vals|^2`` about its tilted mean: the integrand of the divergence's
+        covariance term (``d/dt log J``, docs/lagrangian.md section 2), whose quadrature
+        decides the densities."""
+        spread = np.sum(vals * vals, axis=2)
+        mean = (K * spread) @ self.weights / (K @ self.weights)
+        extra = float(self.model.beta) * (spread - mean[:, None])
+        return np.concatenate([vals, extra[:, :, None]], axis=2)
+
     def _integrands(self, y: np.ndarray) -> list[np.ndarray]:
         """``g_ij`` (module docstring), shape ``(n, queries, components)``, one per head."""
         sa = attention_registry.resolve(self.model.attention).name != "unnormalized"
@@ -417,7 +427,8 @@ class SphereQuadratureMonitor:
             K = np.exp(L - np.max(L, axis=1, keepdims=True))
             Z = K @ self.weights
             vals = B1 - ((K * B1) @ self.weights / Z)[:, None] if sa else B1
-            return [(K * vals / Z[:, None]).T[:, :, None]]
+            return [np.transpose(K[:, :, None] * self._with_spread(vals[:, :, None], K)
+                                 / Z[:, None, None], (1, 0, 2))]
         st = None if self.state is None else self.state()
         pot = None if st is None else getattr(st, "potentials", None)
         x = y[:, : self.d]
@@ -438,7 +449,8 @@ class SphereQuadratureMonitor:
             Z = K @ self.weights
             X = (K * self.weights) @ vx / Z[:, None]
             vals = vx[None, :, :] - X[:, None, :] if sa else np.broadcast_to(vx, (K.shape[0],) + vx.shape)
-            out.append(np.transpose(K[:, :, None] * vals / Z[:, None, None], (1, 0, 2)))
+            out.append(np.transpose(K[:, :, None] * self._with_spread(vals, K) / Z[:, None, None],
+                                    (1, 0, 2)))
         return out
 
     def estimate(self, y: Any) -> float:
