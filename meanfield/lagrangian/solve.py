@@ -263,15 +263,16 @@ def solve_lagrangian(
         monitors.append(QuadratureMonitor(model, x0, weights, d, float(times[-1]), labels=labels,
                                           state=lambda: cache["state"],
                                           memory_limit=memory_limit))
-    else:  # the rule may no longer resolve the flow's integrand (docs/lagrangian.md section 10)
-        monitors.append(SphereQuadratureMonitor(model, nodes, float(times[-1]), labels=labels,
-                                                state=lambda: cache["state"],
-                                                memory_limit=memory_limit))
     if dt is not None and not tab.adaptive:  # a fixed step: h L against the scheme's bound
         monitors.append(StepSizeMonitor(rhs, tab.name, float(dt), times, sphere=False, x0=y0,
                                         radius=stability_radius(tab),
                                         tangent=_positions_tangent(sphere, d),
                                         advice="scheme='dopri5'"))
+    if sphere or reduced:  # the rule may no longer resolve the flow's integrand (docs/lagrangian.md
+        # section 10); after the step-size monitor, whose diagnosis of a step too large comes first
+        monitors.append(SphereQuadratureMonitor(model, nodes, float(times[-1]), labels=labels,
+                                                state=lambda: cache["state"],
+                                                memory_limit=memory_limit))
     sol = integrate(RungeKutta(rhs, tab, project=project), y0, times,
                     controller=controller, output=output, monitors=monitors,
                     dt0=dt if tab.adaptive else None, max_steps=max_steps, trackers=trackers)
