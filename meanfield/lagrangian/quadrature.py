@@ -1,9 +1,12 @@
-"""The quadrature monitor of Lagrangian runs in ``R^d``: do the nodes still resolve the measure?
+"""The quadrature monitors of Lagrangian runs: do the nodes still resolve the measure?
 
 .. autosummary::
    QuadratureMonitor
+   SphereQuadratureMonitor
    tail_share
    effective_sample_size
+   rule_basis
+   band_norms
 
 The field at a node ``x_i`` is a quadrature of the *tilted* measure,
 ``sum_j p_ij V x_j`` with ``p_ij = w_j phi(S_ij) / sum_k w_k phi(S_ik)`` (``phi`` the
@@ -36,11 +39,10 @@ nodes), 8e-4 to 2e-3 (``6^2``, ``6^3``), 6e-6 (``8^3``) and 1e-6 (``12^2``), aga
 ``G = 7.5`` (``4^3``) and 36% at ``G = 108`` (``8^3``): the stop is conservative for large
 rules; the smallest rule measured (``4^3``) stops with its mean 6.5% off, warned at under 1%.
 
-On ``S^{d-1}`` the rule covers the whole (compact) manifold and the flow maps the sphere
-onto itself, so the nodes always cover the support: there is no outer layer to leave, and a
-concentrating measure is followed by its nodes (their error is the resolution of each
-cluster, watched by the solver's tolerances). Sphere runs, and ring nodes (on the sphere),
-are not monitored (:func:`effective_sample_size` is a diagnostic, not calibrated there).
+On ``S^{d-1}`` and on ring nodes there is no outer layer to leave (the rule covers the compact
+manifold); what fails there is the pull-back of the field's integrand to the start, steep at
+the separatrices of a clustering flow: :class:`SphereQuadratureMonitor` estimates it by a null
+rule in the rule's own orthonormal polynomials (docs/lagrangian.md section 10).
 
 Cost: one ``n x n`` pass of logits (about 1.7 field evaluations, measured) per
 check, checked only while the monitor has spent at most :data:`BUDGET` of the run's own
@@ -88,26 +90,30 @@ def _log_phi(model: Any, S: np.ndarray) -> np.ndarray:
 
 
 def _log_weights(model: Any, x: np.ndarray, weights: np.ndarray, labels: np.ndarray | None,
-                 potentials: Any, memory_limit: int) -> Any:
-    """Yield ``(rows, log(w_j phi(S_ij)))`` blocks, per head and block of query rows."""
+                 potentials: Any, memory_limit: int, queries: np.ndarray | None = None) -> Any:
+    """Yield ``(rows, log(w_j phi(S_ij)))`` blocks, per head and block of query rows (of the
+    rows ``queries`` of ``x`` where given, else of every row)."""
     n, d = x.shape
+    xq = x if queries is None else x[queries]
+    lq = None if labels is None or queries is None else labels[queries]
     with np.errstate(divide="ignore"):
         logw = np.log(weights)
     kind = attention_registry.resolve(model.attention).name
     rows = max(1, int(memory_limit) // (3 * 8 * max(n, 1)))
     for h, (Q, K, _V) in enumerate(model.matrices(d)):
-        q = model.beta * (x @ np.asarray(Q, dtype=float).T)
+        q = model.beta * (xq @ np.asarray(Q, dtype=float).T)
         k = x @ np.asarray(K, dtype=float).T
         col = logw.copy()
         if kind == "l2":
             col -= 0.5 * model.beta * np.einsum("nd,nd->n", k, k)
         if kind == "sinkhorn" and potentials is not None:
             col += np.asarray(bk.to_numpy(potentials[h]), dtype=float).reshape(n)
-        for r0 in range(0, n, rows):
-            r1 = min(n, r0 + rows)
+        for r0 in range(0, xq.shape[0], rows):
+            r1 = min(xq.shape[0], r0 + rows)
             L = _log_phi(model, q[r0:r1] @ k.T) + col
             if labels is not None and model.causal:
-                L[labels[r0:r1, None] < labels[None, :]] = -np.inf
+                lr = labels if lq is None else lq
+                L[lr[r0:r1, None] < labels[None, :]] = -np.inf
             yield slice(r0, r1), L
 
 
@@ -252,5 +258,248 @@ class QuadratureMonitor:
         stop_or_warn_once(self, G > self.stop_at, StopReason.UNRESOLVED_NODES, text)
 
 
-__all__ = ["BUDGET", "STOP_GROWTH", "TAIL", "WARN_GROWTH", "QuadratureMonitor",
-           "effective_sample_size", "outer_layer", "tail_share"]
+# -- node rules on the sphere: a null rule on the field's integrand pulled back to the start -----
+
+SPHERE_WARN = 3e-3
+"""Sphere and ring rules: a warning where the estimate ``P`` (:class:`SphereQuadratureMonitor`,
+in units of the field) exceeds this."""
+
+SPHERE_STOP = 1e-2
+"""Sphere and ring rules: the run stops where ``P`` exceeds this (docs/lagrangian.md section 10
+calibrates both)."""
+
+SPHERE_QUERIES = 16
+"""Query nodes of a check on a rule of more nodes than this (all nodes of ring rules)."""
+
+
+def _distinct(values: np.ndarray) -> int:
+    """The number of distinct values to a relative ``1e-12`` (a rule's latitudes)."""
+    v = np.sort(np.asarray(values, dtype=float))
+    return int(1 + np.count_nonzero(np.diff(v) > 1e-12 * max(1.0, float(np.max(np.abs(v))))))
+
+
+def rule_basis(coordinate: np.ndarray, weights: np.ndarray, kind: str) -> np.ndarray:
+    """Columns ``sqrt(w_j) P_m(y_j)``, ``m = 0, 1, ...``, of the polynomials of increasing
+    degree orthonormal for the discrete measure ``sum_j w_j delta_{y_j}`` of a rule at its
+    *initial* nodes ``y_j``: ``kind = "interval"``, ``coordinate`` the axis coordinate ``s`` in
+    ``[-1, 1]`` (Chebyshev columns); ``"circle"``, the angle (``1, cos m a, sin m a``, two
+    columns per degree). Householder QR of the weighted columns; the columns stop where the
+    measure has no more independent degrees (``|R_mm|`` below ``1e-10`` of ``|R_00|``: as many
+    degrees as distinct nodes of non-negligible weight)."""
+    y = np.asarray(coordinate, dtype=float)
+    sw = np.sqrt(np.asarray(weights, dtype=float) / float(np.sum(weights)))
+    if kind == "interval":
+        m = _distinct(y)
+        cols = np.cos(np.arange(m)[None, :] * np.arccos(np.clip(y, -1.0, 1.0))[:, None])
+    else:
+        m = min(y.size, 2 * (_distinct(np.mod(y, 2 * np.pi)) // 2) + 1)
+        k = (np.arange(m) + 1) // 2
+        cols = np.where(np.arange(m) % 2 == 1, np.cos(k * y[:, None]), np.sin(k * y[:, None]))
+        cols[:, 0] = 1.0
+    q, r = np.linalg.qr(sw[:, None] * cols)
+    diag = np.abs(np.diag(r))
+    keep = int(np.argmax(diag < 1e-10 * diag[0])) if np.any(diag < 1e-10 * diag[0]) else m
+    return q[:, :keep]
+
+
+EXTRAPOLATE = 3.5
+"""Bands of a third of the represented degrees ``D`` from the top band's centre (``5D/6``) to
+the degree ``2D`` where a rule exact to about ``2D`` makes its error: ``(2 - 5/6) / (1/3)``."""
+
+
+def band_norms(basis: np.ndarray, weights: np.ndarray, g: np.ndarray,
+               kind: str = "interval") -> tuple[np.ndarray, np.ndarray]:
+    """``(|a_top|, |a_mid|)`` of each column ``g[:, i]`` (a function at the rule's nodes), root
+    mean square per degree: ``a = basis^T (sqrt(w) g)``, its coefficients in the rule's
+    orthonormal polynomials (:func:`rule_basis`, ``sum_j w_j = 1``), in the top and the middle
+    third of the ``D`` degrees the rule represents. The top band is a null rule (it integrates
+    every polynomial of lower degree to 0): the part of ``g`` the rule resolves least."""
+    sw = np.sqrt(np.asarray(weights, dtype=float) / float(np.sum(weights)))
+    a = basis.T @ (sw[:, None] * g)
+    m = basis.shape[1]
+    degree = np.arange(m) if kind == "interval" else (np.arange(m) + 1) // 2
+    D = int(degree[-1])
+    top = degree > (2 * D) / 3
+    mid = (degree > D / 3) & ~top
+    if not np.any(mid):  # a rule of two or three degrees: the band below the top
+        mid = degree == max(0, int(degree[top].min()) - 1)
+    rms = [np.sqrt(np.sum(a[b] ** 2, axis=0) / np.count_nonzero(b)) for b in (top, mid)]
+    return rms[0], rms[1]
+
+
+class SphereQuadratureMonitor:
+    """Warns, or stops a Lagrangian run on ``S^{d-1}`` or on ring nodes, when the node rule no
+    longer resolves the field's integrand pulled back to the start (docs/lagrangian.md
+    section 10).
+
+    The field at ``x_i`` is a quadrature at the *initial* nodes ``y_j``: softmax (SA),
+    ``X_i = sum_j w_j phi_ij V x_j(t) / Z_i``, ``Z_i = sum_j w_j phi_ij``, whose error is the
+    rule's error on ``g_ij = phi_ij (V x_j(t) - X_i) / Z_i`` (unnormalised: ``phi_ij V x_j /
+    Z_i``); ring nodes, the same with ``V x_j`` replaced by ``B_1`` of docs/lagrangian.md section
+    8 (``h`` for ``X``). Its coefficients in the rule's own orthonormal polynomials at the
+    start (:func:`rule_basis`) give, per query, the root-mean-square ``a_top`` of the top third
+    of the ``D`` degrees the rule represents (a null rule) and ``a_mid`` of the middle third
+    (:func:`band_norms`). A rule of ``D`` degrees is exact to about ``2D``, :data:`EXTRAPOLATE`
+    bands above the top band's centre, so the estimate is ``P = a_top min(1, a_top /
+    a_mid)^3.5``: extrapolated at the measured decay where it is geometric (a smooth flow),
+    ``a_top`` itself where it is not (a separatrix). The extrapolation to the rule's own degree
+    is what makes one threshold hold for every size of rule. ``P`` is the mass-weighted mean
+    over the queries ``i`` (every ring; else :data:`SPHERE_QUERIES` nodes), the largest over
+    the heads, in units of the field. Clusters do not alarm it once tight: inside a cluster
+    ``V x_j - X_i`` is small and another cluster's kernel is ``e^{-beta |x - y|^2 / 2}`` smaller.
+
+    Structure read from the nodes: ring nodes (Gauss–Jacobi in ``s``); ``d = 2``, the angle
+    (:func:`meanfield.nodes.circle`, trigonometric); ``d >= 3`` with nodes on shared latitudes
+    ``<y, e_d>`` (:func:`meanfield.nodes.sphere`, :func:`meanfield.nodes.zonal`), the axis
+    coordinate (the part of ``g`` that depends on ``s`` only: the angular rule is not checked).
+    Other node sets (samples: a Monte Carlo error, no degree) are not monitored
+    (:attr:`basis` is ``None``).
+
+    Args:
+        model: the :class:`meanfield.Model`.
+        nodes: the run's :class:`meanfield.nodes.Nodes` or ring nodes (at the start).
+        t_final: the final time (always checked).
+        labels, state, budget, memory_limit: as :class:`QuadratureMonitor`.
+        warn, stop: the estimate ``P`` that warns (:data:`SPHERE_WARN`) and stops
+            (:data:`SPHERE_STOP`).
+    """
+
+    def __init__(self, model: Any, nodes: Any, t_final: float, *, labels: np.ndarray | None = None,
+                 state: Any = None, budget: float = BUDGET,
+                 memory_limit: int = DEFAULT_MEMORY_LIMIT, warn: float = SPHERE_WARN,
+                 stop: float = SPHERE_STOP) -> None:
+        self.model = model
+        self.rings = getattr(nodes, "reduction", None) is not None
+        self.weights = np.asarray(nodes.weights, dtype=float)
+        self.weights = self.weights / float(np.sum(self.weights))
+        self.d = int(nodes.d) if self.rings else int(np.asarray(nodes.x).shape[1])
+        self.t_final = float(t_final)
+        self.labels = labels
+        self.state = state
+        self.budget = float(budget)
+        self.memory_limit = int(memory_limit)
+        self.warn_at, self.stop_at = float(warn), float(stop)
+        self.accepted = 0
+        self.spent = 0
+        self.warned = False
+        self.worst: tuple[float, float] | None = None  # (E, t) of the largest check
+        n = self.weights.size
+        self.kind = "interval"
+        self.basis: np.ndarray | None = None
+        if self.rings:
+            self.basis = rule_basis(np.asarray(nodes.s, dtype=float), self.weights, "interval")
+        else:
+            x0 = np.asarray(nodes.x, dtype=float)
+            if self.d == 2:
+                self.kind = "circle"
+                self.basis = rule_basis(np.arctan2(x0[:, 1], x0[:, 0]), self.weights, "circle")
+            elif _distinct(x0[:, -1]) < n:
+                self.basis = rule_basis(x0[:, -1], self.weights, "interval")
+        if self.basis is not None and self.basis.shape[1] < 2:  # one degree: no tail
+            self.basis = None
+        self.queries = np.arange(n) if (self.rings or n <= SPHERE_QUERIES) else \
+            np.unique(np.linspace(0, n - 1, SPHERE_QUERIES).round().astype(int))
+        self.degrees = 0 if self.basis is None else self.basis.shape[1]
+
+    def _with_spread(self, vals: np.ndarray, K: np.ndarray) -> np.ndarray:
+        """``vals`` (queries, nodes, components) and one more component, ``beta`` times the
+        spread ``|vals|^2`` about its tilted mean: the integrand of the divergence's
+        covariance term (``d/dt log J``, docs/lagrangian.md section 2), whose quadrature
+        decides the densities."""
+        spread = np.sum(vals * vals, axis=2)
+        mean = (K * spread) @ self.weights / (K @ self.weights)
+        extra = float(self.model.beta) * (spread - mean[:, None])
+        return np.concatenate([vals, extra[:, :, None]], axis=2)
+
+    def _integrands(self, y: np.ndarray) -> list[np.ndarray]:
+        """``g_ij`` (module docstring), shape ``(n, queries, components)``, one per head."""
+        sa = attention_registry.resolve(self.model.attention).name != "unnormalized"
+        if self.rings:
+            from .rings import log_hyp0f1, ring_coordinates
+
+            s, r = ring_coordinates(y[:, 0])
+            beta, nu = float(self.model.beta), 0.5 * (self.d - 3)
+            sq, rq = s[self.queries, None], r[self.queries, None]
+            w = 0.25 * (beta * rq * r[None]) ** 2
+            L0 = log_hyp0f1(nu + 1, w)
+            B1 = s[None] - 0.5 * beta * sq * (r * r)[None] * np.exp(log_hyp0f1(nu + 2, w) - L0) / (nu + 1)
+            L = beta * sq * s[None] + L0
+            K = np.exp(L - np.max(L, axis=1, keepdims=True))
+            Z = K @ self.weights
+            vals = B1 - ((K * B1) @ self.weights / Z)[:, None] if sa else B1
+            return [np.transpose(K[:, :, None] * self._with_spread(vals[:, :, None], K)
+                                 / Z[:, None, None], (1, 0, 2))]
+        st = None if self.state is None else self.state()
+        pot = None if st is None else getattr(st, "potentials", None)
+        x = y[:, : self.d]
+        out: list[np.ndarray] = []
+        heads = self.model.matrices(self.d)
+        rows: list[np.ndarray] = []
+        h = 0
+        for block, L in _log_weights(self.model, x, np.ones(x.shape[0]), self.labels, pot,
+                                     self.memory_limit, queries=self.queries):
+            K = np.exp(L - np.max(L, axis=1, keepdims=True))
+            rows.append(K)
+            if block.stop < self.queries.size:
+                continue
+            K = np.concatenate(rows, axis=0)
+            rows = []
+            vx = x @ np.asarray(heads[h][2], dtype=float).T  # V x_j
+            h += 1
+            Z = K @ self.weights
+            X = (K * self.weights) @ vx / Z[:, None]
+            vals = vx[None, :, :] - X[:, None, :] if sa else np.broadcast_to(vx, (K.shape[0],) + vx.shape)
+            out.append(np.transpose(K[:, :, None] * self._with_spread(vals, K) / Z[:, None, None],
+                                    (1, 0, 2)))
+        return out
+
+    def estimate(self, y: Any) -> float:
+        """``P``, the mass-weighted mean over the queries of ``a_top min(1, a_top/a_mid)^3.5``
+        (the largest over the heads), at the state ``y`` (positions, or ``[phi | log J]`` of
+        rings)."""
+        if self.basis is None:
+            return 0.0
+        y = np.asarray(bk.to_numpy(y), dtype=float)
+        E = np.zeros(self.queries.size)
+        for g in self._integrands(y):
+            n, q, c = g.shape
+            top, mid = band_norms(self.basis, self.weights, g.reshape(n, q * c), self.kind)
+            top = np.sqrt(np.sum(top.reshape(q, c) ** 2, axis=1))
+            mid = np.sqrt(np.sum(mid.reshape(q, c) ** 2, axis=1))
+            with np.errstate(invalid="ignore", divide="ignore"):
+                ratio = np.nan_to_num(np.minimum(1.0, top / mid), nan=0.0)
+            E = np.maximum(E, top * ratio ** EXTRAPOLATE)
+        wq = self.weights[self.queries]
+        return float(np.sum(wq * E) / np.sum(wq)) if np.sum(wq) > 0 else float(np.mean(E))
+
+    def check(self, t: float, y: Any, stage: Any, context: Any) -> None:
+        if self.basis is None:
+            return
+        self.accepted += 1
+        final = t >= self.t_final - 1e-9 * max(1.0, abs(self.t_final))
+        if not final and self.spent > self.budget * EVALUATIONS_PER_STEP * self.accepted:
+            return
+        # a check of rings costs about two field evaluations (two 0F1 logarithms per pair;
+        # measured 2.2 at d = 1024), one of other nodes (a pass over 16 query rows)
+        self.spent += 2 if self.rings else 1
+        if not np.all(np.isfinite(np.asarray(bk.to_numpy(y), dtype=float))):
+            return  # the engine's non-finite check names it
+        E = self.estimate(y)
+        if self.worst is None or E > self.worst[0]:
+            self.worst = (E, t)
+        if E <= self.warn_at:
+            return
+        what = "rings" if self.rings else "nodes"
+        text = (f"at t = {t:.6g} the field's integrand pulled back to the start leaves a "
+                f"quadrature error estimated at {E:.3g} of the field (a null rule on the top "
+                f"third of the {self.degrees} degrees the rule of {self.weights.size} {what} "
+                "represents, extrapolated to its degree), "
+                + ("above" if E > self.stop_at else "near")
+                + f" the limit {self.stop_at:g}: the {what} no longer resolve the measure "
+                "(docs/lagrangian.md section 10); use more " + what)
+        stop_or_warn_once(self, E > self.stop_at, StopReason.UNRESOLVED_NODES, text)
+
+
+__all__ = ["BUDGET", "EXTRAPOLATE", "SPHERE_QUERIES", "SPHERE_STOP", "SPHERE_WARN", "STOP_GROWTH", "TAIL",
+           "WARN_GROWTH", "QuadratureMonitor", "SphereQuadratureMonitor", "effective_sample_size",
+           "band_norms", "outer_layer", "rule_basis", "tail_share"]

@@ -56,7 +56,7 @@ from ..model import Model
 from ..schedule import Schedule, run_schedule
 from .energy import energy_terms, has_energy
 from .field import _fast_field, _finish, ambient_field, check_measure, weighted_field
-from .quadrature import QuadratureMonitor
+from .quadrature import QuadratureMonitor, SphereQuadratureMonitor
 
 
 class LagrangianError(IntegrationError):
@@ -180,7 +180,8 @@ def solve_lagrangian(
         float64); ``label`` (node) for labelled nodes. Every NaN or inf comes with a
         ``note`` on its variable (docs/results.md); tokens in ``R^d`` that blow up stop the
         run (:mod:`meanfield.blowup`), and so does, in ``R^d``, an attention that tilts the
-        mass out of the node cloud (:mod:`meanfield.lagrangian.quadrature`,
+        mass out of the node cloud, and on the sphere or rings a rule that no longer resolves
+        the flow's integrand (:mod:`meanfield.lagrangian.quadrature`,
         :attr:`StopReason.UNRESOLVED_NODES`, docs/lagrangian.md section 10; a warning first).
     """
     if isinstance(model, Schedule):  # every other keyword argument forwarded to each piece
@@ -272,6 +273,13 @@ def solve_lagrangian(
                                         radius=stability_radius(tab),
                                         tangent=_positions_tangent(sphere, d),
                                         advice="scheme='dopri5'"))
+    # the rule may no longer resolve the flow's integrand (docs/lagrangian.md section 10; sphere
+    # and ring nodes, subspace nodes not yet); after the step-size monitor, whose diagnosis of a
+    # step too large comes first
+    if getattr(nodes, "reduction", "rings") == "rings" and (sphere or reduced):
+        monitors.append(SphereQuadratureMonitor(model, nodes, float(times[-1]), labels=labels,
+                                                state=lambda: cache["state"],
+                                                memory_limit=memory_limit))
     sol = integrate(RungeKutta(rhs, tab, project=project), y0, times,
                     controller=controller, output=output, monitors=monitors,
                     dt0=dt if tab.adaptive else None, max_steps=max_steps, trackers=trackers)

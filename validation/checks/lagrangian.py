@@ -535,7 +535,10 @@ CIRCLE_CASES = {
 """The circle comparisons: far enough in time that the node count matters (the error at
 ``N = 16`` is large), early enough that the spectral solver is resolved (``<= 512`` modes)."""
 
-CIRCLE_SIZES = (16, 32, 64, 128)
+CIRCLE_SIZES = (32, 48, 64, 128)
+"""Node counts of the circle comparisons. Not 16: at SA ``beta = 9`` 16 to 24 nodes no longer
+resolve the measure (density errors 0.2 to 1.6%, measured), and the quadrature monitor stops
+those runs (docs/lagrangian.md section 10)."""
 
 CIRCLE_TOL = 1e-8
 """Issue 12: relative agreement at the nodes. The reference itself is good to about
@@ -567,12 +570,12 @@ def _circle_check(key: str, out_dir: Path) -> CheckResult:
 def check_circle_sa(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
     """Circle, SA ``beta = 9``, smooth start :data:`CIRCLE_RHO0`, ``t = 3``: the Lagrangian
     density at the nodes against the spectral density there (``Domain.values_at``), for
-    ``N = 16, 32, 64, 128`` trapezoid nodes.
+    ``N = 32, 48, 64, 128`` trapezoid nodes (:data:`CIRCLE_SIZES`).
 
     Tolerance: :data:`CIRCLE_TOL` (``1e-8`` relative, issue 12) at ``N = 128``. Geometric
     decay: the fitted slope of ``log10(error)`` against ``N`` must be negative and the error
-    must fall by at least 4 orders of magnitude from ``N = 16`` (the trapezoid rule on an
-    analytic periodic integrand converges like ``e^{-aN}``; measured 12 orders).
+    must fall by at least 4 orders of magnitude from ``N = 32`` (the trapezoid rule on an
+    analytic periodic integrand converges like ``e^{-aN}``; measured 8.2 orders, USA 5.6).
     """
     return _circle_check("sa", Path(out_dir))
 

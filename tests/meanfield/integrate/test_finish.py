@@ -150,6 +150,10 @@ def test_lagrangian_fixed_step_is_watched():
     assert info.value.dataset.attrs["successful"] == 0 and info.value.t < 10.0
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
+        # the step-size monitor is quiet; the quadrature monitor may speak (64 nodes at beta = 4
+        # near t = 6: P = 1e-2, docs/lagrangian.md section 10; the mean 3e-3 off 512 nodes at
+        # t = 10, measured)
+        warnings.filterwarnings("ignore", message=".*no longer resolve the measure")
         ds = mf.solve_lagrangian(model, NODES, [0.0, 5.0, 10.0], scheme="rk4", dt=1.0)
     assert ds.attrs["successful"] == 1
 
