@@ -135,6 +135,11 @@ def _cases() -> list[Any]:
 def test_every_nonfinite_value_comes_with_a_word(run: Callable[[], Any]) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)  # item 5: handled cases warn no more
+        # the USA beta = 6 case runs 16 circle nodes on purpose (the example): the
+        # quadrature monitor's warning is its word for that (tested where the monitor is,
+        # tests/meanfield/test_lagrangian_quadrature_sphere.py), not what this test is about
+        warnings.filterwarnings("ignore", message=".*no longer resolve the measure",
+                                category=UserWarning)
         try:
             ds = run()
         except ValueError as exc:  # a refusal before any work: it must name the cause
