@@ -54,7 +54,7 @@ from ..integrate import (
 from ..kernels import DEFAULT_MEMORY_LIMIT
 from ..model import Model
 from ..schedule import Schedule, run_schedule
-from .energy import energy_terms, has_energy
+from .energy import energy_terms, fast_energy_reason, has_energy
 from .field import _fast_field, _finish, ambient_field, check_measure, weighted_field
 from .quadrature import QuadratureMonitor
 
@@ -281,7 +281,8 @@ def solve_lagrangian(
     if be.dtype != "float64" and sphere:  # unit to float64 round-off (from float32's)
         for _, y in saved:
             y[:, :d] /= np.linalg.norm(y[:, :d], axis=1)[:, None]
-    ds = _assemble(saved, model, nodes, weights, labels, d, memory_limit)
+    ds = _assemble(saved, model, nodes, weights, labels, d, memory_limit,
+                   "fast" if fast else "direct")
     ds.attrs.update(result_attrs(
         title="meanfield solve_lagrangian (characteristics)",
         solver="meanfield.solve_lagrangian", model=model.to_json(), settings=settings,
@@ -345,7 +346,10 @@ def _solve_schedule(schedule: Schedule, nodes: Any, t: Any, *, out: str | Path |
 
 def _assemble(saved: list[tuple[float, np.ndarray]], model: Model, nodes: Any,
               weights: np.ndarray, labels: np.ndarray | None, d: int,
-              memory_limit: int) -> xr.Dataset:
+              memory_limit: int, method: str = "direct") -> xr.Dataset:
+    """The Dataset of a run; ``method`` (the run's field choice, ``"fast"`` or ``"direct"``)
+    also sums its energy, ``Z`` and dissipation outputs (the fast energy where it applies,
+    :func:`meanfield.lagrangian.energy.use_fast_energy`)."""
     if getattr(nodes, "reduction", None) is not None:  # ring nodes: s, theta, log densities
         from .rings import assemble
 
@@ -378,15 +382,17 @@ def _assemble(saved: list[tuple[float, np.ndarray]], model: Model, nodes: Any,
         data["label"] = ("node", labels, {"long_name": "position label in [0, 1]"})
     if has_energy(model):
         w = np.broadcast_to(weights, (tvals.size, weights.size))
+        fast_energy = method == "fast" and fast_energy_reason(model, d) is None
         terms = energy_terms(model, x, np.ascontiguousarray(w), memory_limit=memory_limit,
-                             partition=True)
+                             partition=True, method="fast" if fast_energy else "direct")
         z = terms.partition
         assert z is not None
         speed2 = np.empty(tvals.size)
         with np.errstate(over="ignore", invalid="ignore"):  # beyond float64: see the note
             for k in range(tvals.size):
                 v = weighted_field(model, x[k], weights, geometry=nodes.geometry, labels=labels,
-                                   divergence=False, memory_limit=memory_limit).velocity
+                                   divergence=False, memory_limit=memory_limit,
+                                   method=method).velocity
                 factor = 1.0 + z[k] if model.attention == "softmax" else 1.0
                 speed2[k] = np.sum(weights * factor * np.einsum("nd,nd->n", v, v))
         data.update(energy_variables("time", terms.energy, terms.log_energy, {
