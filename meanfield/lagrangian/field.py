@@ -440,9 +440,10 @@ def field_at(
 
 
 def _fast_field(model: Any, pb: np.ndarray, xb: np.ndarray, w: np.ndarray, deriv: str,
-                batched: bool, memory_limit: int) -> FieldResult:
-    """:func:`field_at` by fast summation (:func:`meanfield.fastsum.fast_field`); the points
-    whose error estimate exceeds the tolerance by the direct sum."""
+                batched: bool, memory_limit: int, tol: float = fastsum.DEFAULT_TOL) -> FieldResult:
+    """:func:`field_at` by fast summation (:func:`meanfield.fastsum.fast_field`, relative
+    accuracy ``tol`` per point); the points whose error estimate exceeds ``tol`` by the direct
+    sum."""
 
     def direct(pts: np.ndarray, b: int) -> tuple[np.ndarray, np.ndarray | None]:
         F, tr, xdx, st = ambient_field(model, pts, xb[b : b + 1], w[b : b + 1],
@@ -451,7 +452,7 @@ def _fast_field(model: Any, pb: np.ndarray, xb: np.ndarray, w: np.ndarray, deriv
         return r.velocity, r.divergence
 
     vel, div, settings = fastsum.fast_field(model, pb, xb, w, divergence=deriv != "none",
-                                            direct=direct)
+                                            tol=tol, direct=direct)
     if not batched:
         vel = vel[0]
         div = None if div is None else div[0]

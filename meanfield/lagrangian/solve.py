@@ -24,6 +24,7 @@ so the mass ``sum_j w_j`` is conserved exactly; a non-finite state stops the run
 from __future__ import annotations
 
 import inspect
+import math
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -136,6 +137,7 @@ def solve_lagrangian(
     device: Any = None,
     dtype: str = "float64",
     field_method: str = "auto",
+    field_tol: float = fastsum.DEFAULT_TOL,
 ) -> xr.Dataset:
     """Evolve the measure of ``nodes`` under ``model`` by characteristics (docs/lagrangian.md).
 
@@ -171,6 +173,11 @@ def solve_lagrangian(
             :mod:`meanfield.fastsum`; stage points off the sphere are evaluated at ``x/|x|``)
             or ``"auto"``; recorded in ``settings`` with the fast field's band limit and error
             estimate.
+        field_tol: the fast field's relative accuracy per point (default ``1e-12``, the direct
+            sum's); the points whose error estimate exceeds it are recomputed by the direct sum,
+            ``O(n)`` each. A run through clustering, where ``Z_mu`` varies by orders of
+            magnitude between nodes, may ask for less (e.g. ``1e-9``, far below an ODE
+            tolerance ``rtol = 1e-7``) so that only the nodes far from all mass go direct.
 
     Returns:
         ``xarray.Dataset`` with ``x`` (time, node, dim), ``weight`` (node), ``density`` and
@@ -218,13 +225,17 @@ def solve_lagrangian(
     wb = be.asarray(weights[None])
     lab = None if labels is None else (be.asarray(labels[None]),) * 2
     deriv = "both" if sphere else "trace"
+    if isinstance(field_tol, bool) or not isinstance(field_tol, (int, float)) or not (
+            math.isfinite(field_tol) and field_tol > 0):
+        msg = f"field_tol must be finite and > 0, got {field_tol!r}"
+        raise ValueError(msg)
     fast = fastsum.use_fast(field_method, model, d, nodes.geometry, n, n,
                             causal_labels=labels is not None, backend_numpy=be.is_numpy)
 
     def rhs(y: Any) -> Any:
         xb = bk.contiguous(y[None, :, :d])
         if fast:
-            res = _fast_field(model, xb, xb, wb, deriv, False, memory_limit)
+            res = _fast_field(model, xb, xb, wb, deriv, False, memory_limit, float(field_tol))
             cache["fast"] = fastsum.merge_settings(cache.get("fast"), res.fast)
         else:
             F, tr, xdx, state = ambient_field(model, xb, xb, wb, labels=lab, derivatives=deriv,
