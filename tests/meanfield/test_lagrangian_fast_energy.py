@@ -82,3 +82,19 @@ def test_lagrangian_outputs_fast_match_direct() -> None:
     # energy and dissipation are Lipschitz in x with constants O(e^beta / beta), O(beta e^beta)
     np.testing.assert_allclose(b["energy"].values, a["energy"].values, rtol=1e-8)
     np.testing.assert_allclose(b["dissipation"].values, a["dissipation"].values, rtol=1e-8)
+
+
+@pytest.mark.parametrize("bad", [0.0, -1e-9, float("nan"), float("inf"), "1e-9", True])
+def test_field_tol_must_be_positive_finite(bad: object) -> None:
+    nd = nodes.sphere(lambda th, ph: 1 + 0 * th, 4)
+    with pytest.raises(ValueError, match="field_tol"):
+        solve_lagrangian(Model(beta=1.0), nd, [0.0, 0.1], field_tol=bad)  # type: ignore[arg-type]
+
+
+def test_field_tol_reaches_the_fast_field() -> None:
+    """The run's fast field is asked for field_tol (recorded in settings.fast_field.tol)."""
+    import json
+
+    nd = nodes.sphere(lambda th, ph: 1 + 0.3 * np.cos(th), 6)
+    ds = solve_lagrangian(Model(beta=2.0), nd, [0.0, 0.2], field_method="fast", field_tol=1e-9)
+    assert json.loads(ds.attrs["settings"])["fast_field"]["tol"] == 1e-9

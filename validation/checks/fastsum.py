@@ -302,6 +302,33 @@ def _rotate_pole_to(c: np.ndarray, x: np.ndarray) -> np.ndarray:
     return x @ R.T
 
 
+CHEAP_CORRECTIONS_LMAX = 100
+"""From this ``lmax`` on (``2 10^4`` nodes) :func:`lagrangian_clusters_sphere` first asks that
+the fast field can vouch for the nodes near the clusters (:func:`_require_cheap_corrections`)."""
+
+
+def _require_cheap_corrections(model: Any, tol: float) -> None:
+    """Stop (``RuntimeError`` with the reason) unless the fast field runs its transforms at
+    ``epsilon <= tol / 240``. The field's error estimate at a node is about ``2.4 epsilon max Z /
+    Z(x)``, and every node over ``tol`` is recomputed by the direct sum, ``O(n)`` each: with
+    ``epsilon = tol / 8`` (the zonal path of :mod:`meanfield.fastsum` today) that is every node
+    with ``Z(x) < 0.3 max Z``, 13-21% of the nodes of a run through clustering (measured at
+    8 192 nodes, ``t`` = 2, 3), which makes each evaluation ``O(n^2)`` again (hours at ``2 10^5``
+    nodes). At ``epsilon <= tol / 240`` only the nodes with ``Z(x) < 0.01 max Z``, far from all
+    mass, go direct."""
+    from meanfield import fastsum
+
+    probe = np.array([[[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]])
+    eps = fastsum.fast_field(model, probe, probe, None, divergence=False, tol=tol)[2].epsilon
+    if eps > tol / 240:
+        msg = (f"lagrangian_clusters_sphere: the fast field runs its transforms at epsilon = "
+               f"{eps:.3g} for tol = {tol:.3g} (> tol / 240), so every node with Z(x) < "
+               f"{min(1.0, 2.4 * eps / tol):.2g} max Z would be recomputed by the O(n) direct sum "
+               "(the run would take hours at 2e5 nodes); meanfield.fastsum must run the "
+               "transforms at a fraction of tol (as its general path does, EPS_FRACTION)")
+        raise RuntimeError(msg)
+
+
 def _heavy(x: np.ndarray, w: np.ndarray | None, min_mass: float) -> tuple[np.ndarray, np.ndarray, float]:
     """Masses and positions of the clusters of mass ``>= min_mass`` (criterion of
     :data:`validation.checks.lagrangian.CLUSTER_TOL`), and the mass of the others."""
@@ -326,12 +353,13 @@ def lagrangian_clusters_sphere(*, lmax: int, coarse_lmax: int | None, n: int, re
     fast field; each particle cluster joins the Lagrangian cluster nearest to it).
     ``particle_spec``: the particles' start when it should differ (a wrong start, for the
     tests)."""
-    import particles
     from meanfield import Model, nodes, solve_lagrangian
 
     from .lagrangian import MIN_CLUSTER_MASS
 
     model = Model(beta=float(beta))
+    if int(lmax) >= CHEAP_CORRECTIONS_LMAX:
+        _require_cheap_corrections(model, float(field_tol))
     times = np.linspace(0.0, float(t_final), int(round(float(t_final))) + 1)
     out: dict[str, Any] = {"times": times}
     runs = {}
@@ -367,17 +395,16 @@ def lagrangian_clusters_sphere(*, lmax: int, coarse_lmax: int | None, n: int, re
     rng = np.random.default_rng([seed, 23, 2])
     x0 = np.stack([_sample_lumpy(particle_spec or spec, int(n), rng) for _ in range(int(replicas))])
     start = _time.perf_counter()
-    sim = particles.simulate(model, x0, [0.0, float(t_final)], method="rk4", dt=float(dt),
-                             observables=False, field_method="fast")
+    xt, out["particle_field_error_estimate"] = fast_rk4(model, x0, float(t_final), float(dt))
     out["particles_s"] = _time.perf_counter() - start
     pm, counts = [], []
-    for y in sim["x"].values[-1]:
+    for y in xt:
         cmass, cpos, _ = _heavy(y, None, MIN_CLUSTER_MASS)
         counts.append(int(cmass.size))
         near = np.argmax(cpos @ positions.T, axis=1) if cmass.size else np.array([], dtype=int)
         pm.append(np.bincount(near, weights=cmass, minlength=masses.size).tolist())
     out["particle_masses"], out["particle_counts"] = pm, counts
-    out["snapshot"] = (lag["x"].values[-1], lag["weight"].values, sim["x"].values[-1][0])
+    out["snapshot"] = (lag["x"].values[-1], lag["weight"].values, xt[0])
     out["x_start"] = (lag["x"].values[0], lag["weight"].values)
     return out
 
@@ -394,6 +421,10 @@ def check_lagrangian_clusters_sphere(*, seed: int, out_dir: Path, suite: str) ->
       sum rounds at ``n eps``);
     * the energy non-decreasing over the outputs (SA attracts: ``dE/dt >= 0``), to twice the
       fast energy's error ``2 eps e^beta`` (``eps = 3e-13``);
+    * the particles' fast field (:func:`fast_rk4`, no direct recomputation) with an error
+      estimate ``<= FIELD_ERROR_MAX`` at every evaluation (relative to ``|F| <= 1``; a token
+      changes cluster only from within such a distance, amplified by the flow, of a basin's
+      boundary: a mass far below the binomial sd);
     * 4 clusters of mass ``>= MIN_CLUSTER_MASS`` (one per bump of the start), for the nodes
       and for every particle system;
     * each particle cluster mass within ``4.5 sqrt(p (1 - p) / n) + delta_p`` of the
@@ -438,6 +469,8 @@ def cluster_comparisons(res: dict[str, Any], cfg: dict[str, Any]
     comps.append(Comparison("Lagrangian energy: smallest increment over the outputs",
                             float(np.min(np.diff(e))), -2 * fast_energy_error(Model(beta=beta)),
                             kind="min"))
+    comps.append(Comparison("particles: largest fast-field error estimate over the run",
+                            res["particle_field_error_estimate"], FIELD_ERROR_MAX, kind="max"))
     p = np.asarray(res["lagrangian_masses"])
     comps.append(Comparison("number of Lagrangian clusters (mass >= MIN_CLUSTER_MASS)", float(p.size),
                             4.0, 0.0))
