@@ -25,7 +25,7 @@ from validation.runner import status_of
 from validation.suites import CHECK_MODULES, get_suite
 
 OWN = ("validation.checks.convergence", "validation.checks.energy", "validation.checks.exact",
-       "validation.checks.schedule",
+       "validation.checks.schedule", "validation.checks.fastsum",
        "validation.checks.theory")
 QUICK = get_suite("quick")
 FULL = get_suite("full")

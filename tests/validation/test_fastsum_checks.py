@@ -43,13 +43,13 @@ def test_lumpy_sampler_matches_density() -> None:
     np.testing.assert_allclose(y.T @ y / len(y), (x * w[:, None]).T @ x, atol=5 / np.sqrt(1e5))
 
 
-SMALL_CLUSTERS = {"lmax": 23, "coarse_lmax": 15, "n": 400, "replicas": 2, "beta": 9.0,
+SMALL_CLUSTERS = {"lmax": 23, "coarse_lmax": 15, "n": 400, "replicas": 8, "beta": 9.0,
                   "t_final": 8.0, "dt": 0.1, "rtol": 1e-7, "atol": 1e-9, "field_tol": 1e-9}
 
 
 @pytest.mark.long
 def test_lagrangian_clusters_small_passes_and_wrong_start_fails() -> None:
-    """576 nodes, 2 x 400 particles: the comparisons pass; particles from a start with the
+    """1 152 nodes, 8 x 400 particles: the comparisons pass; particles from a start with the
     bumps' masses changed (0.55, 0.15, 0.15, 0.15) fail the mass comparisons."""
     res = fc.lagrangian_clusters_sphere(seed=0, **SMALL_CLUSTERS)
     comps, _, _ = fc.cluster_comparisons(res, SMALL_CLUSTERS)
