@@ -497,16 +497,17 @@ def cluster_comparisons(res: dict[str, Any], cfg: dict[str, Any]
 
 
 def _clusters_figure(res: dict[str, Any], cfg: dict[str, Any], out_dir: Path) -> str:
-    """Left: the start (nodes coloured by density, a subsample) and the clusters at ``t_final``
+    """Left: the start (20 000 of the nodes, coloured by the density) and the clusters at ``t_final``
     (Lagrangian: dots sized by mass; one particle system: crosses), longitude against
     colatitude. Right: cluster masses, Lagrangian against every particle system, with the
     tolerance bars."""
     fig, (ax, ax2) = subplots(1, 2, figsize=(12, 4.5))
-    x0, w = res["x_start"]
-    step = max(1, x0.shape[0] // 20_000)
-    th0, ph0 = np.arccos(np.clip(x0[::step, 2], -1, 1)), np.mod(np.arctan2(x0[::step, 1], x0[::step, 0]), 2 * np.pi)
-    sc = ax.scatter(ph0, th0, c=w[::step], s=1, cmap="Greys", rasterized=True)
-    fig.colorbar(sc, ax=ax, label="node weight at t = 0")
+    x0, _ = res["x_start"]
+    pick = np.random.default_rng(0).permutation(x0.shape[0])[:20_000]  # a subsample of the nodes
+    th0 = np.arccos(np.clip(x0[pick, 2], -1, 1))
+    ph0 = np.mod(np.arctan2(x0[pick, 1], x0[pick, 0]), 2 * np.pi)
+    sc = ax.scatter(ph0, th0, c=lumpy_sphere_rho0()(th0, ph0), s=1, cmap="Greys", rasterized=True)
+    fig.colorbar(sc, ax=ax, label="density at the node, t = 0")
     xl, wl, xp = res["snapshot"]
     masses, positions, _ = _heavy(xl, wl, 0.01)
     ax.scatter(np.mod(np.arctan2(positions[:, 1], positions[:, 0]), 2 * np.pi),
