@@ -231,7 +231,8 @@ def test_the_suites_come_from_the_registry() -> None:
     assert {"zonal.meanfield_iid", "pde.self_convergence_sphere", "phase.transition_curve",
             "lagrangian.gaussian_3d", "lagrangian.gaussian_sinkhorn", "lagrangian.continuation",
             "lagrangian.particles_sinkhorn", "theory.noise_steady_state", "circle.noise_meanfield_iid",
-            "circle.noise_weak_order"} == set(names) - {e.name for e in quick}
+            "circle.noise_weak_order", "fastsum.sphere_million",
+            "fastsum.lagrangian_clusters_sphere"} == set(names) - {e.name for e in quick}
 
 
 def test_records_are_saved_at_once(fake: Path, tmp_path: Path) -> None:
