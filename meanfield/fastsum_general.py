@@ -97,14 +97,6 @@ CHEB_TAIL_FRACTION = 1e-3
 per term; the band limit's :data:`meanfield.fastsum.TAIL_FRACTION` ``= 1e-4`` would put the
 target at the round-off itself)."""
 
-EPS_FRACTION = 1 / 1024
-"""The transforms run at ``max(tol EPS_FRACTION, NUFFT_EPS_MIN)``: smaller than the zonal
-path's ``tol / 8``, since the estimate here carries ``max Z / Z(x)`` (10 to 100 for an
-anisotropic ``A``: at ``tol / 64`` a third of some tests' points could not be vouched for at
-any ``tol``) and the sums of ``V y`` and ``A y``; the cost grows only like ``log(1/eps)``.
-At the default ``tol = 1e-12`` the floor ``NUFFT_EPS_MIN`` applies, and the points with
-``Z(x)`` well below its maximum are recomputed directly."""
-
 CHEB_MAX = 512
 """Largest Chebyshev expansion in the radius (beyond it: ``ValueError``)."""
 
@@ -544,7 +536,7 @@ def general_field(
     """
     B, p, d = points.shape
     m = nodes.shape[1]
-    eps = max(tol * EPS_FRACTION, fastsum.NUFFT_EPS_MIN)
+    eps = max(tol * fastsum.EPS_FRACTION, fastsum.NUFFT_EPS_MIN)
     beta = float(model.beta)
     kind = model.attention
     normalized = kind != "unnormalized"

@@ -48,6 +48,7 @@ CHECK_MODULES: tuple[str, ...] = (
     "validation.checks.exact",
     "validation.checks.schedule",
     "validation.checks.subspace",
+    "validation.checks.fastsum",
 )
 """The modules whose ``@check`` functions make the suites, imported in this order."""
 

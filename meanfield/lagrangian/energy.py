@@ -2,6 +2,7 @@
 
 .. autosummary::
    has_energy
+   use_fast_energy
    weighted_energy
    energy_terms
 
@@ -15,6 +16,16 @@ Equal weights ``1/n`` give the particle energy of Remark 3.8 (``particles.energy
 function with those weights). Each tile sums ``expm1(beta s) / beta``; where ``beta |s|`` is
 below ``1e-8`` the Taylor series ``s + beta s^2 / 2 + beta^2 s^3 / 6`` replaces it (relative
 error below ``(beta |s|)^3 / 24``), which tends continuously to the ``beta = 0`` limit.
+
+**Fast path** (``method="fast"``, or ``"auto"`` where the fast field pays,
+:func:`use_fast_energy`): on ``S^1`` and ``S^2``, for SA and USA with ``Q = K = I``, the
+energy is :func:`meanfield.fastsum.energy` (Parseval on the measure's harmonic coefficients,
+``O(n + L^2 log L)``, absolute error at most ``2 eps e^beta``, ``eps = 3e-13``) and ``Z_mu`` is
+the zonal sum of :mod:`meanfield.fastsum` (adjoint nonuniform transform, Funk–Hecke
+multipliers, synthesis at the nodes; absolute error of ``Z`` at most ``e^beta (tail + C_Z eps
+max_i Z_i e^{-beta})``, :data:`meanfield.fastsum.NUFFT_ERROR`): a Lagrangian run of ``2 10^5``
+nodes then has its energy and dissipation outputs in seconds, where the tiled sum takes
+``O(n^2)``.
 """
 
 from __future__ import annotations
@@ -25,6 +36,7 @@ from typing import Any
 import numpy as np
 from scipy.special import logsumexp
 
+from .. import fastsum
 from ..kernels import DEFAULT_MEMORY_LIMIT, Tiling, _logits, block_for
 from .field import _apply
 
@@ -37,6 +49,61 @@ def has_energy(model: Any) -> bool:
             and getattr(model, "feedforward", None) is None)
 
 
+def fast_energy_reason(model: Any, d: int) -> str | None:
+    """Why the fast path (module docstring) does not apply (``None``: it does): it needs
+    :func:`has_energy`'s model (SA or USA, ``Q = K = I``, ``V = +-I``, no mask, noise or
+    feed-forward), ``beta > 0`` and ``d`` 2 or 3 (``S^1``, ``S^2``)."""
+    if not has_energy(model):
+        return ("the fast energy needs SA or USA with Q = K = I, V = +-I, no mask, no noise and "
+                f"no feed-forward; got attention={model.attention!r}")
+    if d not in (2, 3):
+        return f"the fast energy is on S^1 and S^2 (d = 2 or 3), got d = {d}"
+    if not float(model.beta) > 0:
+        return f"beta={model.beta!r}: the fast energy needs beta > 0 (beta = 0 is a plain mean)"
+    return None
+
+
+def use_fast_energy(method: str, model: Any, d: int, n: int) -> bool:
+    """The choice point of ``method`` (:data:`meanfield.fastsum.METHODS`) for the energy and
+    ``Z_mu`` of ``n`` nodes on the sphere: ``"direct"`` never, ``"fast"`` always
+    (``ValueError`` naming the reason where it does not apply), ``"auto"`` where it applies
+    and the fast field pays (:func:`meanfield.fastsum.use_fast`, ``n`` points and nodes)."""
+    if method not in fastsum.METHODS:
+        msg = f"method must be one of {fastsum.METHODS}, got {method!r}"
+        raise ValueError(msg)
+    if method == "direct":
+        return False
+    reason = fast_energy_reason(model, d)
+    if method == "fast":
+        if reason is not None:
+            msg = f"method='fast' does not apply to the energy: {reason}"
+            raise ValueError(msg)
+        return True
+    return reason is None and fastsum.use_fast("auto", model, d, "sphere", n, n)
+
+
+def fast_partition(model: Any, x: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """``Z_mu(x_i) - sum_j w_j = sum_j w_j expm1(beta <x_i, x_j>)`` at the nodes ``x`` (B, n,
+    d) on ``S^1``/``S^2`` (``weights`` (B, n)) by fast summation (module docstring): the
+    scaled sum ``sum_j w_j e^{beta (<x_i, x_j> - 1)}`` of :mod:`meanfield.fastsum`, times
+    ``e^beta``. Absolute error at most ``e^beta (tail + C_Z eps max_i Z_i e^{-beta})`` (``+inf``
+    where ``e^beta`` overflows); no validation (the model must pass :func:`fast_energy_reason`)."""
+    from ..special import exp_beta
+
+    B, n, d = x.shape
+    plan = fastsum._plan(model, d, fastsum.DEFAULT_TOL)
+    eps = max(fastsum.DEFAULT_TOL / 8, fastsum.NUFFT_EPS_MIN)
+    sums = fastsum._sums_sphere if d == 3 else fastsum._sums_circle
+    scale = exp_beta(float(model.beta))
+    out = np.empty((B, n))
+    for b in range(B):
+        zs = sums(x[b], x[b], np.asarray(weights[b], dtype=float), plan.k, plan.g, plan.q, eps,
+                  False, 0)[0]
+        with np.errstate(over="ignore", invalid="ignore"):
+            out[b] = scale * zs - float(np.sum(weights[b]))
+    return out
+
+
 def weighted_energy(
     model: Any,
     x: np.ndarray,
@@ -44,6 +111,7 @@ def weighted_energy(
     *,
     memory_limit: int = DEFAULT_MEMORY_LIMIT,
     partition: bool = False,
+    method: str = "direct",
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """``E_beta[mu]`` for ``x`` of shape ``(B, n, d)``, ``weights`` ``(B, n)``; shape ``(B,)``,
     ``beta = 0`` included (the limit ``(1/2) sum_ij w_i w_j <Q x_i, K x_j>``).
@@ -55,8 +123,12 @@ def weighted_energy(
     :data:`EXP_SAFE`) the tiles sum ``e^{beta s - c}`` and scale back once
     (:func:`times_exp`): the energy is finite wherever its value fits in a float, ``+inf``
     beyond (:func:`energy_terms` gives its logarithm too).
+
+    ``method``: ``"direct"`` (the tiled sum, the reference), ``"fast"`` or ``"auto"``
+    (:func:`use_fast_energy`; the module docstring's fast path, nodes on the sphere).
     """
-    terms = energy_terms(model, x, weights, memory_limit=memory_limit, partition=partition)
+    terms = energy_terms(model, x, weights, memory_limit=memory_limit, partition=partition,
+                         method=method)
     return terms.energy, terms.partition
 
 
@@ -100,10 +172,20 @@ def energy_terms(
     *,
     memory_limit: int = DEFAULT_MEMORY_LIMIT,
     partition: bool = False,
+    method: str = "direct",
 ) -> EnergyTerms:
     """The tiles of :func:`weighted_energy`, kept apart so that both ``E_beta`` and
-    ``log E_beta`` follow (:class:`EnergyTerms`): docs/equations.md (3.5), -1 convention."""
+    ``log E_beta`` follow (:class:`EnergyTerms`): docs/equations.md (3.5), -1 convention.
+
+    ``method``: as :func:`weighted_energy`. The fast energy is one term (``plain``); where it
+    is not finite and positive (``e^beta`` beyond float64, or round-off below 0 where ``E`` is
+    near 0) the tiled sum replaces it."""
     B, n, d = x.shape
+    if use_fast_energy(method, model, d, n):
+        e = np.atleast_1d(fastsum.energy(model, x, weights))
+        if np.all(np.isfinite(e)) and np.all(e > 0):
+            z = fast_partition(model, x, weights) if partition else None
+            return EnergyTerms(e, [], [], z)
     beta = float(model.beta)
     total = np.zeros(B)
     scaled: list[np.ndarray] = []
@@ -180,5 +262,5 @@ def exponent_bound(beta: float, q: np.ndarray, k: np.ndarray) -> np.ndarray:
         return beta * nq * nk
 
 
-__all__ = ["EXP_SAFE", "EnergyTerms", "energy_terms", "exponent_bound", "has_energy", "times_exp",
-           "weighted_energy"]
+__all__ = ["EXP_SAFE", "EnergyTerms", "energy_terms", "exponent_bound", "fast_energy_reason",
+           "fast_partition", "has_energy", "times_exp", "use_fast_energy", "weighted_energy"]

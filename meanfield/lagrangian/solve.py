@@ -24,6 +24,7 @@ so the mass ``sum_j w_j`` is conserved exactly; a non-finite state stops the run
 from __future__ import annotations
 
 import inspect
+import math
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -54,7 +55,7 @@ from ..integrate import (
 from ..kernels import DEFAULT_MEMORY_LIMIT
 from ..model import Model
 from ..schedule import Schedule, run_schedule
-from .energy import energy_terms, has_energy
+from .energy import energy_terms, fast_energy_reason, has_energy
 from .field import _fast_field, _finish, ambient_field, check_measure, weighted_field
 from .quadrature import QuadratureMonitor, SphereQuadratureMonitor
 
@@ -137,6 +138,7 @@ def solve_lagrangian(
     device: Any = None,
     dtype: str = "float64",
     field_method: str = "auto",
+    field_tol: float = fastsum.DEFAULT_TOL,
 ) -> xr.Dataset:
     """Evolve the measure of ``nodes`` under ``model`` by characteristics (docs/lagrangian.md).
 
@@ -172,6 +174,11 @@ def solve_lagrangian(
             :mod:`meanfield.fastsum`; stage points off the sphere are evaluated at ``x/|x|``)
             or ``"auto"``; recorded in ``settings`` with the fast field's band limit and error
             estimate.
+        field_tol: the fast field's relative accuracy per point (default ``1e-12``, the direct
+            sum's); the points whose error estimate exceeds it are recomputed by the direct sum,
+            ``O(n)`` each. A run through clustering, where ``Z_mu`` varies by orders of
+            magnitude between nodes, may ask for less (e.g. ``1e-9``, far below an ODE
+            tolerance ``rtol = 1e-7``) so that only the nodes far from all mass go direct.
 
     Returns:
         ``xarray.Dataset`` with ``x`` (time, node, dim), ``weight`` (node), ``density`` and
@@ -220,6 +227,10 @@ def solve_lagrangian(
     wb = be.asarray(weights[None])
     lab = None if labels is None else (be.asarray(labels[None]),) * 2
     deriv = "both" if sphere else "trace"
+    if isinstance(field_tol, bool) or not isinstance(field_tol, (int, float)) or not (
+            math.isfinite(field_tol) and field_tol > 0):
+        msg = f"field_tol must be finite and > 0, got {field_tol!r}"
+        raise ValueError(msg)
     fast = fastsum.use_fast(field_method, model, d, nodes.geometry, n, n,
                             causal_labels=labels is not None, backend_numpy=be.is_numpy)
 
@@ -228,7 +239,7 @@ def solve_lagrangian(
         if fast:
             res = _fast_field(model, xb, xb, wb, deriv, False, memory_limit,
                               labels=None if labels is None else (labels[None],) * 2,
-                              state=cache["state"])
+                              state=cache["state"], tol=float(field_tol))
             cache["fast"] = fastsum.merge_settings(cache.get("fast"), res.fast)
         else:
             F, tr, xdx, state = ambient_field(model, xb, xb, wb, labels=lab, derivatives=deriv,
@@ -294,7 +305,8 @@ def solve_lagrangian(
     if be.dtype != "float64" and sphere:  # unit to float64 round-off (from float32's)
         for _, y in saved:
             y[:, :d] /= np.linalg.norm(y[:, :d], axis=1)[:, None]
-    ds = _assemble(saved, model, nodes, weights, labels, d, memory_limit)
+    ds = _assemble(saved, model, nodes, weights, labels, d, memory_limit,
+                   "fast" if fast else "direct")
     ds.attrs.update(result_attrs(
         title="meanfield solve_lagrangian (characteristics)",
         solver="meanfield.solve_lagrangian", model=model.to_json(), settings=settings,
@@ -358,7 +370,10 @@ def _solve_schedule(schedule: Schedule, nodes: Any, t: Any, *, out: str | Path |
 
 def _assemble(saved: list[tuple[float, np.ndarray]], model: Model, nodes: Any,
               weights: np.ndarray, labels: np.ndarray | None, d: int,
-              memory_limit: int) -> xr.Dataset:
+              memory_limit: int, method: str = "direct") -> xr.Dataset:
+    """The Dataset of a run; ``method`` (the run's field choice, ``"fast"`` or ``"direct"``)
+    also sums its energy, ``Z`` and dissipation outputs (the fast energy where it applies,
+    :func:`meanfield.lagrangian.energy.use_fast_energy`)."""
     if getattr(nodes, "reduction", None) is not None:  # reduced nodes: their own variables
         from . import rings, subspace
 
@@ -391,15 +406,17 @@ def _assemble(saved: list[tuple[float, np.ndarray]], model: Model, nodes: Any,
         data["label"] = ("node", labels, {"long_name": "position label in [0, 1]"})
     if has_energy(model):
         w = np.broadcast_to(weights, (tvals.size, weights.size))
+        fast_energy = method == "fast" and fast_energy_reason(model, d) is None
         terms = energy_terms(model, x, np.ascontiguousarray(w), memory_limit=memory_limit,
-                             partition=True)
+                             partition=True, method="fast" if fast_energy else "direct")
         z = terms.partition
         assert z is not None
         speed2 = np.empty(tvals.size)
         with np.errstate(over="ignore", invalid="ignore"):  # beyond float64: see the note
             for k in range(tvals.size):
                 v = weighted_field(model, x[k], weights, geometry=nodes.geometry, labels=labels,
-                                   divergence=False, memory_limit=memory_limit).velocity
+                                   divergence=False, memory_limit=memory_limit,
+                                   method=method).velocity
                 factor = 1.0 + z[k] if model.attention == "softmax" else 1.0
                 speed2[k] = np.sum(weights * factor * np.einsum("nd,nd->n", v, v))
         data.update(energy_variables("time", terms.energy, terms.log_energy, {

@@ -26,6 +26,7 @@ from validation.suites import CHECK_MODULES, get_suite
 
 OWN = ("validation.checks.convergence", "validation.checks.energy", "validation.checks.exact",
        "validation.checks.schedule", "validation.checks.subspace",
+       "validation.checks.fastsum",
        "validation.checks.theory")
 QUICK = get_suite("quick")
 FULL = get_suite("full")

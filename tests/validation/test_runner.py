@@ -236,6 +236,8 @@ def test_the_suites_come_from_the_registry() -> None:
             "gaussian.particles", "theory.cone_collapse", "theory.mobius_sphere",
             "theory.repulsive_designs", "lagrangian.particles_multihead",
             "lagrangian.particles_sigmoid", "lagrangian.particles_causal",
+            "fastsum.sphere_million", "fastsum.lagrangian_clusters_sphere",
+            "lagrangian.subspace_particles",
             } == set(names) - {e.name for e in quick}
 
 
