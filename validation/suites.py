@@ -47,6 +47,7 @@ CHECK_MODULES: tuple[str, ...] = (
     "validation.checks.lagrangian",
     "validation.checks.exact",
     "validation.checks.schedule",
+    "validation.checks.rings",
 )
 """The modules whose ``@check`` functions make the suites, imported in this order."""
 
