@@ -3,6 +3,7 @@ r"""The ring-averaged attention field of a zonal measure on ``S^{d-1}`` (the ``k
 .. autosummary::
    log_hyp0f1
    ring_field
+   ring_energy
    engine
    assemble
 
