@@ -152,19 +152,20 @@ def kolmogorov(sample: np.ndarray, cdf: np.ndarray) -> float:
 
 def vmf_kappa(mean: float, d: int) -> float:
     """The ``kappa`` of the von Mises–Fisher law on ``S^{d-1}`` with ``E <x, e> = mean``
-    (``A_d(kappa) = I_{d/2}(kappa)/I_{d/2-1}(kappa)``, increasing), for ``0 < mean < 1``."""
+    (``A_d(kappa) = I_{d/2}(kappa)/I_{d/2-1}(kappa)``, increasing; as a ratio of ``0F1`` in
+    logarithms, no underflow at large ``d``), for ``0 < mean < 1``."""
     from scipy.optimize import brentq
-    from scipy.special import ive
+
+    from meanfield.lagrangian.rings import log_hyp0f1
 
     if not 0.0 < mean < 1.0:
         msg = f"mean must be in (0, 1), got {mean!r}"
         raise ValueError(msg)
-    def a(k: float) -> float:
-        return float(ive(d / 2, k) / ive(d / 2 - 1, k))
+    def a(k: float) -> float:  # I_{d/2}/I_{d/2-1} = (k/d) 0F1(; d/2+1; k^2/4)/0F1(; d/2; k^2/4)
+        w = np.array([0.25 * k * k])
+        return float(k / d * np.exp(log_hyp0f1(d / 2 + 1, w) - log_hyp0f1(d / 2, w))[0])
 
-    lo, hi = 1e-3, 1.0  # A_d(kappa) ~ kappa/d for small kappa (0/0 at kappa = 0)
-    while a(lo) > mean and lo > 1e-200:
-        lo /= 2
+    lo, hi = 0.0, 1.0  # A_d(0) = 0
     while a(hi) < mean:
         hi *= 2
     return float(brentq(lambda k: a(k) - mean, lo, hi, xtol=1e-13))

@@ -101,3 +101,16 @@ def test_ring_check_figures_are_readable(tmp_path) -> None:
     m2 = np.linspace(0.05, 0.5, 3)
     fig = checks.plot_high_dimension(times, {"beta = 1, d = 64": (m2, m2 * 1.01)}, tmp_path / "h.png")
     assert_figure_readable(fig)
+
+
+def test_vmf_kappa_inverts_the_mean_of_s() -> None:
+    from scipy.special import ive
+
+    from validation.pairs import vmf_kappa
+
+    for d, kappa in ((3, 0.01), (16, 8.0), (256, 32.0), (1024, 400.0)):
+        m = ive(d / 2, kappa) / ive(d / 2 - 1, kappa)  # scipy's Bessel functions, independent
+        # of log_hyp0f1 (1e-13, test_lagrangian_rings); dA/dkappa >= 1e-4 here, brentq's xtol 1e-13
+        assert vmf_kappa(m, d) == pytest.approx(kappa, rel=1e-8)
+    with pytest.raises(ValueError, match="mean"):
+        vmf_kappa(1.0, 16)
