@@ -7,11 +7,16 @@ collapse to ``t = 10``: ``d`` in {64, 1024}, ``kappa`` in {8, 16, 32, 64}, ``bet
 Prints the wall time, whether the run succeeded, ``E[s]`` at ``t = 10`` and the peak log density.
 Target (issue 22): the ``d = 64``, ``kappa = 32`` run to ``t = 10`` in under a minute on 2 cores.
 
-``--particles N``: also ``N`` particles (``particles.simulate``, ``dopri5``) for each ``d`` at
-``kappa = 32``, ``beta = 1`` to ``t = 3``, and the Kolmogorov distance of ``s`` (taken along
-the particles' own mean direction, see the docs) at each output time, times ``sqrt(N)``
-(the 95 % level of an i.i.d. sample is 1.36). ``N = 20 000`` is the issue's size: hours on
-2 cores (``O(N^2 d)`` per step), minutes on a GPU.
+``--particles N``: also ``N`` particles in reflection-symmetric pairs (``validation.pairs``:
+their mean stays on the axis ``e`` exactly; RK4, step ``--dt``) for each ``d`` of ``--dims`` at
+``kappa`` (``--kappa``, default 32), ``beta = 1`` to ``t = 3``, and the Kolmogorov distance of
+``s = <x, e>`` at each output time against the ring run's distribution function, times
+``sqrt(N/2)`` (the values come in equal pairs: ``N/2`` independent draws at ``t = 0``; the 99 %
+level of the Kolmogorov distribution is 1.63), with the level that adds the coherent
+fluctuation of the start's mean (``validation.pairs.kolmogorov_levels``), and against the run
+of the start fitted to the particles' mean (level 1.63). ``N = 20 000`` is the issue's size:
+``O(N^2 d / 2)`` per field evaluation, four per step (docs/lagrangian.md section 8 reports the
+measured times).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import time
 
 import numpy as np
 
-from meanfield import Model, ZonalSphere, nodes, solve_lagrangian
+from meanfield import Model, nodes, solve_lagrangian
 from meanfield.lagrangian.rings import cdf_s
 
 
@@ -37,27 +42,29 @@ def run(d: int, kappa: float, beta: float, rings: int) -> dict[str, float]:
             "peak_log_density": float(ds["log_density"][-1].max())}
 
 
-def against_particles(d: int, n: int, rings: int, kappa: float = 32.0, beta: float = 1.0) -> list[float]:
-    import particles
+def against_particles(d: int, n: int, rings: int, kappa: float = 32.0, beta: float = 1.0,
+                      dt: float = 0.25, t_max: float = 3.0) -> tuple[list[float], list[float], list[float], float]:
+    """``sqrt(n/2) x`` the Kolmogorov distance of ``s = <x, e>`` at ``t = 0, 0.5, ..., t_max``
+    (``n`` particles in reflection-symmetric pairs, ``validation.pairs``) against the ring run
+    of the exact start, its level (``validation.pairs.kolmogorov_levels``), and against the
+    run of the start fitted to the particles' mean (level 1.63); the particle run's wall time."""
+    from validation.pairs import kolmogorov, kolmogorov_levels, simulate_pairs, symmetric_pairs
 
-    times = np.linspace(0.0, 3.0, 7)
-    Z = ZonalSphere(d, 128) if d <= 400 else None
-    if Z is None:  # ZonalSphere stops near d = 400 (|S^{d-1}| underflows): Wood's vMF sampler
-        msg = "--particles: sampling at d > 400 is not implemented here"
-        raise SystemExit(msg)
-    x0 = Z.sample(np.exp(kappa * (Z.grid - 1)), n, np.random.default_rng(1))
-    px = particles.simulate(Model(beta), x0, times, method="dopri5", rtol=1e-7, atol=1e-9,
-                            observables=False)["x"].values
+    times = np.arange(0.0, t_max + 0.25, 0.5)
+    x0 = symmetric_pairs(kappa, d, n, np.random.default_rng(1))
+    t0 = time.perf_counter()
+    px = simulate_pairs(Model(beta), x0, times, dt)
+    wall = time.perf_counter() - t0
     ds = solve_lagrangian(Model(beta), nodes.rings(lambda s: kappa * s, rings, d, log=True), times,
                           rtol=1e-10, atol=1e-12)
-    out = []
+    levels, fitted, _ = kolmogorov_levels(Model(beta), kappa, d, n, float(px[0, :, -1].mean()), times, rings)
+    root = math.sqrt(n / 2)
+    exact, fit = [], []
     for k in range(times.size):
-        m = px[k].sum(axis=0)
-        s = np.sort(px[k] @ (m / np.linalg.norm(m)))
-        F = cdf_s(ds, k, s)
-        ks = max(np.max(np.arange(1, n + 1) / n - F), np.max(F - np.arange(n) / n))
-        out.append(float(ks * math.sqrt(n)))
-    return out
+        s = np.sort(px[k, :, -1])  # along the fixed axis e: the pairs keep the mean on it
+        exact.append(kolmogorov(s, cdf_s(ds, k, s)) * root)
+        fit.append(kolmogorov(s, cdf_s(fitted, k, s)) * root)
+    return exact, [float(v) * root for v in levels], fit, wall
 
 
 def main() -> None:
@@ -65,8 +72,13 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="d = 64, kappa = 32, beta = 1 only")
     parser.add_argument("--rings", type=int, default=64)
     parser.add_argument("--particles", type=int, default=0)
+    parser.add_argument("--dims", type=int, nargs="+", default=[16, 64, 256],
+                        help="dimensions of the particle comparison")
+    parser.add_argument("--kappa", type=float, default=32.0, help="vMF kappa of the particle comparison")
+    parser.add_argument("--dt", type=float, default=0.25, help="RK4 step of the particles")
+    parser.add_argument("--skip-rings", action="store_true", help="only the particle comparison")
     args = parser.parse_args()
-    grid = [(64, 32.0, 1.0)] if args.quick else [
+    grid = [] if args.skip_rings else [(64, 32.0, 1.0)] if args.quick else [
         (d, k, b) for d in (64, 1024) for k in (8.0, 16.0, 32.0, 64.0) for b in (1.0, 4.0)]
     print("| d | kappa | beta | wall (s) | successful | E[s] at t = 10 | peak log density |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
@@ -75,11 +87,12 @@ def main() -> None:
         print(f"| {d} | {k:g} | {b:g} | {r['wall_s']:.1f} | {r['successful']} | {r['mean_s']:.10f} "
               f"| {r['peak_log_density']:.1f} |", flush=True)
     if args.particles:
-        for d in (16, 64, 256):
-            ks = against_particles(d, args.particles, args.rings)
-            print(f"d = {d}, n = {args.particles}: sqrt(n) KS at t = 0, 0.5, ..., 3: "
-                  + " ".join(f"{v:.2f}" for v in ks), flush=True)
-
+        for d in args.dims:
+            exact, levels, fit, wall = against_particles(d, args.particles, args.rings, args.kappa, dt=args.dt)
+            print(f"d = {d}, kappa = {args.kappa:g}, n = {args.particles} (pairs), RK4 step {args.dt:g}, "
+                  f"{wall:.0f} s; sqrt(n/2) KS at t = 0, 0.5, ..., 3:\n  exact start: "
+                  + " ".join(f"{v:.2f}" for v in exact) + "\n  its level:   " + " ".join(f"{v:.2f}" for v in levels)
+                  + "\n  fitted mean: " + " ".join(f"{v:.2f}" for v in fit) + " (level 1.63)", flush=True)
 
 if __name__ == "__main__":
     main()

@@ -49,6 +49,7 @@ CHECK_MODULES: tuple[str, ...] = (
     "validation.checks.schedule",
     "validation.checks.subspace",
     "validation.checks.fastsum",
+    "validation.checks.rings",
 )
 """The modules whose ``@check`` functions make the suites, imported in this order."""
 

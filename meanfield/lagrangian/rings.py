@@ -3,6 +3,7 @@ r"""The ring-averaged attention field of a zonal measure on ``S^{d-1}`` (the ``k
 .. autosummary::
    log_hyp0f1
    ring_field
+   ring_energy
    engine
    assemble
 
@@ -28,17 +29,20 @@ its relative precision (an absolute tolerance on ``theta ~ 1e-9`` would not).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import xarray as xr
-from scipy.special import gammaln
+from scipy.special import gammaln, logsumexp
 
 from .. import attention as attention_registry
 from .. import backend as bk
+from ..finite import DISSIPATION_NOTE, energy_variables, note_nonfinite
 from ..kernels import DEFAULT_MEMORY_LIMIT
 from ..model import Model
 from ..special import log_sphere_area
+from .energy import EXP_SAFE, has_energy
 
 RING_KINDS = {"softmax": "softmax", "l2": "softmax", "unnormalized": "unnormalized"}
 """The attention kinds whose ring average is the Bessel form (``l2`` is softmax on the sphere:
@@ -123,6 +127,25 @@ def ring_field(model: Model, phi: np.ndarray, weights: np.ndarray, d: int, *,
     ``d phi/dt = -h(s)``, ``div = (1 - s^2) h' - (d - 1) s h`` with ``s = -tanh phi``; rows of
     the ``n x n`` kernel in tiles of ``memory_limit`` bytes.
     """
+    rows = _ring_rows(model, phi, weights, d, memory_limit=memory_limit)
+    s, r = ring_coordinates(phi)
+    return -rows.h, r * r * rows.dh - (d - 1) * s * rows.h
+
+
+@dataclass
+class _Rows:
+    """Row sums of the ring kernel: ``h``, ``h'`` (times the sign of ``V``), ``log Z_i`` with
+    ``Z_i = sum_j w_j kbar(s_i, s_j)``, and (``energy=True``, where no exponent exceeds
+    :data:`~meanfield.lagrangian.energy.EXP_SAFE`) ``Z_i - 1 = sum_j w_j expm1(log kbar_ij)``."""
+
+    h: np.ndarray
+    dh: np.ndarray
+    log_z: np.ndarray
+    z_minus_1: np.ndarray | None
+
+
+def _ring_rows(model: Model, phi: np.ndarray, weights: np.ndarray, d: int, *,
+               memory_limit: int = DEFAULT_MEMORY_LIMIT, energy: bool = False) -> _Rows:
     kind = check_model(model)
     beta = float(model.beta)
     nu = 0.5 * (d - 3)
@@ -130,12 +153,15 @@ def ring_field(model: Model, phi: np.ndarray, weights: np.ndarray, d: int, *,
     n = phi.size
     h = np.empty(n)
     dh = np.empty(n)
+    log_z = np.empty(n)
+    zm1: np.ndarray | None = np.empty(n) if energy else None
     rows = max(1, int(memory_limit // (8 * 12 * max(n, 1))))
     with np.errstate(divide="ignore"):
         logw = np.log(weights)
     r2 = r * r
     for i0 in range(0, n, rows):
-        si, ri = s[i0:i0 + rows, None], r[i0:i0 + rows, None]
+        sl = slice(i0, i0 + rows)
+        si, ri = s[sl, None], r[sl, None]
         w = 0.25 * (beta * ri * r[None]) ** 2
         L0 = log_hyp0f1(nu + 1, w)
         G1 = np.exp(log_hyp0f1(nu + 2, w) - L0)
@@ -146,21 +172,69 @@ def ring_field(model: Model, phi: np.ndarray, weights: np.ndarray, d: int, *,
         B1 = s[None] + ws_b * c1  # (d kbar/ds) / (beta kbar)
         B2 = (s[None] ** 2 + 2 * s[None] * ws_b * c1 + ws_b ** 2 * G2 / ((nu + 1) * (nu + 2))
               + wss_b2 * c1)  # (d^2 kbar/ds^2) / (beta^2 kbar)
-        logk = beta * si * s[None] + L0 + logw[None]
+        logkbar = beta * si * s[None] + L0
+        logk = logkbar + logw[None]
+        top = np.max(logk, axis=1, keepdims=True)
         if kind == "softmax":  # h = <B1>, h' = beta (<B2> - <B1>^2) = beta (<B2 - B1^2> + Var B1)
-            a = np.exp(logk - np.max(logk, axis=1, keepdims=True))
-            a /= np.sum(a, axis=1, keepdims=True)
+            a = np.exp(logk - top)
+            total = np.sum(a, axis=1, keepdims=True)
+            log_z[sl] = top[:, 0] + np.log(total[:, 0])
+            a /= total
             hi = np.sum(a * B1, axis=1)
             dev = B1 - hi[:, None]
-            dh[i0:i0 + rows] = beta * np.sum(a * (B2 - B1 * B1 + dev * dev), axis=1)
+            dh[sl] = beta * np.sum(a * (B2 - B1 * B1 + dev * dev), axis=1)
         else:  # USA: h = Z'/beta, h' = Z''/beta
             k = np.exp(logk)
+            log_z[sl] = top[:, 0] + np.log(np.sum(np.exp(logk - top), axis=1))
             hi = np.sum(k * B1, axis=1)
-            dh[i0:i0 + rows] = beta * np.sum(k * B2, axis=1)
-        h[i0:i0 + rows] = hi
-    h *= model.sign
-    dh *= model.sign
-    return -h, r2 * dh - (d - 1) * s * h
+            dh[sl] = beta * np.sum(k * B2, axis=1)
+        h[sl] = hi
+        if zm1 is not None:
+            if np.max(logkbar, initial=-np.inf) > EXP_SAFE:
+                zm1 = None  # the energy is taken from log Z (ring_energy)
+            else:
+                zm1[sl] = np.sum(weights[None] * np.expm1(logkbar), axis=1)
+    return _Rows(h * model.sign, dh * model.sign, log_z, zm1)
+
+
+def ring_energy(model: Model, phi: np.ndarray, weights: np.ndarray, d: int, *,
+                memory_limit: int = DEFAULT_MEMORY_LIMIT) -> tuple[float, float, float]:
+    """``(E_beta, log E_beta, dE/dt)`` of the measure ``sum_j w_j (uniform on ring j)``
+    (docs/equations.md (3.5), the ``-1`` convention; dissipation identities of section 3).
+
+    ``E_beta = (1/(2 beta)) sum_ij w_i w_j (kbar(s_i, s_j) - 1)``: the double ring average of
+    ``e^{beta <x, y>}`` is ``kbar`` (docs/lagrangian.md section 8; ``kbar`` does not depend on
+    the point of ring ``i``). ``beta = 0``: the limit ``(1/2) (sum_j w_j s_j)^2``. The field at
+    a point of ring ``i`` is ``h_i (e - s_i x)``, of squared length ``h_i^2 (1 - s_i^2)``, so
+    ``dE/dt = sign(V) sum_i w_i Z_i h_i^2 (1 - s_i^2)`` (SA; ``Z_i = sum_j w_j kbar_ij``) and
+    ``sign(V) sum_i w_i h_i^2 (1 - s_i^2)`` (USA). Where no exponent exceeds ``EXP_SAFE`` the
+    energy is ``sum_ij w_i w_j expm1(log kbar_ij) / (2 beta)`` (round-off relative to ``E``
+    also as ``beta -> 0``); beyond, ``log E = log(S - 1) - log(2 beta)``, ``S = sum_i w_i Z_i``
+    from ``log Z_i`` (log-sum-exp), and ``E = inf`` where it exceeds float64 (``log E`` is
+    finite); the dissipation is ``inf`` where it does.
+    """
+    weights = np.asarray(weights, dtype=float)
+    beta = float(model.beta)
+    rows = _ring_rows(model, phi, weights, d, memory_limit=memory_limit, energy=True)
+    s, r = ring_coordinates(phi)
+    with np.errstate(divide="ignore"):
+        log_speed2 = 2 * np.log(np.abs(rows.h)) + 2 * np.log(r) + np.log(weights)
+    if check_model(model) == "softmax":
+        log_speed2 = log_speed2 + rows.log_z
+    with np.errstate(over="ignore"):
+        dissipation = float(model.sign * np.exp(logsumexp(log_speed2)))
+    if beta == 0.0:
+        e = 0.5 * float(weights @ s) ** 2
+        with np.errstate(divide="ignore"):
+            return e, math.log(e), dissipation
+    if rows.z_minus_1 is not None:
+        e = float(weights @ rows.z_minus_1) / (2 * beta)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return e, math.log(e) if e > 0 else (-math.inf if e == 0 else math.nan), dissipation
+    log_s = float(logsumexp(np.log(weights) + rows.log_z))  # log S > EXP_SAFE - log n > 0 here
+    log_e = log_s + math.log(-math.expm1(-log_s)) - math.log(2 * beta)
+    with np.errstate(over="ignore"):
+        return float(np.exp(log_e)), log_e, dissipation
 
 
 def ring_coordinates(phi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -198,7 +272,9 @@ def engine(model: Model, nodes: Any, be: Any, memory_limit: int) -> tuple[Any, n
 def assemble(saved: list[tuple[float, np.ndarray]], model: Model, nodes: Any) -> xr.Dataset:
     """The Dataset of a ring run: ``s``, ``theta``, ``log_density`` (per unit surface measure
     on ``S^{d-1}``, at any point of the ring) and ``log_density_s`` (of ``s`` w.r.t. ``ds``),
-    ``density`` (``inf`` beyond float64), ``log_jacobian``, ``weight``, ``mass``."""
+    ``density`` (``inf`` beyond float64), ``log_jacobian``, ``weight``, ``mass``; where the
+    model has an energy (:func:`~meanfield.lagrangian.energy.has_energy`) ``energy`` and
+    ``dissipation`` (:func:`ring_energy`; ``log_energy`` too where the energy overflows)."""
     d = int(nodes.d)
     tvals = np.array([t for t, _ in saved])
     ys = np.stack([y for _, y in saved])
@@ -233,6 +309,14 @@ def assemble(saved: list[tuple[float, np.ndarray]], model: Model, nodes: Any) ->
         data["cdf"] = ("node", np.asarray(nodes.cdf, dtype=float), {
             "long_name": "P(s <= s_j(t)): constant along characteristics (the flow keeps the "
                          "order of the rings)"})
+    if has_energy(model):
+        terms = np.array([ring_energy(model, phi[k], w, d) for k in range(tvals.size)])
+        data.update(energy_variables("time", terms[:, 0], terms[:, 1], {
+            "long_name": "interaction energy E_beta (docs/equations.md (3.5), -1 convention), "
+                         "double ring average"}))
+        data["dissipation"] = ("time", terms[:, 2], note_nonfinite({
+            "long_name": "dE/dt predicted by the dissipation identity (docs/equations.md section 3)"},
+            terms[:, 2], DISSIPATION_NOTE))
     coords = {"time": ("time", tvals, {"long_name": "time", "units": "1"}),
               "node": ("node", np.arange(w.size))}
     ds = xr.Dataset(data, coords=coords)
@@ -269,4 +353,4 @@ def cdf_s(ds: xr.Dataset, time_index: int, s: np.ndarray) -> np.ndarray:
 
 
 __all__ = ["RING_KINDS", "assemble", "cdf_s", "check_model", "engine", "log_hyp0f1", "ring_coordinates",
-           "ring_field"]
+           "ring_energy", "ring_field"]

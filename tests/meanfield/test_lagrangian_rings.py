@@ -303,3 +303,84 @@ def test_zonal_spectral_solver_stops_at_its_conditioning_limit_and_hands_over() 
     # (1e-6 of the mass at most, above), which the contracting flow does not amplify
     assert float((lag["weight"] * lag["s"]).sum("node")[-1]) == pytest.approx(
         float(mean_full[-1]), abs=1e-5)
+
+
+# -- item 5: energy and dissipation of a ring run ----------------------------------------------
+
+
+@pytest.mark.parametrize(("d", "angular", "attention", "beta", "value"), [
+    (4, 28, "softmax", 0.0, 1), (4, 28, "softmax", 1.0, 1), (4, 28, "softmax", 4.0, -1),
+    (4, 28, "unnormalized", 2.0, 1), (4, 28, "unnormalized", 1.0, -1),
+    (5, 16, "softmax", 4.0, -1), (5, 16, "unnormalized", 2.0, 1)])  # d = 5: 9639 nodes, 10 s each
+def test_ring_energy_equals_the_full_sphere_energy_on_zonal_product_nodes(d: int, angular: int, attention: str,
+                                                                          beta: float, value: int) -> None:
+    # The same measure as 7 rings and on zonal product nodes, exact to degree L = angular on
+    # S^{d-2} (3045 nodes at d = 4, 9639 at d = 5): the angular average of e^{z <u, u'>},
+    # |z| = beta r r' <= beta, errs by the tail of the exponential series, <= e^beta
+    # beta^{L+1}/(L+1)! (1e-39 at d = 4, beta = 4; 2e-3 at d = 5, beta = 4: the tolerance below
+    # takes it). Both runs carry energy and dissipation (at t = 0: the ring field equals the
+    # full field, test above, and dE/dt = dissipation along a run is tested below).
+    model = Model(beta, attention=attention, value=value)
+    f = lambda s: np.exp(2 * s + s * s)  # noqa: E731
+    ring = solve_lagrangian(model, nodes.rings(f, 7, d), [0.0])
+    full = solve_lagrangian(model, nodes.zonal(f, d, 6, angular=angular), [0.0])
+    tail = math.exp(beta) * beta ** (angular + 1) / math.factorial(angular + 1)
+    for name in ("energy", "dissipation"):
+        a, b = ring[name].values, full[name].values
+        # measured <= 3e-15 relative where the tail is below it; 1e-12: sums of ~1e4 terms of
+        # size ~e^beta (round-off ~1e-16 sqrt(1e4) e^beta), margin 10; plus 10 x the angular
+        # tail where that is larger (the full rule's own error)
+        assert np.max(np.abs(a - b)) < (1e-12 + 10 * tail) * np.max(np.abs(b)) + 1e-15, (name, a, b)
+    assert "log_energy" not in ring
+
+
+@pytest.mark.parametrize(("attention", "beta", "d"), [("softmax", 1.0, 16), ("softmax", 4.0, 64),
+                                                      ("unnormalized", 1.0, 16)])
+def test_ring_energy_rises_at_the_rate_of_its_dissipation(attention: str, beta: float, d: int) -> None:
+    # dE/dt = dissipation (docs/equations.md section 3) along a vMF run through collapse,
+    # by central differences of step dt: their error is dt^2/6 |E'''| = dt^2/6 |D''|, bounded
+    # by the second differences of the dissipation D itself (times 2: D'' varies between the
+    # samples); the integration error of E (rtol 1e-11 on a state of size ~1e2: ~1e-9) over
+    # 2 dt adds 1e-9/dt.
+    model = Model(beta, attention=attention)
+    start = nodes.rings(lambda s: 8.0 * s, 32, d, log=True)
+    dt = 0.01
+    t = np.arange(0.0, 3.0 + dt / 2, dt)
+    ds = solve_lagrangian(model, start, t, rtol=1e-11, atol=1e-13)
+    E, D = ds["energy"].values, ds["dissipation"].values
+    assert np.all(np.diff(E) > 0) and np.all(D >= 0)  # the attractive flow ascends E_beta
+    fd = (E[2:] - E[:-2]) / (2 * dt)
+    d2 = np.abs(D[2:] - 2 * D[1:-1] + D[:-2]) / dt**2
+    tol = 2 * dt**2 / 6 * np.maximum(d2, np.roll(d2, 1)) + 1e-9 / dt * max(1.0, float(np.max(E)))
+    err = np.abs(fd - D[1:-1])
+    assert np.all(err[1:] < tol[1:]), float(np.max(err / tol))
+    assert np.max(err) < 1e-3 * np.max(D)  # and the check is not vacuous: dt^2 D''/6 ~ 1e-5 D
+
+
+def test_ring_energy_in_logarithms_at_d1024_beta_in_the_hundreds() -> None:
+    # beta = 800 at d = 1024: E ~ e^{800}/1600 overflows; log E from log Z (log-sum-exp)
+    # against mpmath (40 digits) on the double ring sum. Tolerance 1e-12 relative on log E:
+    # log_hyp0f1 is good to 1e-13 (test above), the log-sum-exp of 3 x 3 terms adds ulps.
+    mp = pytest.importorskip("mpmath")
+    from meanfield.lagrangian.rings import ring_energy
+
+    mp.mp.dps = 40
+    d, beta = 1024, 800.0
+    theta = np.array([0.05, 0.2, 0.6])
+    w = np.array([0.5, 0.3, 0.2])
+    e, log_e, diss = ring_energy(Model(beta), _phi(theta), w, d)
+    s, r = np.cos(theta), np.sin(theta)
+    nu = (d - 3) / 2
+    total = mp.mpf(0)
+    for i in range(3):
+        for j in range(3):
+            kbar = mp.exp(beta * mp.mpf(s[i]) * s[j]) * mp.hyp0f1(nu + 1, (beta * mp.mpf(r[i]) * r[j]) ** 2 / 4)
+            total += mp.mpf(w[i]) * w[j] * (kbar - 1)
+    ref = float(mp.log(total / (2 * beta)))
+    assert e == np.inf and math.isfinite(log_e) and diss == np.inf
+    assert abs(log_e - ref) < 1e-12 * abs(ref)
+    start = nodes.RingNodes(theta, w, np.zeros(3), d)  # a cluster near e: E_beta ~ e^{790}
+    ds = solve_lagrangian(Model(beta), start, [0.0, 1e-3])
+    assert ds["log_energy"].values[0] == pytest.approx(ref, rel=1e-12)
+    assert "log_energy" in ds and np.all(np.isfinite(ds["log_energy"].values))
+    assert "note" in ds["energy"].attrs and "note" in ds["dissipation"].attrs

@@ -26,7 +26,7 @@ from validation.suites import CHECK_MODULES, get_suite
 
 OWN = ("validation.checks.convergence", "validation.checks.energy", "validation.checks.exact",
        "validation.checks.schedule", "validation.checks.subspace",
-       "validation.checks.fastsum",
+       "validation.checks.fastsum", "validation.checks.rings",
        "validation.checks.theory")
 QUICK = get_suite("quick")
 FULL = get_suite("full")
