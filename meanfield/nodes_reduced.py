@@ -171,29 +171,7 @@ def rings(f: Callable[[np.ndarray], Any], n: int, d: int, *, log: bool = False) 
     n = count(n, "n", 1)
     d = count(d, "d", 3)
     s, log_w = gauss_jacobi_log(d, n)
-    vals = np.asarray(f(s), dtype=float)
-    if vals.shape != s.shape:
-        msg = f"f must give one value per node s, shape {s.shape}, got {vals.shape}"
-        raise ValueError(msg)
-    if log:
-        bad = np.isnan(vals) | (vals == np.inf)
-        if np.any(bad):
-            msg = f"f (log density) must be finite or -inf, got {vals[bad][0]!r} at s = {s[bad][0]:.6g}"
-            raise ValueError(msg)
-        logf = vals
-    else:
-        if not np.all(np.isfinite(vals)) or np.any(vals < 0):
-            i = int(np.argmax(~np.isfinite(vals) | (vals < 0)))
-            msg = f"f must be finite and >= 0, got {vals[i]!r} at s = {s[i]:.6g}"
-            raise ValueError(msg)
-        with np.errstate(divide="ignore"):
-            logf = np.log(vals)
-    log_mass = float(logsumexp(logf + log_w))
-    if not math.isfinite(log_mass):
-        msg = "f: the density has no mass on the nodes (all zero)"
-        raise ValueError(msg)
-    w = np.exp(logf + log_w - log_mass)
-    log_rho = logf - log_mass - log_sphere_area(d)
+    w, log_rho = _weighted(f, log, s, log_w, d, "s")
     return RingNodes(np.arccos(s), w, log_rho, d, cdf=_cdf(f, log, s, d),
                      describe=f"rings: Gauss-Jacobi ({n}) in s, weight (1-s^2)^((d-3)/2), d={d}")
 
@@ -233,6 +211,35 @@ def rings_from_dataset(ds: Any, time: float | None = None) -> RingNodes:
 
 _CDF_POINTS = 32  # Gauss-Legendre points per gap between rings
 
+
+
+def _weighted(f: Callable[[np.ndarray], Any], log: bool, pts: np.ndarray, log_w: np.ndarray,
+              d: int, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """The normalised weights ``w_j = f(pts_j) W_j / sum`` of a reduced rule with log weights
+    ``log W_j``, and the log density per unit area of ``S^{d-1}`` at the nodes; ``f`` checked
+    (``ValueError`` naming ``f``, the value and the node ``name = pts_j``)."""
+    vals = np.asarray(f(pts), dtype=float)
+    if vals.shape != log_w.shape:
+        msg = f"f must give one value per node {name}, shape {log_w.shape}, got {vals.shape}"
+        raise ValueError(msg)
+    if log:
+        bad = np.isnan(vals) | (vals == np.inf)
+        if np.any(bad):
+            msg = f"f (log density) must be finite or -inf, got {vals[bad][0]!r} at {name} = {pts[bad][0]}"
+            raise ValueError(msg)
+        logf = vals
+    else:
+        if not np.all(np.isfinite(vals)) or np.any(vals < 0):
+            i = int(np.argmax(~np.isfinite(vals) | (vals < 0)))
+            msg = f"f must be finite and >= 0, got {vals[i]!r} at {name} = {pts[i]}"
+            raise ValueError(msg)
+        with np.errstate(divide="ignore"):
+            logf = np.log(vals)
+    log_mass = float(logsumexp(logf + log_w))
+    if not math.isfinite(log_mass):
+        msg = "f: the density has no mass on the nodes (all zero)"
+        raise ValueError(msg)
+    return np.exp(logf + log_w - log_mass), logf - log_mass - log_sphere_area(d)
 
 def _cdf(f: Callable[[np.ndarray], Any], log: bool, s: np.ndarray, d: int) -> np.ndarray:
     """``P(s' <= s_j)`` for the density ``f(s') (1 - s'^2)^{(d-3)/2}`` on ``[-1, 1]``: a
@@ -469,29 +476,7 @@ def subspace(f: Callable[[np.ndarray], Any], n: int, d: int, k: int, *, angular:
     # which solve_lagrangian reads and checks once)
     check_memory(float(size) * (4 * k + 8 + d) * 8, what, "lower n or angular")
     p, log_w = subspace_rule(n, d, k, angular)
-    vals = np.asarray(f(p), dtype=float)
-    if vals.shape != log_w.shape:
-        msg = f"f must give one value per node p, shape {log_w.shape}, got {vals.shape}"
-        raise ValueError(msg)
-    if log:
-        bad = np.isnan(vals) | (vals == np.inf)
-        if np.any(bad):
-            msg = f"f (log density) must be finite or -inf, got {vals[bad][0]!r} at p = {p[bad][0]}"
-            raise ValueError(msg)
-        logf = vals
-    else:
-        if not np.all(np.isfinite(vals)) or np.any(vals < 0):
-            i = int(np.argmax(~np.isfinite(vals) | (vals < 0)))
-            msg = f"f must be finite and >= 0, got {vals[i]!r} at p = {p[i]}"
-            raise ValueError(msg)
-        with np.errstate(divide="ignore"):
-            logf = np.log(vals)
-    log_mass = float(logsumexp(logf + log_w))
-    if not math.isfinite(log_mass):
-        msg = "f: the density has no mass on the nodes (all zero)"
-        raise ValueError(msg)
-    w = np.exp(logf + log_w - log_mass)
-    log_rho = logf - log_mass - log_sphere_area(d)
+    w, log_rho = _weighted(f, log, p, log_w, d, "p")
     rule = "trapezoid" if k == 2 else "sphere_rule"
     return SubspaceNodes(p, w, log_rho, d, describe=(
         f"subspace k={k}: Gauss-Jacobi ({n}) in |p|^2 x {rule} degree "

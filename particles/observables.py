@@ -48,7 +48,14 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
 from meanfield.kernels import _SMALL_D, DEFAULT_MEMORY_LIMIT, Tiling, _logits, _weighted_sum, block_for
-from meanfield.lagrangian.energy import EXP_SAFE, energy_terms, exponent_bound, times_exp
+from meanfield.lagrangian.energy import (
+    EXP_SAFE,
+    energy_terms,
+    exponent_bound,
+    fast_energy_reason,
+    times_exp,
+    use_fast_energy,
+)
 
 from .inputs import as_tokens, check_geometry
 from .velocity import _apply, _as_batch, velocity
@@ -80,43 +87,6 @@ def fast_energy_error(model: Any) -> float:
         return float(2.0 * eps * np.exp(float(model.beta)))
 
 
-def fast_energy_reason(model: Any, d: int) -> str | None:
-    """Why :func:`meanfield.fastsum.energy` cannot sum this model's energy on ``S^{d-1}``
-    (``None``: it can): ``d`` 2 or 3, SA or USA, ``Q = K = I``, no mask."""
-    if d not in (2, 3):
-        return f"the fast energy needs tokens on S^1 or S^2 (d = 2 or 3), got d = {d}"
-    if model.attention not in ENERGY_KINDS:
-        return f"the fast energy needs attention in {ENERGY_KINDS}, got {model.attention!r}"
-    if not model.is_identity:
-        return "the fast energy needs Q = K = V = I (up to the sign of V)"
-    if model.causal:
-        return "the fast energy needs no causal mask"
-    return None
-
-
-def use_fast_energy(method: str, model: Any, d: int, n: int) -> bool:
-    """Whether :func:`energies` sums with :func:`meanfield.fastsum.energy`: the velocity's
-    decision (:func:`meanfield.fastsum.use_fast` on the sphere, ``n`` points and nodes), where
-    the fast energy applies (:func:`fast_energy_reason`).
-
-    Raises:
-        ValueError: ``method`` is not one of :data:`meanfield.fastsum.METHODS`, or is
-            ``"fast"`` where the fast energy does not apply (naming why).
-    """
-    from meanfield import fastsum
-
-    if method not in fastsum.METHODS:
-        msg = f"method must be one of {fastsum.METHODS}, got {method!r}"
-        raise ValueError(msg)
-    if method == "direct":
-        return False
-    reason = fast_energy_reason(model, d)
-    if method == "fast":
-        if reason is not None:
-            msg = f"method='fast' does not apply: {reason}"
-            raise ValueError(msg)
-        return True
-    return reason is None and fastsum.use_fast("auto", model, d, "sphere", n, n)
 
 
 def energy(
