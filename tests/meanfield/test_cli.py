@@ -327,7 +327,7 @@ def test_solve_lagrangian_passes_the_field_method_on(d, asked, chosen, tmp_path,
     import json
 
     out = tmp_path / "lag.nc"
-    assert main(["solve", "lagrangian", "--d", str(d), "--resolution", "16" if d == 2 else "4",
+    assert main(["solve", "lagrangian", "--d", str(d), "--resolution", "16" if d == 2 else "8",
                  "--t-max", "0.1", "--times", "2", "--field-method", asked, "--no-progress",
                  "--out", str(out)]) == 0, capsys.readouterr().err
     assert json.loads(read_netcdf(out).attrs["settings"])["field_method"] == chosen
