@@ -384,3 +384,23 @@ def test_ring_energy_in_logarithms_at_d1024_beta_in_the_hundreds() -> None:
     assert ds["log_energy"].values[0] == pytest.approx(ref, rel=1e-12)
     assert "log_energy" in ds and np.all(np.isfinite(ds["log_energy"].values))
     assert "note" in ds["energy"].attrs and "note" in ds["dissipation"].attrs
+
+
+def test_rings_estimate_the_error_of_their_start_and_warn_when_it_is_missed() -> None:
+    """``nodes.rings`` compares its rule with the rule of twice the rings (mass, mean and second
+    moment of ``s``): vMF ``kappa = 2e4`` at ``d = 1024`` lies beyond the 16 rings (they reach
+    ``|s| <~ sqrt(4 n / d) = 0.25``; its mean ``s`` is ``~0.97``): an ``O(1)`` estimate and a
+    warning. Resolved (``kappa = 64``, 64 rings): both rules are exact to round-off (``1e-16``
+    measured; ``1e-12`` leaves the moments' rounding far below it), no warning."""
+    import warnings as _w
+
+    from meanfield.nodes_reduced import START_TOL, start_error
+
+    with pytest.warns(UserWarning, match="not resolved by n = 16 rings"):
+        nd = nodes.rings(lambda s: 2e4 * s, 16, 1024, log=True)
+    assert start_error(lambda s: 2e4 * s, 16, 1024, log=True) > 0.5
+    assert "start error estimate" in nd.describe
+    with _w.catch_warnings():
+        _w.simplefilter("error")
+        nodes.rings(lambda s: 64.0 * s, 64, 1024, log=True)
+    assert start_error(lambda s: 64.0 * s, 64, 1024, log=True) < 1e-12 < START_TOL
