@@ -143,6 +143,7 @@ def simulate(
     device: Any = None,
     dtype: Any = None,
     field_method: str = "auto",
+    field_tol: float = fastsum.DEFAULT_TOL,
 ) -> xr.Dataset:
     """Evolve tokens under the model's self-attention dynamics (docs/equations.md section 2).
 
@@ -175,6 +176,11 @@ def simulate(
             or ``"auto"``; recorded in ``settings``. Where the field is fast, the energy (of the
             monitor and of ``energy``) is too (:func:`particles.observables.energies`, ``O(n)``;
             SA/USA with ``Q = K = I``, float64); the dissipation and other observables stay direct.
+        field_tol: the fast field's relative accuracy per point (:func:`particles.velocity`'s
+            ``fast_tol``; default ``1e-12``, the direct sum's): the points whose error estimate
+            exceeds it are summed directly, so a clustered cloud at ``1e-12`` sends many back
+            to the ``O(n)`` direct sum per point; ``1e-9`` keeps a run through clustering fast.
+            Recorded in ``settings``.
 
     Returns:
         ``xarray.Dataset`` with ``x``, ``energy``, ``dissipation`` (and ``theta`` for
@@ -231,6 +237,7 @@ def simulate(
             check_step_count(t, dtf, max_steps)
     sphere = geometry == "sphere"
     summed = "direct"  # how the velocity is summed (field_method, decided once)
+    field_tol = fastsum.check_tol(field_tol, "field_tol")
     if field_method not in fastsum.METHODS:
         msg = f"field_method must be one of {fastsum.METHODS}, got {field_method!r}"
         raise ValueError(msg)
@@ -269,7 +276,7 @@ def simulate(
 
             def f(x: Any) -> Any:
                 return velocity(model, x, geometry, memory_limit=memory_limit, check=False,
-                                method=summed)
+                                method=summed, fast_tol=field_tol)
 
         y0 = bkd.asarray(x0)
 
@@ -289,7 +296,7 @@ def simulate(
                        monitors=monitors)
         ds = _dataset(model, times, xs, batched, geometry, observables, memory_limit, esummed)
     _settings(ds, model, method, geometry, dt, rtol, atol, memory_limit, sol, seed, bkd,
-              summed)
+              summed, field_tol)
     return _finish(ds, sol, throw)
 
 
@@ -371,11 +378,12 @@ def _settings(
     seed: Any,
     backend: bk.Backend | None = None,
     field_method: str = "direct",
+    field_tol: float = fastsum.DEFAULT_TOL,
 ) -> None:
     """Fill ``attrs`` with the result schema (NetCDF-safe)."""
     adaptive = METHODS[method]["adaptive"]
     settings: dict[str, Any] = {"method": method, "geometry": geometry,
-                                "field_method": field_method,
+                                "field_method": field_method, "field_tol": float(field_tol),
                                 "memory_limit": int(memory_limit), "seed": seed,
                                 "backend": (backend or bk.Backend()).label()}
     ds.attrs.update(result_attrs(

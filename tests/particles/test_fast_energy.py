@@ -79,3 +79,34 @@ def test_simulate_sums_the_energy_fast_with_the_field(monkeypatch: pytest.Monkey
     # the fast field's relative error (DEFAULT_TOL = 1e-12 per evaluation) carried over 20
     # steps of a flow with rates of order beta: far below 1e-8 (measured: 2.3e-11)
     assert np.max(np.abs(e_fast - e_ref) / e_ref) < 1e-8
+
+
+def test_simulate_passes_field_tol_to_the_fast_velocity(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``field_tol`` reaches :func:`particles.velocity` as ``fast_tol``, is recorded, and is
+    refused by name outside ``(0, 1)``. Fast at ``1e-9`` against direct: the fast field meets
+    ``1e-9`` relative per point (|v| <= 1 for SA) at every RK4 stage, so 20 steps of ``dt =
+    0.05`` differ by at most ``~ 20 * 0.05 * 1e-9 * e^{L t}`` (``L <= 2 beta = 4``, ``t = 1``):
+    ``< 1e-7``; and by RK4's stage difference (``x/|x|`` at off-sphere stages, ``~ dt^4``)."""
+    import importlib
+    import json
+
+    sim_module = importlib.import_module("particles.simulate")
+
+    seen: list[float] = []
+    real = sim_module.velocity
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("fast_tol"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sim_module, "velocity", spy)
+    x0 = particles.sample_sphere(400, 3, np.random.default_rng(1))
+    model = Model(beta=2.0)
+    fast = particles.simulate(model, x0, [0.0, 1.0], dt=0.05, field_method="fast", field_tol=1e-9)
+    assert seen and set(seen) == {1e-9}
+    assert json.loads(fast.attrs["settings"])["field_tol"] == 1e-9
+    direct = particles.simulate(model, x0, [0.0, 1.0], dt=0.05, field_method="direct")
+    assert np.max(np.abs(fast["x"].values[-1] - direct["x"].values[-1])) < 1e-7
+    for bad in (0.0, 1.0, -1e-9, "x"):
+        with pytest.raises(ValueError, match="field_tol must be a relative accuracy"):
+            particles.simulate(model, x0, [0.0, 1.0], dt=0.05, field_tol=bad)
