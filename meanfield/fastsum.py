@@ -187,6 +187,28 @@ def _scalar_multiple(m: np.ndarray) -> float | None:
     return c if np.array_equal(m, c * np.eye(m.shape[0])) else None
 
 
+GENERAL_KINDS = ("softmax", "unnormalized", "l2", "sinkhorn")
+"""Kinds with a fast path for any ``Q, K, V`` (exponential kernels)."""
+
+def general_reason(model: Any, d: int) -> str | None:
+    """Why the general fast path does not apply to ``model`` in dimension ``d`` (``S^1``,
+    ``S^2`` already checked by the caller), or ``None``."""
+    if model.attention not in GENERAL_KINDS:
+        return (f"attention={model.attention!r}: with Q^T K not a multiple of the identity "
+                f"the fast field covers {GENERAL_KINDS} (sigmoid's profile is not an "
+                "exponential; it stays direct)")
+    if model.feedforward is not None:
+        return "feedforward: the fast field has no feed-forward term; it stays direct"
+    if model.attention == "unnormalized":
+        for Q, K, _ in model.matrices(d):
+            try:
+                check_exp_beta(float(model.beta) * float(np.linalg.norm(Q.T @ K, 2)),
+                               "unnormalized attention (beta |Q^T K|)")
+            except ValueError as err:
+                return str(err)
+    return None
+
+
 def fast_reason(model: Any, d: int, geometry: str = "sphere", *, causal_labels: bool = False,
                 backend_numpy: bool = True) -> str | None:
     """Why the fast field does not apply (a sentence naming the field), or ``None``.
@@ -216,8 +238,6 @@ def fast_reason(model: Any, d: int, geometry: str = "sphere", *, causal_labels: 
     zonal = zonal_reason(model, d, causal_labels=causal_labels)
     if zonal is None:
         return None
-    from meanfield.fastsum_general import general_reason
-
     general = general_reason(model, d)
     if general is None:
         return None
@@ -775,6 +795,7 @@ __all__ = [
     "CROSSOVER_GENERAL",
     "DEFAULT_TOL",
     "FAST_KINDS",
+    "GENERAL_KINDS",
     "METHODS",
     "FastSettings",
     "band_limit",
@@ -782,6 +803,7 @@ __all__ = [
     "energy",
     "fast_field",
     "fast_reason",
+    "general_reason",
     "merge_settings",
     "use_fast",
     "zonal_reason",

@@ -78,10 +78,9 @@ import scipy.fft
 from scipy.special import logsumexp
 
 from meanfield import fastsum
-from meanfield.special import check_exp_beta, scaled_kernel_multipliers
-
-GENERAL_KINDS = ("softmax", "unnormalized", "l2", "sinkhorn")
-"""Kinds with a fast path for any ``Q, K, V`` (exponential kernels)."""
+from meanfield.fastsum import GENERAL_KINDS, general_reason
+from meanfield.kernels import prefix_mass
+from meanfield.special import scaled_kernel_multipliers
 
 GENERAL_NUFFT_ERROR = {2: 1.3, 3: 0.25}
 """``C_N`` by ``d``: the transforms' absolute error of a scaled sum is at most ``C_N eps max_j
@@ -106,25 +105,6 @@ this; the fast part one transform per block and per weight vector)."""
 
 
 # -- which models ------------------------------------------------------------------------
-
-def general_reason(model: Any, d: int) -> str | None:
-    """Why the general fast path does not apply to ``model`` in dimension ``d`` (``S^1``,
-    ``S^2`` already checked by the caller), or ``None``."""
-    if model.attention not in GENERAL_KINDS:
-        return (f"attention={model.attention!r}: with Q^T K not a multiple of the identity "
-                f"the fast field covers {GENERAL_KINDS} (sigmoid's profile is not an "
-                "exponential; it stays direct)")
-    if model.feedforward is not None:
-        return "feedforward: the fast field has no feed-forward term; it stays direct"
-    if model.attention == "unnormalized":
-        for Q, K, _ in model.matrices(d):
-            try:
-                check_exp_beta(float(model.beta) * float(np.linalg.norm(Q.T @ K, 2)),
-                               "unnormalized attention (beta |Q^T K|)")
-            except ValueError as err:
-                return str(err)
-    return None
-
 
 # -- the expansion in the radius --------------------------------------------------------
 
@@ -559,9 +539,7 @@ def general_field(
             if nlab is None:
                 mass = np.full(p, float(np.sum(w)))
             else:
-                from meanfield.lagrangian.field import _prefix_mass
-
-                mass = _prefix_mass(w[None], plab[None], nlab[None])[0]  # type: ignore[index]
+                mass = prefix_mass(w[None], plab[None], nlab[None])[0]  # type: ignore[index]
         F = np.zeros((p, d))
         tr = np.zeros(p)
         dF = np.zeros(p)

@@ -734,6 +734,18 @@ def get_kernel(name: str) -> type[Kernel]:
         raise ValueError(msg) from None
 
 
+
+def prefix_mass(weights: np.ndarray, qlab: np.ndarray, klab: np.ndarray) -> np.ndarray:
+    """``sum_{j: label_j <= label_i} w_j`` for every query ``i``: ``(B, n)`` (the mass a
+    causal mask lets query ``i`` see; docs/equations.md section 2, causal attention)."""
+    out = np.empty(qlab.shape)
+    for b in range(qlab.shape[0]):
+        order = np.argsort(klab[b], kind="stable")
+        cum = np.concatenate([[0.0], np.cumsum(weights[b][order])])
+        out[b] = cum[np.searchsorted(klab[b][order], qlab[b], side="right")]
+    return out
+
+
 __all__ = [
     "DEFAULT_MEMORY_LIMIT",
     "L2",
@@ -744,5 +756,6 @@ __all__ = [
     "Tiling",
     "Unnormalized",
     "get_kernel",
+    "prefix_mass",
     "registered_kernels",
 ]

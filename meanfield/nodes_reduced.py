@@ -40,6 +40,7 @@ from scipy.special import logsumexp
 from .checks import count, read_only
 from .domains.zonal_sphere import gauss_jacobi_log
 from .special import log_sphere_area
+from .sphere_rules import sphere_rule, sphere_rule_size
 
 
 @dataclass(frozen=True, eq=False)
@@ -451,8 +452,6 @@ def subspace_rule(n: int, d: int, k: int, angular: int | None = None) -> tuple[n
     polynomial of degree ``D <= angular`` in ``p`` averaged over directions is a polynomial of
     degree ``<= D/2`` in ``t``: the rule is exact for degree ``min(angular, 4 n - 1)``.
     """
-    from .nodes import sphere_rule
-
     t, log_wt = jacobi_rule_log(n, 0.5 * (d - k - 2), 0.5 * k - 1.0)
     deg = 4 * n - 1 if angular is None else count(angular, "angular", 0)
     if k == 2:
@@ -469,8 +468,6 @@ def subspace_rule(n: int, d: int, k: int, angular: int | None = None) -> tuple[n
 
 def subspace_size(n: int, k: int, angular: int | None = None) -> int:
     """The number of nodes of ``subspace_rule(n, d, k, angular)``, without building it."""
-    from .nodes import sphere_rule_size
-
     n = count(n, "n", 1)
     deg = 4 * n - 1 if angular is None else count(angular, "angular", 0)
     return n * (deg + 1 if k == 2 else sphere_rule_size(3, deg))

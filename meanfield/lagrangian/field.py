@@ -33,7 +33,7 @@ from meanfield import attention as attention_registry
 from meanfield import backend as bk
 from meanfield import fastsum
 from meanfield.checks import nonnegative_weights
-from meanfield.kernels import DEFAULT_MEMORY_LIMIT, Kernel, Sinkhorn, Softmax, Tiling
+from meanfield.kernels import DEFAULT_MEMORY_LIMIT, Kernel, Sinkhorn, Softmax, Tiling, prefix_mass
 
 GEOMETRIES = ("sphere", "euclidean")
 """``sphere``: ``S^{d-1}`` (layer normalisation, the field projected with ``P_x``);
@@ -118,16 +118,6 @@ def project_tangent(x: Any, y: Any) -> Any:
     return y - _dot(x, y)[..., None] * x
 
 
-def _prefix_mass(weights: np.ndarray, qlab: np.ndarray, klab: np.ndarray) -> np.ndarray:
-    """``sum_{j: label_j <= label_i} w_j`` for every query ``i``: ``(B, n)``."""
-    out = np.empty(qlab.shape)
-    for b in range(qlab.shape[0]):
-        order = np.argsort(klab[b], kind="stable")
-        cum = np.concatenate([[0.0], np.cumsum(weights[b][order])])
-        out[b] = cum[np.searchsorted(klab[b][order], qlab[b], side="right")]
-    return out
-
-
 def _kernel(model: Any, solver: str, causal: bool) -> tuple[Any, Sinkhorn | None]:
     """The row kernel of the model's kind, and for Sinkhorn the kernel that finds its
     potentials (the field is then softmax with the potentials as a column bias)."""
@@ -196,7 +186,7 @@ def ambient_field(
         if labels is not None:
             kw["labels"] = labels
         if not kernel.normalized:
-            kw["mass"] = (bk.like(points, _prefix_mass(*(bk.to_numpy(a) for a in (weights, *labels))))  # type: ignore[misc]
+            kw["mass"] = (bk.like(points, prefix_mass(*(bk.to_numpy(a) for a in (weights, *labels))))  # type: ignore[misc]
                           if labels is not None
                           else xp.broadcast_to(xp.sum(weights, axis=1)[:, None], (B, n)))
     F = xp.zeros((B, n, d), dtype=points.dtype, device=dev)
