@@ -43,6 +43,25 @@ from .special import log_sphere_area
 from .sphere_rules import sphere_rule, sphere_rule_size
 
 
+def _checked_weights(weights: Any, log_density: Any,
+                     shape: tuple[int, ...]) -> tuple[np.ndarray, float, np.ndarray]:
+    """The weights (finite, ``>= 0``, positive sum), their sum and the log density (``< inf``,
+    not NaN) of reduced nodes of ``shape``; ``ValueError`` naming the field otherwise."""
+    w = np.array(weights, dtype=float)
+    if w.shape != shape or not np.all(np.isfinite(w)) or np.any(w < 0):
+        msg = f"weights must be finite, >= 0, of shape {shape}; got shape {w.shape}"
+        raise ValueError(msg)
+    total = float(w.sum())
+    if not total > 0:
+        msg = f"weights must have a positive sum, got {total!r}"
+        raise ValueError(msg)
+    ld = np.array(log_density, dtype=float)
+    if ld.shape != shape or np.any(np.isnan(ld)) or np.any(ld == np.inf):
+        msg = f"log_density must be < inf, not NaN, of shape {shape}; got shape {ld.shape}"
+        raise ValueError(msg)
+    return w, total, ld
+
+
 @dataclass(frozen=True, eq=False)
 class RingNodes:
     """A zonal measure on ``S^{d-1}`` as ``n`` weighted rings ``<x, e_d> = cos theta_j``.
@@ -81,18 +100,7 @@ class RingNodes:
             msg = (f"theta must lie in (0, pi) (a ring, not a pole), got range "
                    f"[{np.nanmin(th)!r}, {np.nanmax(th)!r}]")
             raise ValueError(msg)
-        w = np.array(self.weights, dtype=float)
-        if w.shape != th.shape or not np.all(np.isfinite(w)) or np.any(w < 0):
-            msg = f"weights must be finite, >= 0, of shape {th.shape}; got shape {w.shape}"
-            raise ValueError(msg)
-        total = float(w.sum())
-        if not total > 0:
-            msg = f"weights must have a positive sum, got {total!r}"
-            raise ValueError(msg)
-        ld = np.array(self.log_density, dtype=float)
-        if ld.shape != th.shape or np.any(np.isnan(ld)) or np.any(ld == np.inf):
-            msg = f"log_density must be < inf, not NaN, of shape {th.shape}; got shape {ld.shape}"
-            raise ValueError(msg)
+        w, total, ld = _checked_weights(self.weights, self.log_density, th.shape)
         if self.cdf is not None:
             c = np.array(self.cdf, dtype=float)
             order = np.argsort(-th)  # ascending s
@@ -348,18 +356,7 @@ class SubspaceNodes:
         if not np.all(np.isfinite(p)) or np.any(norm >= 1):
             msg = f"p must lie in the open unit ball, got |p| up to {np.nanmax(norm)!r}"
             raise ValueError(msg)
-        w = np.array(self.weights, dtype=float)
-        if w.shape != norm.shape or not np.all(np.isfinite(w)) or np.any(w < 0):
-            msg = f"weights must be finite, >= 0, of shape {norm.shape}; got shape {w.shape}"
-            raise ValueError(msg)
-        total = float(w.sum())
-        if not total > 0:
-            msg = f"weights must have a positive sum, got {total!r}"
-            raise ValueError(msg)
-        ld = np.array(self.log_density, dtype=float)
-        if ld.shape != norm.shape or np.any(np.isnan(ld)) or np.any(ld == np.inf):
-            msg = f"log_density must be < inf, not NaN, of shape {norm.shape}; got shape {ld.shape}"
-            raise ValueError(msg)
+        w, total, ld = _checked_weights(self.weights, self.log_density, norm.shape)
         object.__setattr__(self, "d", d)
         object.__setattr__(self, "p", read_only(p))
         object.__setattr__(self, "weights", read_only(w / total))
