@@ -28,7 +28,6 @@ import time
 import numpy as np
 
 from meanfield import Model, nodes, solve_lagrangian
-from meanfield.lagrangian.rings import cdf_s
 
 
 def run(d: int, kappa: float, beta: float, rings: int) -> dict[str, float]:
@@ -47,24 +46,15 @@ def against_particles(d: int, n: int, rings: int, kappa: float = 32.0, beta: flo
     """``sqrt(n/2) x`` the Kolmogorov distance of ``s = <x, e>`` at ``t = 0, 0.5, ..., t_max``
     (``n`` particles in reflection-symmetric pairs, ``validation.pairs``) against the ring run
     of the exact start, its level (``validation.pairs.kolmogorov_levels``), and against the
-    run of the start fitted to the particles' mean (level 1.63); the particle run's wall time."""
-    from validation.pairs import kolmogorov, kolmogorov_levels, simulate_pairs, symmetric_pairs
+    run of the start fitted to the particles' mean (level 1.63); the particle run's wall time
+    (:func:`validation.checks.rings.rings_against_pairs`, the check ``rings.particles``)."""
+    from validation.checks.rings import rings_against_pairs
 
     times = np.arange(0.0, t_max + 0.25, 0.5)
-    x0 = symmetric_pairs(kappa, d, n, np.random.default_rng(1))
-    t0 = time.perf_counter()
-    px = simulate_pairs(Model(beta), x0, times, dt)
-    wall = time.perf_counter() - t0
-    ds = solve_lagrangian(Model(beta), nodes.rings(lambda s: kappa * s, rings, d, log=True), times,
-                          rtol=1e-10, atol=1e-12)
-    levels, fitted, _ = kolmogorov_levels(Model(beta), kappa, d, n, float(px[0, :, -1].mean()), times, rings)
+    r = rings_against_pairs(Model(beta), kappa, d, n, dt=dt, rings=rings, times=times, seed=1)
     root = math.sqrt(n / 2)
-    exact, fit = [], []
-    for k in range(times.size):
-        s = np.sort(px[k, :, -1])  # along the fixed axis e: the pairs keep the mean on it
-        exact.append(kolmogorov(s, cdf_s(ds, k, s)) * root)
-        fit.append(kolmogorov(s, cdf_s(fitted, k, s)) * root)
-    return exact, [float(v) * root for v in levels], fit, wall
+    return ([v * root for v in r["ks_exact"]], [v * root for v in r["level_exact"]],
+            [v * root for v in r["ks_fitted"]], r["wall_s_particles"])
 
 
 def main() -> None:

@@ -253,13 +253,14 @@ def test_kolmogorov_distance_of_a_sample_against_a_discrete_law() -> None:
 
 
 def test_subspace_against_particles_at_a_small_size() -> None:
-    # the runs of validation check lagrangian.subspace_particles (d = 128, 2000 particles, full
-    # suite only) at d = 16 with 400 particles: the same level, K/sqrt(n/2) plus the node mass within
+    # the runs of validation check lagrangian.subspace_particles (d = 128, 20 000 particles, full
+    # suite only) at d = 16 with 400 particles: the same level, K/sqrt(n/4) plus the node mass within
     # the particles' shift from their nodes (its argument in the check's docstring), which
     # every comparison must meet
     from validation.checks.subspace import compare_with_particles
 
-    size = dict(d=16, beta=4.0, kappa=8.0, radial=3, angular=15, particles=400, times=[0.0, 0.5, 1.0])
+    size = dict(d=16, beta=4.0, kappa=8.0, radial=3, angular=15, particles=400, dt=0.1,
+                times=[0.0, 0.5, 1.0])
     comps, details, _, _ = compare_with_particles(size, 5)
     assert len(comps) == 2 * 3 * 2
     assert all(c.passed for c in comps), [(c.what, c.measured, c.expected) for c in comps if not c.passed]

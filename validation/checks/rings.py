@@ -176,32 +176,72 @@ def check_rings_high_dimension(*, seed: int, out_dir: Path, suite: str) -> Check
         details={"errors": errors, "dims": list(size["dims"])}, figure=str(figure))
 
 
-_PAIRS = {"full": dict(d=16, kappa=8.0, beta=1.0, n=20000, dt=0.25, rings=64, t_max=3.0)}
+_PAIRS = {"full": dict(dims=(16, 64, 256), kappa_per_d=0.5, beta=1.0, n=20000, dt=0.25, rings=64, t_max=3.0)}
+
+FAMILY_LEVEL = 0.01
+"""Chance that a correct code fails :func:`check_rings_particles`, for each of its two
+sampling events (the empirical law about the fitted start; the start's sample mean), shared
+by the comparisons of each (Bonferroni)."""
+
+
+def rings_against_pairs(model: Model, kappa: float, d: int, n: int, *, dt: float, rings: int, times: np.ndarray,
+                        seed: int, q: float = 1.63, z: float = 2.576) -> dict[str, Any]:
+    """The Kolmogorov distances of ``s = <x, e>`` at ``times`` between ``n`` particles in
+    reflection-symmetric pairs (``validation.pairs``, vMF ``kappa`` on ``S^{d-1}``, RK4 step
+    ``dt``) and the ring run of the exact start (``ks_exact``), with its level
+    (:func:`validation.pairs.kolmogorov_levels` at ``q``, ``z``), and of the start fitted to the
+    particles' mean (``ks_fitted``, level ``q/sqrt(n/2)``); ``E[s]`` of the particles at each
+    time, the fitted ``kappa`` and the particles' wall time. Shared by :func:`check_rings_particles`
+    and ``benchmarks/bench_rings.py``."""
+    import time
+
+    from meanfield.lagrangian.rings import cdf_s
+
+    from ..pairs import kolmogorov, kolmogorov_levels, pair_flips, simulate_mirrored, symmetric_pairs
+
+    x0 = symmetric_pairs(kappa, d, n, np.random.default_rng(seed))
+    t0 = time.perf_counter()
+    px = simulate_mirrored(model, x0, times, dt, pair_flips(d))
+    wall = time.perf_counter() - t0
+    ds = solve_lagrangian(model, nodes.rings(lambda s: kappa * s, rings, d, log=True), times,
+                          rtol=1e-10, atol=1e-12)
+    levels, fitted, k_fit = kolmogorov_levels(model, kappa, d, n, float(px[0, :, -1].mean()), times, rings,
+                                              z=z, q=q)
+    exact, fit = [], []
+    for k in range(len(times)):
+        s = np.sort(px[k, :, -1])  # along the fixed axis e: the pairs keep the mean on it
+        exact.append(kolmogorov(s, cdf_s(ds, k, s)))
+        fit.append(kolmogorov(s, cdf_s(fitted, k, s)))
+    return {"ks_exact": exact, "level_exact": [float(v) for v in levels], "ks_fitted": fit,
+            "level_fitted": q / math.sqrt(n / 2), "mean_s": [float(v) for v in px[:, :, -1].mean(axis=1)],
+            "kappa_fitted": k_fit, "successful": int(ds.attrs["successful"]), "wall_s_particles": wall}
 
 
 @check("rings.particles", suites=("full",))
 def check_rings_particles(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
-    """The distribution of ``s = <x, e>`` of a ring run against ``n = 20 000`` particles in
+    """The distribution of ``s = <x, e>`` of ring runs against ``n = 20 000`` particles in
     reflection-symmetric pairs (``validation.pairs``: the mean stays on ``e`` exactly), ``d =
-    16``, vMF ``kappa = 8``, SA ``beta = 1``, to ``t = 3`` (through collapse).
+    16, 64, 256``, vMF ``kappa = d/2`` (``E s`` about 0.4), SA ``beta = 1``, to ``t = 3``
+    (through collapse: ``E s`` above 0.99).
 
     Tolerance, at every output time: against the ring run of the start fitted to the
-    particles' mean, the Kolmogorov distance below ``1.63/sqrt(n/2)``, the 99 % quantile of the
-    Kolmogorov distribution for ``n/2`` i.i.d. draws (the ``s``-values come in equal pairs: the
-    empirical distribution function of the ``n`` values is that of the ``n/2``
+    particles' mean, the Kolmogorov distance below ``q/sqrt(n/2)``, ``q`` the quantile of the
+    Dvoretzky–Kiefer–Wolfowitz bound ``P(sqrt(m) D > q) <= 2 e^{-2 q^2}`` at level
+    :data:`FAMILY_LEVEL` shared by the ``dims x times`` comparisons (Bonferroni; ``q = 2.04``,
+    against 1.63 for one comparison at 99 %) for ``n/2`` i.i.d. draws (the ``s``-values come in
+    equal pairs: the empirical distribution function of the ``n`` values is that of the ``n/2``
     representatives; a fitted parameter only lowers the distance); against the exact start,
     that plus the largest change of the ring run's distribution function over the starts whose
-    mean is within 2.576 standard errors of the exact one
-    (:func:`validation.pairs.kolmogorov_levels`: the sample mean moves every particle's
+    mean is within ``z`` standard errors of the exact one, ``z`` the normal quantile at
+    :data:`FAMILY_LEVEL` shared by the dimensions (``z = 2.94``;
+    :func:`validation.pairs.kolmogorov_levels`: the sample mean moves every particle's
     collapse time together, a coherent fluctuation that the i.i.d. level does not have). The
-    particles' own error (RK4, step 0.25: against step 0.125 at ``n = 400`` the largest change of
-    an ``s`` times the largest density of ``s`` is ``3.4e-4`` at ``t = 3``, a bound on the change
-    of the distribution function; step 0.5 gives ``5.3e-3``) and the ring run's (``cdf`` exact
-    at the rings, cubic Hermite between, ``2.6e-5``) are far below ``1.63/sqrt(10 000) = 0.016``.
+    particles' own error (RK4, step 0.25: against step 0.125 at ``n = 400``, ``d = 16``, the
+    largest change of an ``s`` times the largest density of ``s`` is ``3.4e-4`` at ``t = 3``, a
+    bound on the change of the distribution function) and the ring run's (``cdf`` exact at the
+    rings, cubic Hermite between, ``2.6e-5``) are far below ``2.04/sqrt(10 000) = 0.020``.
     """
-    from meanfield.lagrangian.rings import cdf_s
-
-    from ..pairs import kolmogorov, kolmogorov_levels, simulate_pairs, symmetric_pairs
+    from scipy.stats import norm
 
     name = "rings.particles"
     if suite not in _PAIRS:
@@ -210,25 +250,32 @@ def check_rings_particles(*, seed: int, out_dir: Path, suite: str) -> CheckResul
     p: dict[str, Any] = dict(_PAIRS[suite])
     times = np.arange(0.0, p["t_max"] + 0.25, 0.5)
     model = Model(p["beta"])
-    x0 = symmetric_pairs(p["kappa"], p["d"], p["n"], np.random.default_rng(seed))
-    px = simulate_pairs(model, x0, times, p["dt"])
-    ds = _run(p["d"], p["kappa"], p["beta"], p["rings"], times)
-    levels, fitted, k_fit = kolmogorov_levels(model, p["kappa"], p["d"], p["n"], float(px[0, :, -1].mean()),
-                                              times, p["rings"])
-    level = 1.63 / math.sqrt(p["n"] / 2)
-    comparisons = [Comparison("ring run successful", ds.attrs["successful"], 1)]
-    for k, t in enumerate(times):
-        s = np.sort(px[k, :, -1])
-        comparisons.append(Comparison(f"t = {t:g}: Kolmogorov distance of s, exact start",
-                                      kolmogorov(s, cdf_s(ds, k, s)), float(levels[k]), kind="max"))
-        comparisons.append(Comparison(f"t = {t:g}: Kolmogorov distance of s, start fitted to the mean",
-                                      kolmogorov(s, cdf_s(fitted, k, s)), level, kind="max"))
+    dims = tuple(p["dims"])
+    q = math.sqrt(math.log(2 * len(dims) * times.size / FAMILY_LEVEL) / 2)
+    z = float(norm.isf(FAMILY_LEVEL / (2 * len(dims))))
+    comparisons: list[Comparison] = []
+    details: dict[str, Any] = {**p, "q": q, "z": z}
+    for i, d in enumerate(dims):
+        kappa = p["kappa_per_d"] * d
+        r = rings_against_pairs(model, kappa, d, p["n"], dt=p["dt"], rings=p["rings"], times=times,
+                                seed=seed + i, q=q, z=z)
+        details[f"d = {d}"] = r
+        tag = f"d = {d}, kappa = {kappa:g}"
+        comparisons.append(Comparison(f"{tag}: ring run successful", r["successful"], 1))
+        comparisons.append(Comparison(f"{tag}: E[s] of the particles at t = {times[-1]:g} (through collapse)",
+                                      r["mean_s"][-1], 0.99, kind="min"))
+        for k, t in enumerate(times):
+            comparisons.append(Comparison(f"{tag}, t = {t:g}: Kolmogorov distance of s, exact start",
+                                          r["ks_exact"][k], r["level_exact"][k], kind="max"))
+            comparisons.append(Comparison(f"{tag}, t = {t:g}: Kolmogorov distance of s, start fitted to the mean",
+                                          r["ks_fitted"][k], r["level_fitted"], kind="max"))
     return CheckResult(
         name=name, quantity="Kolmogorov distance of s = <x, e>: rings against particle pairs",
         comparisons=tuple(comparisons),
-        description=(f"n = {p['n']} particles in pairs, d = {p['d']}; level 1.63/sqrt(n/2) = {level:.4f} "
-                     "against the fitted start, plus the mean's coherent fluctuation against the exact one"),
-        details={**p, "kappa_fitted": k_fit, "levels": [float(v) for v in levels]})
+        description=(f"n = {p['n']} particles in pairs, d = {', '.join(map(str, dims))}; level "
+                     f"{q:.3g}/sqrt(n/2) against the fitted start, plus the mean's coherent fluctuation "
+                     f"({z:.3g} standard errors) against the exact one"),
+        details=details)
 
 
 def plot_collapse(runs: dict[str, Any], path: Path) -> Any:
