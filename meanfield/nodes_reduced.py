@@ -210,17 +210,34 @@ def start_error(f: Callable[[np.ndarray], Any], n: int, d: int, *, log: bool = F
     finer rule's error is far below the coarser one's for a smooth ``f``, so the difference
     estimates the ``n``-ring rule's error). A density concentrated where the ``n`` rings do
     not reach (they lie within ``|s| <~ sqrt(4 n / d)``) gives an ``O(1)`` estimate."""
+    return _moment_difference(f, log, [gauss_jacobi_log(d, m) for m in (n, 2 * n)])
+
+
+def subspace_start_error(f: Callable[[np.ndarray], Any], n: int, d: int, k: int, angular: int | None = None, *,
+                         log: bool = False) -> float:
+    """The estimate of :func:`start_error` for :func:`subspace`: mass, mean and second moments of
+    ``p`` (largest entry) between :func:`subspace_rule` with ``n`` radial nodes and degree
+    ``angular`` and the rule of ``2 n`` radial nodes and degree ``2 angular + 1`` (the default
+    ``4 n - 1`` doubles with ``n``)."""
+    deg = 4 * n - 1 if angular is None else angular
+    return _moment_difference(f, log, [subspace_rule(n, d, k, deg), subspace_rule(2 * n, d, k, 2 * deg + 1)])
+
+
+def _moment_difference(f: Callable[[np.ndarray], Any], log: bool,
+                       rules: list[tuple[np.ndarray, np.ndarray]]) -> float:
+    """``max(|M_1/M_2 - 1|, |E_1[y] - E_2[y]|, |E_1[y y^T] - E_2[y y^T]|)`` of the density ``f``
+    (its logarithm with ``log``) between two rules ``(y, log W)`` of the same measure."""
     out = []
-    for m in (n, 2 * n):
-        s, log_w = gauss_jacobi_log(d, m)
-        vals = np.asarray(f(s), dtype=float)
+    for y, log_w in rules:
+        vals = np.asarray(f(y), dtype=float)
         with np.errstate(divide="ignore"):
             logf = vals if log else np.log(np.maximum(vals, 0.0))
         lm = float(logsumexp(logf + log_w))
         w = np.exp(logf + log_w - lm)
-        out.append((lm, float(w @ s), float(w @ (s * s))))
+        yy = np.asarray(y, dtype=float).reshape(w.size, -1)
+        out.append((lm, w @ yy, yy.T @ (w[:, None] * yy)))
     (l1, m1, q1), (l2, m2, q2) = out
-    return max(abs(math.expm1(l1 - l2)), abs(m1 - m2), abs(q1 - q2))
+    return max(abs(math.expm1(l1 - l2)), float(np.max(np.abs(m1 - m2))), float(np.max(np.abs(q1 - q2))))
 
 
 def rings_from_dataset(ds: Any, time: float | None = None) -> RingNodes:
@@ -509,11 +526,20 @@ def subspace(f: Callable[[np.ndarray], Any], n: int, d: int, k: int, *, angular:
     check_memory(float(size) * (4 * k + 8 + d) * 8, what, "lower n or angular")
     p, log_w = subspace_rule(n, d, k, angular)
     w, log_rho = _weighted(f, log, p, log_w, d, "p")
+    error = subspace_start_error(f, n, d, k, angular, log=log)
+    if error > START_TOL:
+        warnings.warn(f"nodes.subspace: the start is not resolved by {size} nodes: its mass, mean and "
+                      f"second moments of p differ by {error:.2g} from the rule of twice the radial "
+                      f"nodes and degree (the estimate of the start's quadrature error, above START_TOL "
+                      f"= {START_TOL:g}; docs/lagrangian.md section 11): raise n or angular",
+                      UserWarning, stacklevel=2)
     rule = "trapezoid" if k == 2 else "sphere_rule"
     return SubspaceNodes(p, w, log_rho, d, describe=(
         f"subspace k={k}: Gauss-Jacobi ({n}) in |p|^2 x {rule} degree "
-        f"{4 * n - 1 if angular is None else angular}, weight (1-|p|^2)^((d-k-2)/2), d={d}"))
+        f"{4 * n - 1 if angular is None else angular}, weight (1-|p|^2)^((d-k-2)/2), d={d}, "
+        f"start error estimate {error:.2g}"))
 
 
 __all__ = ["SUBSPACE_MAX_NODES", "RingNodes", "SubspaceNodes", "jacobi_rule_log", "rings", "rings_from_dataset",
-           "subspace", "subspace_rule", "subspace_size"]
+           "start_error", "subspace", "subspace_rule", "subspace_size",
+           "subspace_start_error"]
