@@ -259,12 +259,12 @@ def test_subspace_against_particles_at_a_small_size() -> None:
     # every comparison must meet
     from validation.checks.subspace import compare_with_particles
 
-    size = dict(d=16, beta=4.0, kappa=8.0, radial=3, angular=15, particles=400, dt=0.1,
-                times=[0.0, 0.5, 1.0])
+    size = dict(beta=4.0, particles=400, dt=0.1, times=[0.0, 0.5, 1.0],
+                cases=[dict(d=16, kappa=8.0, radial=3, angular=15, configs=("two", "three"))])
     comps, details, _, _ = compare_with_particles(size, 5)
     assert len(comps) == 2 * 3 * 2
     assert all(c.passed for c in comps), [(c.what, c.measured, c.expected) for c in comps if not c.passed]
-    for name in ("two", "three"):
+    for name in ("two clusters, d = 16", "three clusters, d = 16"):
         assert details[name]["successful"] == 1
         angle = details[name]["mean_abs_angle"]
         assert angle[-1] < angle[0]  # the clusters move together

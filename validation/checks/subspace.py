@@ -20,15 +20,22 @@ from ..records import CheckResult, Comparison
 from ..suites import check
 
 SIZES: dict[str, dict[str, Any]] = {
-    "full": dict(d=128, beta=4.0, kappa=64.0, radial=12, angular=47, particles=20000, dt=0.1,
-                 times=[0.0, 0.5, 1.0, 1.5, 2.0]),
+    "full": dict(beta=4.0, particles=20000, dt=0.1, times=[0.0, 0.5, 1.0, 1.5, 2.0], cases=[
+        dict(d=128, kappa=64.0, radial=12, angular=47, configs=("two", "three")),
+        dict(d=16, kappa=8.0, radial=8, angular=31, configs=("two",)),
+        dict(d=64, kappa=32.0, radial=8, angular=31, configs=("two",)),
+        dict(d=256, kappa=128.0, radial=16, angular=47, configs=("two",)),
+    ]),
 }
-"""``d``, SA ``beta``, the clusters' ``kappa``, the node rule (``radial x (angular + 1)``
-nodes; 12 x 48 = 576: the start's error estimate ``nodes_reduced.subspace_start_error`` is
-``2.4e-8``, where 8 x 64 left ``1.4e-3`` in the radial direction), particles (in groups of four mirror images, :data:`FLIPS`), their RK4 step and the
-output times. RK4 step 0.1: against step 0.025 (``n = 2000``, both configurations) the largest
-change of a token's ``p`` is ``1.4e-7`` at ``t <= 2`` (step 0.05: ``8.7e-9``, fourth order),
-far inside the particles' measured shift from their nodes, which the level includes."""
+"""SA ``beta``, particles (in groups of four mirror images, :data:`FLIPS`), their RK4 step,
+the output times, and the cases: ``d``, the clusters' ``kappa`` (``d/2``: the clusters' ``|p|``
+about 0.4 at every ``d``), the node rule (``radial x (angular + 1)`` nodes, each with the
+start's error estimate ``nodes_reduced.subspace_start_error`` below ``1e-7``: ``2.4e-8`` at
+``d = 128`` with 12 x 48, where 8 x 64 left ``1.4e-3`` in the radial direction; ``3.4e-6`` at
+``d = 256`` with 16 x 48) and the configurations of :data:`CONFIGS`. RK4 step 0.1: against
+step 0.025 (``n = 2000``, ``d = 128``, both configurations) the largest change of a token's
+``p`` is ``1.4e-7`` at ``t <= 2`` (step 0.05: ``8.7e-9``, fourth order), far inside the
+particles' measured shift from their nodes, which the level includes."""
 
 CONFIGS = {"two": (0.6, -0.6), "three": (-0.8, 0.0, 0.8)}
 """Directions (angles in the plane of ``e_1, e_2``) of the clusters of each start."""
@@ -117,18 +124,21 @@ def compare_with_particles(size: dict[str, Any], seed: int) -> tuple[list[Compar
 
     from ..pairs import simulate_mirrored
 
-    d, beta, n = int(size["d"]), float(size["beta"]), int(size["particles"])
+    beta, n = float(size["beta"]), int(size["particles"])
     times = np.asarray(size["times"], dtype=float)
     rng = np.random.default_rng(seed)
-    m_comp = len(CONFIGS) * times.size * 2
+    runs = [(case, name) for case in size["cases"] for name in case["configs"]]
+    m_comp = len(runs) * times.size * 2
     K = math.sqrt(math.log(2 * m_comp / FAMILY_LEVEL) / 2)
     comps: list[Comparison] = []
     details: dict[str, Any] = {"K": K, "particles": n}
     data: dict[str, Any] = {}
     curves: dict[str, Any] = {}
-    for name, angles in CONFIGS.items():
-        sn = nodes.subspace(_start(angles, float(size["kappa"])), int(size["radial"]), d, 2,
-                            angular=int(size["angular"]), log=True)
+    for case, config in runs:
+        d, angles = int(case["d"]), CONFIGS[config]
+        name = f"{config} clusters, d = {d}"
+        sn = nodes.subspace(_start(angles, float(case["kappa"])), int(case["radial"]), d, 2,
+                            angular=int(case["angular"]), log=True)
         t0 = time.perf_counter()
         ds = solve_lagrangian(Model(beta), sn, times, rtol=1e-7, atol=1e-9)
         t1 = time.perf_counter()
@@ -149,7 +159,7 @@ def compare_with_particles(size: dict[str, Any], seed: int) -> tuple[list[Compar
                 shift[i, c] = float(np.max(np.abs(px[i][:, c] - p_nodes[atoms, c])))
                 level[i, c] = K / math.sqrt(n // 4) + window_mass(p_nodes[:, c], w, shift[i, c])
                 ks[i, c] = kolmogorov_weighted(px[i][:, c], p_nodes[:, c], w)
-                comps.append(Comparison(f"{name} clusters: Kolmogorov distance of p_{c + 1} at t = {times[i]:g}",
+                comps.append(Comparison(f"{name}: Kolmogorov distance of p_{c + 1} at t = {times[i]:g}",
                                         measured=ks[i, c], expected=level[i, c], kind="max"))
         spread = [float(np.sum(w * np.abs(np.arctan2(ds["p"].values[i][:, 1], ds["p"].values[i][:, 0]))))
                   for i in range(times.size)]
@@ -157,7 +167,7 @@ def compare_with_particles(size: dict[str, Any], seed: int) -> tuple[list[Compar
                          "max_weight": float(np.max(w)),
                          "mean_abs_angle": spread, "successful": int(ds.attrs["successful"]),
                          "wall_s_nodes": t1 - t0, "wall_s_particles": t2 - t1}
-        data[f"ks_{name}"] = (("time", "marginal"), ks)
+        data[f"ks_{config}_d{d}"] = (("time", "marginal"), ks)
         curves[name] = (ds, px)
     return comps, details, data, curves
 
@@ -165,13 +175,15 @@ def compare_with_particles(size: dict[str, Any], seed: int) -> tuple[list[Compar
 @check("lagrangian.subspace_particles", suites=("full",))
 def check_subspace_particles(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
     """Two and three clusters in the plane of ``e_1, e_2`` on ``S^{127}`` (a mixture of von
-    Mises–Fisher densities ``sum_i e^{kappa <x, m_i>}``, ``kappa = 64``), SA ``beta = 4``,
-    merging by ``t = 2``: the ``k = 2`` subspace nodes (docs/lagrangian.md section 11) against
-    particles drawn from the same node measure, the laws of ``p_1`` and ``p_2`` by the
-    Kolmogorov distance at every output time.
+    Mises–Fisher densities ``sum_i e^{kappa <x, m_i>}``, ``kappa = 64``), and two clusters on
+    ``S^{15}``, ``S^{63}``, ``S^{255}`` (``kappa = d/2``), SA ``beta = 4``, merging by ``t =
+    2``: the ``k = 2`` subspace nodes (docs/lagrangian.md section 11) against 20 000 particles
+    drawn from the same node measure, the laws of ``p_1`` and ``p_2`` by the Kolmogorov
+    distance at every output time.
 
     The particles are an i.i.d. sample (``n/4`` independent values of ``p``, each in a group
-    of four images under the flow's two reflections ``u -> -u`` and ``p_2 -> -p_2``) of the
+    of four images under the flow's two reflections ``u -> -u`` and ``p_2 -> -p_2``, whose
+    field :func:`validation.pairs.mirror_field` computes exactly from the ``n/4``) of the
     node measure itself, ``sum_j w_j (uniform on {Px = p_j})``, whose mean-field
     evolution the reduced solver computes exactly (no quadrature error: the node measure is
     itself invariant under the rotations of the complement). So at ``t = 0`` the Kolmogorov
@@ -192,8 +204,8 @@ def check_subspace_particles(*, seed: int, out_dir: Path, suite: str) -> CheckRe
     node law's mass in a window of width ``2 delta`` (:func:`window_mass`). The bound is
     their sum: a wrong field moves the particles' law away from the nodes' by more than the
     window holds only if the particles stray from their nodes, which ``delta`` reports. The
-    solvers' tolerances (``rtol`` ``1e-7`` for the nodes, ``1e-6`` for the particles) move
-    positions by far less than that spread.
+    solvers' errors (``rtol`` ``1e-7`` for the nodes; RK4 step 0.1 for the particles,
+    ``1.4e-7``, :data:`SIZES`) move positions by far less than that spread.
     """
     if suite not in SIZES:
         msg = f"suite must be one of {tuple(SIZES)}, got {suite!r}"
@@ -201,12 +213,13 @@ def check_subspace_particles(*, seed: int, out_dir: Path, suite: str) -> CheckRe
     size = SIZES[suite]
     comps, details, data, curves = compare_with_particles(size, seed)
     times = np.asarray(size["times"], dtype=float)
-    K, n, d = details["K"], details["particles"], int(size["d"])
+    K, n = details["K"], details["particles"]
+    dims = ", ".join(str(case["d"]) for case in size["cases"])
     result_data = xr.Dataset(data, coords={"time": times, "marginal": ["p_1", "p_2"]})
     figure = _figure(curves, times, Path(out_dir))
     return CheckResult(
         name="lagrangian.subspace_particles",
-        quantity=f"Kolmogorov distance of p_1, p_2: subspace nodes (k = 2) against {n} particles, d = {d}",
+        quantity=f"Kolmogorov distance of p_1, p_2: subspace nodes (k = 2) against {n} particles, d = {dims}",
         comparisons=tuple(comps),
         description=(f"<= K/sqrt(n/4) + the node law's mass within the particles' largest shift from their "
                      f"nodes, at every output time (K = {K:.3g}, family level {FAMILY_LEVEL})"),
@@ -219,8 +232,12 @@ def _figure(curves: dict[str, Any], times: np.ndarray, out_dir: Path) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(curves), figsize=(5 * len(curves), 4), squeeze=False)
-    for ax, (name, (ds, px)) in zip(axes[0], curves.items()):
+    cols = min(3, len(curves))
+    rows = -(-len(curves) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 4 * rows), squeeze=False)
+    for ax in axes.flat[len(curves):]:
+        ax.set_visible(False)
+    for ax, (name, (ds, px)) in zip(axes.flat, curves.items()):
         w = np.asarray(ds["weight"].values)
         for i in range(times.size):
             a = ds["p"].values[i][:, 1]
@@ -230,7 +247,8 @@ def _figure(curves: dict[str, Any], times: np.ndarray, out_dir: Path) -> str:
             ax.plot(s, np.arange(1, s.size + 1) / s.size, ls="--", color=line.get_color())
         ax.set_xlabel("p_2 = <x, e_2>")
         ax.set_ylabel("P(p_2 <= c)")
-        ax.set_title(f"{name} clusters on S^{ds.attrs['dimension'] - 1}: nodes (solid), particles (dashed)")
+        ax.set_title(f"{name.split(',')[0]} on S^{ds.attrs['dimension'] - 1}: nodes (solid), particles (dashed)",
+                     fontsize=9)
         ax.legend(fontsize=7)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "subspace_particles.png"
