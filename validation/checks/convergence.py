@@ -19,6 +19,7 @@ slopes with confidence intervals, never by single numbers.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -134,7 +135,7 @@ def _particles_at(model: Any, x0: np.ndarray, t_end: float, dt: float, rng: Any 
     return np.asarray(ds["x"].values[-1])
 
 
-def _iid_distances(setup: dict[str, Any], seed: int, quantile: bool = False) -> dict[str, np.ndarray]:
+def _iid_distances(setup: dict[str, Any], seed: int, quantile: bool = False) -> dict[str, Any]:
     from meanfield.metrics import kernel_distance_particles, w1_density_particles
 
     model, domain, t_end = setup["model"], setup["domain"], setup["t"]
@@ -561,7 +562,7 @@ def check_pde_self_convergence(*, seed: int, out_dir: Path, suite: str) -> Check
     )
 
 
-def _resolution_panel(ax: Any, ds: xr.Dataset, err: np.ndarray, tails: np.ndarray, t_end: float,
+def _resolution_panel(ax: Any, ds: xr.Dataset, err: np.ndarray, tails: Sequence[float], t_end: float,
                       resolution: str, band: str) -> None:
     """The L2 error to the finest grid against the resolution (log 2 axis, ticks at the
     resolutions), with the finest grid's spectral tail beyond ``band`` (a lower bound)."""
@@ -576,7 +577,7 @@ def _resolution_panel(ax: Any, ds: xr.Dataset, err: np.ndarray, tails: np.ndarra
     ax.legend(fontsize=7)
 
 
-def _self_convergence_figure(ds: xr.Dataset, err: np.ndarray, tails: np.ndarray, t_end: float,
+def _self_convergence_figure(ds: xr.Dataset, err: np.ndarray, tails: Sequence[float], t_end: float,
                              out_dir: Path) -> str:
     """Left: the L2 error to the finest grid against ``N`` (and the finest grid's spectral
     tail, a lower bound); right: the error to the tightest ``rtol`` against ``rtol``, both at

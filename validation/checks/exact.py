@@ -281,8 +281,8 @@ def check_small_beta(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
         for k, t in enumerate(times[1:], start=1):
             ax1.loglog(betas, dist[:, k], "o-" if attention == "softmax" else "s--", color=f"C{k}", ms=3, lw=0.8,
                        label=f"{'SA' if attention == 'softmax' else 'USA'} t = {t:g}")
-        c1 = [r["c1"] for r in rows if r["attention"] == attention]
-        ax2.semilogy(times[1:], c1, "o-", color=f"C{i}", label=f"{'SA' if attention == 'softmax' else 'USA'}: D/beta")
+        c1s = [r["c1"] for r in rows if r["attention"] == attention]
+        ax2.semilogy(times[1:], c1s, "o-", color=f"C{i}", label=f"{'SA' if attention == 'softmax' else 'USA'}: D/beta")
     ax1.loglog(betas, betas, "k:", lw=1, label="slope 1")
     ax1.set_xlabel("beta")
     ax1.set_ylabel("max_i |x_i^beta(t) - x_i^0(t)|")
@@ -400,8 +400,8 @@ def check_gaussian_blowup(*, seed: int, out_dir: Path, suite: str) -> CheckResul
                      "distance_to_top_eigenvector_of_A_plus_AT": _rank_one_distance(cov_stop, top),
                      "max_rel_error_closed_form": float(rel.max())})
     fig, ax = subplots(figsize=(6, 4.2))
-    for i, (name, (gap, dist, exact_dist)) in enumerate(curves.items()):
-        ax.loglog(gap, dist, "o", color=f"C{i}", label=f"{name}: solver")
+    for i, (name, (gap, solver_dist, exact_dist)) in enumerate(curves.items()):
+        ax.loglog(gap, solver_dist, "o", color=f"C{i}", label=f"{name}: solver")
         ax.loglog(gap, exact_dist, "-", color=f"C{i}", lw=1, label=f"{name}: closed form")
     ax.set_xlabel("1 - t/t*")
     ax.set_ylabel("|Sigma/tr Sigma - u u^T|_F")
@@ -752,7 +752,7 @@ def check_noise_steady_state(*, seed: int, out_dir: Path, suite: str) -> CheckRe
 
 # -- noisy particles against the noisy PDE -----------------------------------------------------
 
-NOISY_MODEL = {"beta": 1.0, "attention": "softmax", "noise": 0.3}
+NOISY_MODEL: dict[str, Any] = {"beta": 1.0, "attention": "softmax", "noise": 0.3}
 """The noisy circle model of the particle checks (``sigma`` below ``sigma_c = 0.446``)."""
 
 
@@ -778,7 +778,7 @@ def check_noise_meanfield_iid(*, seed: int, out_dir: Path, suite: str) -> CheckR
 
     from .convergence import _iid_distances, _loglog_panel, _sizes, _slope_ci, fit_power_law
 
-    setup = {"model": Model(**NOISY_MODEL), "domain": Circle(64), "t": 1.0,
+    setup: dict[str, Any] = {"model": Model(**NOISY_MODEL), "domain": Circle(64), "t": 1.0,
              "n": _sizes(10, 300, 6), "seeds": 16, "dt": 0.002}
     dist = _iid_distances(setup, seed)
     n = setup["n"]
@@ -1002,8 +1002,8 @@ def check_rescaled_polytope(*, seed: int, out_dir: Path, suite: str) -> CheckRes
         for b in range(x0.shape[0]):
             diam = float(np.linalg.norm(z[0, b][:, None] - z[0, b][None], axis=-1).max())
             points, _, spread = limit_points(z[-1, b], 1e-3 * diam)
-            sep = float(np.min([np.linalg.norm(p - q) for i, p in enumerate(points) for q in points[i + 1:]]
-                               or [np.inf]))
+            sep = float(np.min([float(np.linalg.norm(p - q)) for i, p in enumerate(points)
+                                for q in points[i + 1:]] or [np.inf]))
             margins = [hemisphere_direction(np.delete(points, k, axis=0) - points[k])[1]
                        for k in range(len(points))] if len(points) > 1 else [np.inf]
             comparisons += [

@@ -50,7 +50,7 @@ import math
 import time as _time
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, TypedDict
 
 import numpy as np
 import xarray as xr
@@ -106,7 +106,7 @@ def particle_variants() -> dict[str, Any]:
     1e-8`` (marginals), a field error far below the sampling error."""
     from meanfield import Model
 
-    qkv = dict(Q=_Q2, K=_K2, V=_V2)
+    qkv: dict[str, Any] = dict(Q=_Q2, K=_K2, V=_V2)
     return {
         "softmax_qkv": Model(beta=2.0, **qkv),
         "unnormalized": Model(beta=1.0, attention="unnormalized", **qkv),
@@ -187,13 +187,20 @@ def _max_rel(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.max(np.abs(a - b) / np.abs(b)))
 
 
-SPECTRAL_TOL = {"rtol": 1e-12, "atol": 1e-16}
+class Tolerances(TypedDict):
+    """``rtol``, ``atol`` of a solve, passed as ``**tol``."""
+
+    rtol: float
+    atol: float
+
+
+SPECTRAL_TOL: Tolerances = {"rtol": 1e-12, "atol": 1e-16}
 """Tolerances of the reference spectral solves: global time error about steps x rtol
 ``<= 1e-9`` of the density; the grid is refined until the spectral tail is below
 ``tail_tol = 1e-10`` of the mean coefficient, so the series is exact to about ``1e-10``
 relative where the density is ``O(mean)`` (the starts here stay within a factor 5 of it)."""
 
-LAGRANGIAN_TOL = {"rtol": 1e-10, "atol": 1e-12}
+LAGRANGIAN_TOL: Tolerances = {"rtol": 1e-10, "atol": 1e-12}
 """Tolerances of the Lagrangian runs compared with spectral ones: the global time error is
 about (steps) x rtol; measured ``4e-12`` at the best node count on the circle (``1e-13`` with
 ``rtol = 1e-12``), far below the ``1e-8`` asked."""
@@ -471,8 +478,17 @@ MIN_CLUSTER_MASS = 0.01
 """Lagrangian clusters lighter than this are stray nodes left near the unstable points
 between clusters (their mass is reported as ``lagrangian_stray_mass``)."""
 
-CONTINUATION_SUITES = {"quick": {"resolution": 128, "n": 400, "replicas": 2},
-                       "full": {"resolution": None, "n": 1000, "replicas": 4}}
+class ContinuationSizes(TypedDict):
+    """Keyword arguments of :func:`cluster_masses_vs_particles` per suite."""
+
+    resolution: int | None
+    n: int
+    replicas: int
+
+
+CONTINUATION_SUITES: dict[str, ContinuationSizes] = {
+    "quick": {"resolution": 128, "n": 400, "replicas": 2},
+    "full": {"resolution": None, "n": 1000, "replicas": 4}}
 # the check is in the full suite only (about 25 s even at the "quick" sizes on 2 cores); the
 # "quick" sizes are what the tests run
 """Hand-over nodes (``None``: the spectral run's own final grid, through ``solve(...,
@@ -537,7 +553,15 @@ def cluster_masses_vs_particles(*, resolution: int | None, n: int, replicas: int
 
 # -- the checks --------------------------------------------------------------------------------
 
-CIRCLE_CASES = {
+class CircleCase(TypedDict):
+    """A circle comparison: attention kind, ``beta`` and the time ``t``."""
+
+    attention: str
+    beta: float
+    t: float
+
+
+CIRCLE_CASES: dict[str, CircleCase] = {
     # SA beta = 9 at t = 3: the density has grown to 2x its mean; errors 0.2, 3e-3, 5e-7, 1e-13
     "sa": {"attention": "softmax", "beta": 9.0, "t": 3.0},
     # USA beta = 2 at t = 1.25: density up to 8x its mean; errors 2e-3, 6e-6, 7e-11, 1e-13
@@ -863,7 +887,7 @@ def bad_inputs() -> list[tuple[str, str, Callable[[], Any]]]:
     model = Model(beta=1.0)
 
     def nodes_with(**changes: Any) -> Callable[[], Any]:
-        kw = {"x": x, "weights": w, "density": rho, "geometry": "sphere"}
+        kw: dict[str, Any] = {"x": x, "weights": w, "density": rho, "geometry": "sphere"}
         kw.update(changes)
         return lambda: nodes.Nodes(**kw)
 
@@ -906,7 +930,7 @@ def check_bad_input(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
     """Bad input to :class:`meanfield.nodes.Nodes`, :func:`solve_lagrangian` and
     :func:`weighted_field` (:func:`bad_inputs`): each must raise ``ValueError`` whose message
     names the bad field. Exact: the count of correct refusals must equal the count of cases."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for what, name, call in bad_inputs():
         try:
             call()
