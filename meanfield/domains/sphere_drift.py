@@ -2,6 +2,7 @@ r"""The sphere's drift ``-div(rho X)`` with shared stages (docs/equations.md sec
 
 .. autosummary::
    SphereDrift
+   SphereGrid
 
 A spherical-harmonic transform is a Legendre stage (``a_lm -> L_m(theta_j)``, ducc0's
 ``alm2leg``/``leg2alm``) and a Fourier stage along each ring. The generic flow composes
@@ -30,15 +31,39 @@ Legendre stages of the two flux components.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Protocol
 
 import ducc0
 import numpy as np
 
-if TYPE_CHECKING:  # for the annotation only: sphere.py imports this module
-    from .sphere import Sphere
-
 _SQRT4PI = math.sqrt(4.0 * math.pi)
+
+
+class SphereGrid(Protocol):
+    """What :class:`SphereDrift` reads of a :class:`~meanfield.domains.sphere.Sphere`: its
+    band limit, padded grid and Legendre layout (declared here, not imported, since
+    ``sphere.py`` imports this module)."""
+
+    lmax: int
+    nalm: int
+    nthreads: int
+    ntheta_padded: int
+    nphi_padded: int
+
+    @property
+    def degrees(self) -> np.ndarray: ...
+    @property
+    def orders(self) -> np.ndarray: ...
+    @property
+    def padded_grid(self) -> tuple[np.ndarray, np.ndarray]: ...
+    @property
+    def padded_ring_weights(self) -> np.ndarray: ...
+    @property
+    def theta_derivative(self) -> tuple[Any, Any, np.ndarray]:
+        """``(R, R^T, mstart)`` (:class:`~meanfield.domains.sphere.ThetaDerivative`)."""
+        ...
+
+    def coefficients(self, c: np.ndarray) -> np.ndarray: ...
 
 
 class SphereDrift:
@@ -57,7 +82,7 @@ class SphereDrift:
 
     def __init__(
         self,
-        sphere: Sphere,  # its lmax, grid and SHT
+        sphere: SphereGrid,  # a Sphere: its lmax, grid and SHT
         grad_mult: np.ndarray,
         scale: float,
         z_mult: np.ndarray | None,
@@ -174,4 +199,4 @@ class SphereDrift:
         return float(g.max())
 
 
-__all__ = ["SphereDrift"]
+__all__ = ["SphereDrift", "SphereGrid"]
