@@ -482,7 +482,8 @@ def interaction_matrix(model: Model, d: int) -> tuple[float, np.ndarray]:
     """
     _check_model(model)
     if model.attention != "softmax":
-        msg = f"interaction_matrix needs softmax attention (an affine field v(m + Sigma A x)), got {model.attention!r}"
+        msg = ("interaction_matrix needs softmax attention (an affine field v(m + Sigma A x)), got "
+               f"{model.attention!r}")
         raise ValueError(msg)
     a = np.zeros((d, d))
     values = set()

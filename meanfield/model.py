@@ -253,7 +253,8 @@ class Model:
             if isinstance(v, np.ndarray):
                 v = v.tolist()
             elif n in ("heads", "feedforward") and v is not None:
-                v = [[m.tolist() for m in triple] for triple in v] if n == "heads" else [m.tolist() for m in v]
+                v = ([[m.tolist() for m in triple] for triple in v] if n == "heads"
+                     else [m.tolist() for m in v])
             out[n] = v
         return out
 

@@ -515,5 +515,5 @@ def subspace(f: Callable[[np.ndarray], Any], n: int, d: int, k: int, *, angular:
         f"{4 * n - 1 if angular is None else angular}, weight (1-|p|^2)^((d-k-2)/2), d={d}"))
 
 
-__all__ = ["SUBSPACE_MAX_NODES", "RingNodes", "SubspaceNodes", "jacobi_rule_log", "rings", "rings_from_dataset",
-           "subspace", "subspace_rule", "subspace_size"]
+__all__ = ["SUBSPACE_MAX_NODES", "RingNodes", "SubspaceNodes", "jacobi_rule_log", "rings",
+           "rings_from_dataset", "subspace", "subspace_rule", "subspace_size"]

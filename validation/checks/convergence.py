@@ -328,7 +328,8 @@ def check_circle_time(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
         d2[i] = np.asarray(kernel_distance_particles(domain, rho, xs[i], model.beta)) ** 2
         w1[i] = w1_density_particles(domain, rho, xs[i])
     k = np.arange(1, domain.N // 2)
-    pred = np.array([(2.0 / n) * np.sum(special.iv(k, model.beta) * np.exp(2 * gam[1:-1] * t)) for t in times])
+    pred = np.array([(2.0 / n) * np.sum(special.iv(k, model.beta) * np.exp(2 * gam[1:-1] * t))
+                     for t in times])
     mean = d2.mean(axis=1)
     amp2 = np.exp(2 * gmax * times) / n
     se = np.sqrt((d2.std(axis=1, ddof=1) / math.sqrt(S)) ** 2 + (amp2 * pred) ** 2)
@@ -336,7 +337,8 @@ def check_circle_time(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
     zcrit = float(stats.norm.ppf(1 - 0.01 / (2 * int(tested.sum()))))
     fig, ax = subplots(figsize=(6, 4.5))
     ax.semilogy(times, np.sqrt(mean), "o-", label="RMS kernel distance (particles vs PDE)")
-    ax.fill_between(times, np.sqrt(np.maximum(mean - zcrit * se, 1e-300)), np.sqrt(mean + zcrit * se), alpha=0.2)
+    ax.fill_between(times, np.sqrt(np.maximum(mean - zcrit * se, 1e-300)), np.sqrt(mean + zcrit * se),
+                    alpha=0.2)
     ax.semilogy(times, np.sqrt(pred), "k--", label="linear theory (2/n) sum I_k e^{2 gamma_k t}")
     ax.semilogy(times, math.sqrt(pred[0]) * np.exp(gmax * times), ":", color="gray",
                 label=f"e^(gamma_max t), gamma_max = {gmax:.5f}")
@@ -501,7 +503,8 @@ def _resolution_criteria(ds: xr.Dataset, model: Any, domain: Any, rho0: Any, tim
     comparisons = [Comparison(f"resolution {int(r)}: error to finest >= spectral tail",
                               e if np.isfinite(e) else math.nan, t, 1e-3 * t, "min")  # inf fails too
                    for r, e, t in zip(res[:-1], err, tails)]
-    comparisons += [Comparison(f"difference {int(r1)}->{int(r2)} below {int(r0)}->{int(r1)}", b, a, 0.0, "max")
+    comparisons += [Comparison(f"difference {int(r1)}->{int(r2)} below {int(r0)}->{int(r1)}", b, a, 0.0,
+                               "max")
                     for r0, r1, r2, a, b in zip(res[:-2], res[1:-1], res[2:], diff[:-1], diff[1:])
                     if a > 1e-12 * norm]
     return err, tails, lower_ok, bool(decreasing), comparisons
@@ -514,8 +517,8 @@ def check_pde_self_convergence(*, seed: int, out_dir: Path, suite: str) -> Check
     SA, ``beta = 4``, ``rho_0 ∝ e^{cos theta}(1 + 0.3 sin 3 theta)`` on the circle to
     ``t = 1.2``; resolutions ``N = 32 .. 256`` (``rtol = 1e-10``); tolerances ``1e-6 .. 1e-10``
     at ``N = 32`` (looser ones are step-limited by stability, not accuracy: the step count
-    hardly changes from 1e-4 to 1e-5, so they are outside the asymptotic regime). Monitor threshold ``tail_tol = 1e-2`` so that coarse runs continue and
-    show their error.
+    hardly changes from 1e-4 to 1e-5, so they are outside the asymptotic regime). Monitor
+    threshold ``tail_tol = 1e-2`` so that coarse runs continue and show their error.
 
     Expected and tolerances:
 

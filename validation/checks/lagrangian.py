@@ -147,7 +147,8 @@ def weighted_kernel_distance(x: Any, w: Any, y: Any, v: Any = None, *, beta: flo
         msg = f"x and y must be points (n, d) and (m, d) with one d, got {x.shape} and {y.shape}"
         raise ValueError(msg)
     if w.shape != (x.shape[0],) or v.shape != (y.shape[0],):
-        msg = f"w and v must have one weight per point, got {w.shape} for x {x.shape}, {v.shape} for y {y.shape}"
+        msg = (f"w and v must have one weight per point, got {w.shape} for x {x.shape}, {v.shape} for "
+               f"y {y.shape}")
         raise ValueError(msg)
     if geometry not in ("sphere", "euclidean"):
         msg = f"geometry must be 'sphere' or 'euclidean', got {geometry!r}"
@@ -677,8 +678,9 @@ GAUSSIAN_RUNS: dict[str, tuple[tuple[int, int, tuple[str, ...]], ...]] = {
 """``(d, per_dim, variants)`` of each Gaussian check. Measured at these sizes (errors of
 mean, covariance, sup density): d = 2, ``per_dim = 14``: ``<= 1.2e-12, 5e-14, 2e-12``;
 d = 3, ``per_dim = 10``: ``<= 1.4e-10, 6e-11, 9e-10`` (L2 the largest); Sinkhorn d = 2,
-``per_dim = 12``: ``1e-12, 1e-14, 1.5e-12``; d = 3, ``per_dim = 8``: ``1e-12, 1.3e-12, 7e-10``. The weighted Sinkhorn of the nodes iterates at every evaluation
-(seconds per run at 144 nodes), so its check is in the full suite."""
+``per_dim = 12``: ``1e-12, 1e-14, 1.5e-12``; d = 3, ``per_dim = 8``: ``1e-12, 1.3e-12, 7e-10``.
+The weighted Sinkhorn of the nodes iterates at every evaluation (seconds per run at 144
+nodes), so its check is in the full suite."""
 
 
 def _gaussian_check(key: str) -> CheckResult:
@@ -691,13 +693,15 @@ def _gaussian_check(key: str) -> CheckResult:
             comps += [
                 Comparison(f"R^{d} {name}: weighted mean of the nodes vs solve_gaussian", res["mean"],
                            GAUSSIAN_TOL, kind="max"),
-                Comparison(f"R^{d} {name}: weighted covariance vs solve_gaussian", res["cov"], GAUSSIAN_TOL, kind="max"),
+                Comparison(f"R^{d} {name}: weighted covariance vs solve_gaussian", res["cov"], GAUSSIAN_TOL,
+                           kind="max"),
                 Comparison(f"R^{d} {name}: node density vs N(m(t), Sigma(t)), sup / peak", res["sup_density"],
                            GAUSSIAN_TOL, kind="max"),
             ]
     return CheckResult(
         name=f"lagrangian.gaussian_{key}",
-        quantity=f"Gauss-Hermite nodes moved by characteristics vs the Gaussian ODE at t = {GAUSSIAN_T} ({key})",
+        quantity=(f"Gauss-Hermite nodes moved by characteristics vs the Gaussian ODE at t = {GAUSSIAN_T} "
+                  f"({key})"),
         comparisons=tuple(comps),
         description=f"mean, covariance and density within {GAUSSIAN_TOL:g}",
         details=details)
@@ -744,7 +748,8 @@ def _particles_check(name: str, seed: int, out_dir: Path, suite: str) -> CheckRe
     fig_path = _rate_figure(res, name, out_dir)
     return CheckResult(
         name=f"lagrangian.particles_{name}",
-        quantity=f"kernel distance between the Lagrangian solution and n particles at t = {PARTICLE_T} ({name}, circle)",
+        quantity=(f"kernel distance between the Lagrangian solution and n particles at t = {PARTICLE_T} "
+                  f"({name}, circle)"),
         comparisons=(comp,),
         description="-1/2 inside the confidence interval of the fitted slope",
         details={k: v for k, v in res.items() if k not in ("n", "distance")}, data=data, figure=fig_path)
@@ -832,7 +837,8 @@ def check_energy(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
             details[label] = {"energy": e.tolist(), "dissipation": rate.tolist(), "spectral_energy": e_ref}
     return CheckResult(
         name="lagrangian.energy",
-        quantity="energy of the Lagrangian solution: monotone, dissipation identity, equal to the spectral energy",
+        quantity=("energy of the Lagrangian solution: monotone, dissipation identity, equal to the spectral "
+                  "energy"),
         comparisons=tuple(comps),
         description="monotone to round-off; dE = integral of dissipation to 1e-3; spectral energy to 1e-9",
         details=details)
@@ -859,8 +865,10 @@ def check_continuation(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
     comps = [Comparison("meanfield.solve stops (ResolutionError) before t_final: time reached",
                         res["spectral_t_stop"], t_final, 1e-9 * t_final, kind="max")]
     if "t_reached" in res:
-        comps.append(Comparison("continued run: time reached", res["t_reached"], t_final, 1e-9 * t_final, kind="min"))
-        comps.append(Comparison("continued run: max |mass - 1| over time", res["mass_error"], 0.0, 1e-12, kind="abs"))
+        comps.append(Comparison("continued run: time reached", res["t_reached"], t_final, 1e-9 * t_final,
+                                kind="min"))
+        comps.append(Comparison("continued run: max |mass - 1| over time", res["mass_error"], 0.0, 1e-12,
+                                kind="abs"))
         p = np.array(res["lagrangian_masses"])
         comps.append(Comparison("number of Lagrangian clusters", float(p.size), 3.0, 0.0, kind="abs"))
         n = sizes["n"]
@@ -871,7 +879,8 @@ def check_continuation(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
                                         qi, pi, 4.5 * si, kind="abs"))
     return CheckResult(
         name="lagrangian.continuation",
-        quantity="a run past the spectral limit: reaches t_final, conserves mass, cluster masses as the particles'",
+        quantity=("a run past the spectral limit: reaches t_final, conserves mass, cluster masses as the "
+                  "particles'"),
         comparisons=tuple(comps),
         description="mass to 1e-12; cluster masses within 4.5 binomial sd",
         details=res)
@@ -911,10 +920,12 @@ def bad_inputs() -> list[tuple[str, str, Callable[[], Any]]]:
         ("density of the wrong length", "density", nodes_with(density=rho[:3])),
         ("labels outside [0, 1]", "labels", nodes_with(labels=np.full(16, 1.5))),
         ("labels of the wrong length", "labels", nodes_with(labels=np.zeros(3))),
-        ("noise (no Lagrangian form)", "noise", lambda: _solve_lagrangian(Model(beta=1.0, noise=0.1), good, [0.0, 1.0])),
+        ("noise (no Lagrangian form)", "noise",
+         lambda: _solve_lagrangian(Model(beta=1.0, noise=0.1), good, [0.0, 1.0])),
         ("causal model on unlabelled nodes", "labels",
          lambda: _solve_lagrangian(Model(beta=1.0, causal=True), good, [0.0, 1.0])),
-        ("3 x 3 matrices on circle nodes", "Q", lambda: _solve_lagrangian(Model(beta=1.0, Q=np.eye(3)), good, [0.0, 1.0])),
+        ("3 x 3 matrices on circle nodes", "Q",
+         lambda: _solve_lagrangian(Model(beta=1.0, Q=np.eye(3)), good, [0.0, 1.0])),
         ("times not increasing", "t", lambda: _solve_lagrangian(model, good, [1.0, 0.0])),
         ("weighted_field: weights of the wrong length", "weights",
          lambda: weighted_field(model, x, w[:-1])),
