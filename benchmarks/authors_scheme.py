@@ -1,5 +1,6 @@
 """The authors' scheme for Figure 3, for comparison in the benchmarks: explicit Euler with
-step 0.1 and renormalisation (and Figure 3's grid, shared by the benchmarks), as in github.com/borjanG/2023-transformers-rotf
+step 0.1 and renormalisation (and Figure 3's grid, shared by the benchmarks), as in
+github.com/borjanG/2023-transformers-rotf
 ``phase-diagrams.py``: ``x <- normalize(x + step * softmax(beta X Xᵀ) X)`` (SA with
 ``Q = K = V = I``, docs/equations.md section 2, without the tangent projection, which the
 renormalisation replaces to first order).

@@ -16,8 +16,8 @@ d=D, betas=..., realizations=R, t_max=30, times=200)`` with every other default 
 dt = 0.3, freezing of clustered realisations, one process) on each backend, and the authors'
 scheme (``authors_scheme.py``: explicit Euler, step 0.1, renormalised, in ``d`` dimensions)
 on the same backend (our cells integrate the exact ``min(d, 32)``-dimensional reduction of
-their starts, ``sample_tokens(reduce=True)``). A token-step is one token advanced by one step of the scheme: ours
-is an RK4 step (4 velocity evaluations and the projection), theirs an Euler step (1
+their starts, ``sample_tokens(reduce=True)``). A token-step is one token advanced by one
+step of the scheme: ours is an RK4 step (4 velocity evaluations and the projection), theirs an Euler step (1
 evaluation); token-steps per second = ``32 x R x steps x betas / wall time`` with
 ``steps = ceil(30 / dt)`` (realisations frozen once clustered are counted as stepped).
 ``--betas K`` times K of the paper's 90 betas (``linspace(0.1, 9, 90)``) spread evenly and
@@ -32,9 +32,10 @@ output), from Euler with steps 0.1, 0.05 and 0.025 at the times of the states it
 (its rounding of the output times is not counted against it), and from the reference, RK4
 with dt = 0.3/8 at all those times (its own error is 8^4 = 4096 times smaller than that of
 dt = 0.3: fourth order). Errors against the reference: the RMS over realisations, times
-and betas of ``<x_1, x_2>`` (the state; continuous), and the largest error of the probability ``P(<x_1, x_2> >= 1 - 1e-3)`` over times and betas (the
-figure's quantity; a multiple of 1/R). RK4 runs without freezing here (freezing changes no
-indicator, but holds ``<x_1, x_2>`` at its frozen value). Euler at equal accuracy: its cost
+and betas of ``<x_1, x_2>`` (the state; continuous), and the largest error of the
+probability ``P(<x_1, x_2> >= 1 - 1e-3)`` over times and betas (the figure's quantity; a
+multiple of 1/R). RK4 runs without freezing here (freezing changes no indicator, but holds
+``<x_1, x_2>`` at its frozen value). Euler at equal accuracy: its cost
 at step 0.1 times ``e_Euler(0.1) / e_RK4`` (first order: cost ~ 1/error), the measured order
 printed beside it. The ratio at equal accuracy is that cost over ours, on the same backend.
 

@@ -42,7 +42,8 @@ def run(d: int, kappa: float, beta: float, rings: int) -> dict[str, float]:
 
 
 def against_particles(d: int, n: int, rings: int, kappa: float = 32.0, beta: float = 1.0,
-                      dt: float = 0.25, t_max: float = 3.0) -> tuple[list[float], list[float], list[float], float]:
+                      dt: float = 0.25, t_max: float = 3.0
+                      ) -> tuple[list[float], list[float], list[float], float]:
     """``sqrt(n/2) x`` the Kolmogorov distance of ``s = <x, e>`` at ``t = 0, 0.5, ..., t_max``
     (``n`` particles in reflection-symmetric pairs, ``validation.pairs``) against the ring run
     of the exact start, its level (``validation.pairs.kolmogorov_levels``), and against the
@@ -78,10 +79,12 @@ def main() -> None:
               f"| {r['peak_log_density']:.1f} |", flush=True)
     if args.particles:
         for d in args.dims:
-            exact, levels, fit, wall = against_particles(d, args.particles, args.rings, args.kappa, dt=args.dt)
+            exact, levels, fit, wall = against_particles(d, args.particles, args.rings, args.kappa,
+                                                         dt=args.dt)
             print(f"d = {d}, kappa = {args.kappa:g}, n = {args.particles} (pairs), RK4 step {args.dt:g}, "
                   f"{wall:.0f} s; sqrt(n/2) KS at t = 0, 0.5, ..., 3:\n  exact start: "
-                  + " ".join(f"{v:.2f}" for v in exact) + "\n  its level:   " + " ".join(f"{v:.2f}" for v in levels)
+                  + " ".join(f"{v:.2f}" for v in exact)
+                  + "\n  its level:   " + " ".join(f"{v:.2f}" for v in levels)
                   + "\n  fitted mean: " + " ".join(f"{v:.2f}" for v in fit) + " (level 1.63)", flush=True)
 
 if __name__ == "__main__":

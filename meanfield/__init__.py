@@ -7,9 +7,8 @@ See ``docs/`` and docs/equations.md for the conventions.
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
 from . import attention, convergence, initial, metrics, nodes
+from ._version import __version__
 from .attention import AttentionKind
 from .convergence import convergence_table, self_convergence
 from .domains import Circle, Domain, Sphere, ZonalSphere

@@ -268,7 +268,8 @@ def _study(model: Model, domain: Domain, times: np.ndarray, resolutions: list[in
             "error_resolution": (("resolution", "time"), err_r, {
                 "long_name": "L2 difference to the finest resolution"}),
             "order_resolution": (("resolution", "time"), order_r, {
-                "long_name": "observed order under resolution doubling, log2 of successive difference ratios"}),
+                "long_name": ("observed order under resolution doubling, log2 of successive "
+                              "difference ratios")}),
             "t_resolved": ("resolution", np.array(t_ok), {
                 "long_name": "last time the resolution monitor accepted the solution"}),
             "successful_resolution": ("resolution", np.array(ok_flags)),
@@ -349,7 +350,8 @@ def diagnose(ds: xr.Dataset) -> str | None:
                  f"(the finest, {res[-1]}, stopped at t = {t_res[-1]:.3g} asking for {need})")
     t_tab = table_time(ds)
     if where is not None:
-        t_two = float(np.sort(t_res[np.isfinite(t_res)])[-2]) if np.sum(np.isfinite(t_res)) >= 2 else -math.inf
+        finite = np.isfinite(t_res)
+        t_two = float(np.sort(t_res[finite])[-2]) if np.sum(finite) >= 2 else -math.inf
         if t_tab is None:
             head = ("no two resolutions stay resolved past the start, so there is nothing to "
                     f"compare (t_resolved by resolution: {listing})")
@@ -394,7 +396,9 @@ def convergence_table(ds: xr.Dataset, time: float | None = None, *, note: bool =
             f"{ds['t_resolved'].values[j]:.4g} | {int(ds['steps_resolution'].values[j])} |"
         )
     if ds.sizes.get("tolerance", 0):
-        lines += ["", f"Tolerance study at resolution {ds.attrs['tolerance_resolution']}, t = {times[i]:.4g}", "",
+        lines += ["",
+                  f"Tolerance study at resolution {ds.attrs['tolerance_resolution']}, t = {times[i]:.4g}",
+                  "",
                   "| rtol | diff. to next | error to tightest | observed order | steps |",
                   "|---:|---:|---:|---:|---:|"]
         for j, tol in enumerate(ds["tolerance"].values):

@@ -166,7 +166,7 @@ def affine_field(model: Model, mean: np.ndarray, cov: np.ndarray) -> tuple[np.nd
     factor = np.linalg.cholesky(cov) if model.attention == "sinkhorn" else None
     for q, k, v in model.matrices(d):
         a = model.beta * (k.T @ q)
-        if model.attention == "sinkhorn":
+        if factor is not None:  # sinkhorn
             g = _sinkhorn_cross(a, factor)
             slope = v @ factor @ np.linalg.solve(factor.T, g).T  # V L G^T L^{-1}
             b += v @ mean - slope @ mean
@@ -289,11 +289,10 @@ def solve_gaussian(model: Model | Schedule, mean0: Any, cov0: Any, t: Any, *, rt
         if max_eigenvalue is None:
             cov_checked = _check_state(model.models[0], mean0, cov0)[1]
             max_eigenvalue = 1e10 * max(1.0, float(np.linalg.eigvalsh(cov_checked)[-1]))
-        options = {"rtol": rtol, "atol": atol, "method": method,
-                   "max_eigenvalue": max_eigenvalue, "throw": throw}
         return run_schedule(
             model, t, (mean0, cov0),
-            lambda m, tt, s: solve_gaussian(m, s[0], s[1], tt, **options),
+            lambda m, tt, s: solve_gaussian(m, s[0], s[1], tt, rtol=rtol, atol=atol, method=method,
+                                            max_eigenvalue=max_eigenvalue, throw=throw),
             lambda ds: (ds["mean"].values[-1], ds["cov"].values[-1]))
     _check_model(model)
     mean, cov, factor = _check_state(model, mean0, cov0)
@@ -483,7 +482,8 @@ def interaction_matrix(model: Model, d: int) -> tuple[float, np.ndarray]:
     """
     _check_model(model)
     if model.attention != "softmax":
-        msg = f"interaction_matrix needs softmax attention (an affine field v(m + Sigma A x)), got {model.attention!r}"
+        msg = ("interaction_matrix needs softmax attention (an affine field v(m + Sigma A x)), got "
+               f"{model.attention!r}")
         raise ValueError(msg)
     a = np.zeros((d, d))
     values = set()

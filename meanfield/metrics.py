@@ -293,7 +293,8 @@ def kernel_distance(domain: Domain, a: Any, b: Any, beta: float, *, kind: str = 
     """``||mu - nu||_beta`` (docs/equations.md section 6) between two densities on ``domain``
     (grid values or coefficients, as ``kind`` says)."""
     beta = _check_beta(beta)
-    return domain.kernel_distance(_coefficients(domain, a, "a", kind), _coefficients(domain, b, "b", kind), beta)
+    return domain.kernel_distance(_coefficients(domain, a, "a", kind), _coefficients(domain, b, "b", kind),
+                                  beta)
 
 
 def _points(domain: Domain, x: Any) -> np.ndarray:

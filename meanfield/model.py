@@ -136,9 +136,15 @@ class Model:
                 if len(triple) != 3:
                     msg = f"heads[{h}] must be a (Q, K, V) triple, got {len(triple)} items"
                     raise ValueError(msg)
-                mats = tuple(_as_matrix(f"heads[{h}].{n}", m) for n, m in zip("QKV", triple))
+                mats = []
+                for n, m in zip("QKV", triple):
+                    a = _as_matrix(f"heads[{h}].{n}", m)
+                    if a is None:
+                        msg = f"heads[{h}].{n} must be a square matrix, got None"
+                        raise ValueError(msg)
+                    mats.append(a)
                 dims.update(m.shape[0] for m in mats)
-                heads.append(mats)
+                heads.append(tuple(mats))
             if not heads:
                 msg = "heads must contain at least one (Q, K, V) triple"
                 raise ValueError(msg)
@@ -247,7 +253,8 @@ class Model:
             if isinstance(v, np.ndarray):
                 v = v.tolist()
             elif n in ("heads", "feedforward") and v is not None:
-                v = [[m.tolist() for m in triple] for triple in v] if n == "heads" else [m.tolist() for m in v]
+                v = ([[m.tolist() for m in triple] for triple in v] if n == "heads"
+                     else [m.tolist() for m in v])
             out[n] = v
         return out
 
@@ -256,9 +263,8 @@ class Model:
 
     @classmethod
     def from_state(cls, state: dict[str, Any] | str) -> Model:
-        if isinstance(state, str):
-            state = json.loads(state)
-        return cls(**{k: v for k, v in state.items() if k in _FIELDS})
+        fields: dict[str, Any] = json.loads(state) if isinstance(state, str) else state
+        return cls(**{k: v for k, v in fields.items() if k in _FIELDS})
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Model):

@@ -316,7 +316,8 @@ def zonal(rho: Any, d: int, degree: int, angular: int | None = None) -> Nodes:
     u, wu = sphere_rule(domain.d - 1, angular)
     s, W = domain.grid, domain.weights
     r = np.sqrt(np.maximum(1.0 - s * s, 0.0))
-    x = np.concatenate([r[:, None, None] * u[None], np.broadcast_to(s[:, None, None], (s.size, u.shape[0], 1))],
+    x = np.concatenate([r[:, None, None] * u[None],
+                        np.broadcast_to(s[:, None, None], (s.size, u.shape[0], 1))],
                        axis=-1).reshape(-1, domain.d)
     omega = (W[:, None] * wu[None, :] / sphere_area(domain.d - 1)).reshape(-1)
     dens = np.repeat(vals, u.shape[0])
@@ -415,7 +416,8 @@ def from_dataset(ds: Any, time: float | None = None, resolution: int | None = No
         labels = np.asarray(ds["label"].values, dtype=float) if "label" in ds.data_vars else None
         geometry = _settings_geometry(ds)
         if geometry is None:
-            geometry = "sphere" if np.all(np.abs(np.linalg.norm(x, axis=1) - 1) <= SPHERE_TOL) else "euclidean"
+            on_sphere = np.all(np.abs(np.linalg.norm(x, axis=1) - 1) <= SPHERE_TOL)
+            geometry = "sphere" if on_sphere else "euclidean"
         return Nodes(x, np.asarray(ds["weight"].values, dtype=float), dens, geometry, labels=labels,
                      describe=f"Lagrangian nodes{where}")
     domain = domain_of(ds)
@@ -461,5 +463,6 @@ def with_labels(nodes: Nodes, labels: Any, rule: str = "gauss") -> Nodes:
                  describe=f"{nodes.describe}; labelled")
 
 
-__all__ = ["GEOMETRIES", "SPHERE_TOL", "Nodes", "RingNodes", "SubspaceNodes", "circle", "from_dataset", "from_samples", "gaussian",
-           "check_zonal_size", "rings", "sphere", "sphere_rule", "sphere_rule_size", "subspace", "with_labels", "zonal"]
+__all__ = ["GEOMETRIES", "SPHERE_TOL", "Nodes", "RingNodes", "SubspaceNodes", "circle", "from_dataset",
+           "from_samples", "gaussian", "check_zonal_size", "rings", "sphere", "sphere_rule",
+           "sphere_rule_size", "subspace", "with_labels", "zonal"]

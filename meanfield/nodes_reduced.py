@@ -213,7 +213,8 @@ def start_error(f: Callable[[np.ndarray], Any], n: int, d: int, *, log: bool = F
     return _moment_difference(f, log, [gauss_jacobi_log(d, m) for m in (n, 2 * n)])
 
 
-def subspace_start_error(f: Callable[[np.ndarray], Any], n: int, d: int, k: int, angular: int | None = None, *,
+def subspace_start_error(f: Callable[[np.ndarray], Any], n: int, d: int, k: int,
+                         angular: int | None = None, *,
                          log: bool = False) -> float:
     """The estimate of :func:`start_error` for :func:`subspace`: mass, mean and second moments of
     ``p`` (largest entry) between :func:`subspace_rule` with ``n`` radial nodes and degree
@@ -540,6 +541,6 @@ def subspace(f: Callable[[np.ndarray], Any], n: int, d: int, k: int, *, angular:
         f"start error estimate {error:.2g}"))
 
 
-__all__ = ["SUBSPACE_MAX_NODES", "RingNodes", "SubspaceNodes", "jacobi_rule_log", "rings", "rings_from_dataset",
-           "start_error", "subspace", "subspace_rule", "subspace_size",
+__all__ = ["SUBSPACE_MAX_NODES", "RingNodes", "SubspaceNodes", "jacobi_rule_log", "rings",
+           "rings_from_dataset", "start_error", "subspace", "subspace_rule", "subspace_size",
            "subspace_start_error"]

@@ -341,7 +341,8 @@ def _assemble(saved: list, model: Model, settings: dict[str, Any], tab: ButcherT
                 {"long_name": "dE/dt predicted by the dissipation identity"}, diag[:, 1],
                 DISSIPATION_NOTE)),
             "mass": ("time", diag[:, 2], {"long_name": "total mass"}),
-            "resolution": ("time", np.array([e[2].resolution for e in saved]), {"long_name": "resolution in use"}),
+            "resolution": ("time", np.array([e[2].resolution for e in saved]),
+                           {"long_name": "resolution in use"}),
         },
         coords=coords,
     )

@@ -431,4 +431,5 @@ def ensemble_states(x0: Any, beta: float | Schedule, times: ArrayLike, **kwargs:
     return np.array(out)
 
 
-__all__ = ["ENSEMBLE_CHECKS", "ENSEMBLE_MODEL_FIELDS", "EnsembleError", "FreezeClustered", "ensemble_states", "ensemble_velocity", "simulate_ensemble"]
+__all__ = ["ENSEMBLE_CHECKS", "ENSEMBLE_MODEL_FIELDS", "EnsembleError", "FreezeClustered", "ensemble_states",
+           "ensemble_velocity", "simulate_ensemble"]

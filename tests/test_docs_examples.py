@@ -215,7 +215,8 @@ def _run(cmd: list[str], cwd: Path, what: str) -> None:
     env = {**os.environ, "MPLBACKEND": "Agg"}
     proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=TIMEOUT_S, env=env)
     assert proc.returncode == 0, (
-        f"{what} exited {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-6000:]}"
+        f"{what} exited {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}\n"
+        f"--- stderr\n{proc.stderr[-6000:]}"
     )
 
 
@@ -241,7 +242,8 @@ def test_pages_have_examples():
 def test_extraction_rules(tmp_path: Path):
     page = tmp_path / "page.md"
     page.write_text(
-        "text\n\n    meanfield plot a.nc\n\n```console\n$ meanfield plot b.nc\n```\n```bash\nmeanfield solve circle --beta 4 \\\n"
+        "text\n\n    meanfield plot a.nc\n\n```console\n$ meanfield plot b.nc\n```\n"
+        "```bash\nmeanfield solve circle --beta 4 \\\n"
         "    --out 'x y.nc'   # a comment\necho no\n```\n\n```python cluster\nx = 1\n```\n"
         "```sh cluster\ndask worker tcp://h:1\n```\n"
         "```toml\nmeanfield = 1\n```\n",

@@ -70,7 +70,8 @@ def _token_datasets() -> tuple[xr.Dataset, xr.Dataset]:
     encoder = random_encoder(np.random.default_rng(0))
     passages = ["one two three four five six seven", "alpha beta gamma delta epsilon"]
     return (study.token_study(encoder, passages, bins=8),
-            study.dynamics_study(encoder, passages, bins=8, dt=0.0625, fit_beta=False))  # h L <= 0.73: RK4 far from its bound
+            # h L <= 0.73: RK4 far from its bound
+            study.dynamics_study(encoder, passages, bins=8, dt=0.0625, fit_beta=False))
 
 
 def _metastability_vs_particles() -> xr.Dataset:
@@ -274,8 +275,8 @@ def test_plot_out_writes_the_format_of_its_extension(suffix: str, files: dict[st
 
 
 @pytest.mark.parametrize("name", ["figure.xyz", "figure"])
-def test_plot_out_refuses_a_format_it_cannot_write(name: str, files: dict[str, xr.Dataset],
-                                                   tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_plot_out_refuses_a_format_it_cannot_write(name: str, files: dict[str, xr.Dataset], tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
     from meanfield.io import write_netcdf
 
     nc = write_netcdf(files["particles2"], tmp_path / "particles.nc")

@@ -1,5 +1,6 @@
 """The code style gates of the project, run with the tests (so by CI): ruff (lint rules in
-pyproject.toml) and mypy (types of the three packages)."""
+pyproject.toml, line length included) and mypy (types of every module of the three packages,
+none exempt). The import structure is gated by tests/test_imports.py."""
 
 from __future__ import annotations
 

@@ -27,7 +27,8 @@ import numpy as np
 import xarray as xr
 
 
-def smooth_start(amplitude: float = 0.05, modes: int = 8, seed: int = 0) -> Callable[[np.ndarray], np.ndarray]:
+def smooth_start(amplitude: float = 0.05, modes: int = 8, seed: int = 0
+                 ) -> Callable[[np.ndarray], np.ndarray]:
     """``rho0(theta) = (1 + 2 a sum_{k=1}^{modes} cos(k theta + phi_k)) / (2 pi)`` with phases
     ``phi_k`` drawn from ``seed``: the smooth start of
     :func:`validation.metastability.pde_cluster_counts` (mass 1 exactly, positive when
@@ -100,8 +101,10 @@ def cluster_counts_vs_particles(beta: float = 9.0, *, N: int = 256, n: int = 256
                 "start_seed": int(start_seed), "seed": int(seed), "tol": float(tol),
                 "min_mass": float(min_mass), "dt": float(dt), "rtol": float(rtol), "atol": float(atol)}
     return xr.Dataset(
-        {"lagrangian_clusters": ("time", lag_counts, {"long_name": f"clusters of mass >= {min_mass:g}, Lagrangian"}),
-         "particle_clusters": (("seed", "time"), heavy, {"long_name": f"clusters of mass >= {min_mass:g}, particles"}),
+        {"lagrangian_clusters": ("time", lag_counts,
+                                 {"long_name": f"clusters of mass >= {min_mass:g}, Lagrangian"}),
+         "particle_clusters": (("seed", "time"), heavy,
+                               {"long_name": f"clusters of mass >= {min_mass:g}, particles"}),
          "particle_clusters_all": (("seed", "time"), every,
                                    {"long_name": "particles.count_clusters (every cluster)"}),
          "angle": (("time", "node"), np.arctan2(xs[..., 1], xs[..., 0]), {"long_name": "node angle"}),
@@ -136,12 +139,13 @@ def plot_cluster_counts_vs_particles(ds: xr.Dataset, path: str | os.PathLike[str
     fig.colorbar(sc, ax=left, label="log density at the node")
     left.set_xlabel("t")
     angle_axis(left.yaxis, r"node angle $\theta_j(t)$")
-    left.set_title(f"Lagrangian nodes, {settings.get('attention', '')} $\\beta$ = {settings.get('beta', '')}, "
-                   f"N = {settings.get('N', '')}", fontsize=9)
+    left.set_title(f"Lagrangian nodes, {settings.get('attention', '')} "
+                   f"$\\beta$ = {settings.get('beta', '')}, N = {settings.get('N', '')}", fontsize=9)
     right.step(t, ds["lagrangian_clusters"].values, where="post", color="C3", lw=2, label="Lagrangian")
     pc = ds["particle_clusters"].values
     q = np.percentile(pc, [25, 50, 75], axis=0)
-    right.step(t, q[1], where="post", color="k", lw=1.2, label=f"particles, n = {settings.get('n', '')} (median)")
+    right.step(t, q[1], where="post", color="k", lw=1.2,
+               label=f"particles, n = {settings.get('n', '')} (median)")
     right.fill_between(t, q[0], q[2], step="post", color="k", alpha=0.15, label="quartiles")
     every = np.median(ds["particle_clusters_all"].values, axis=0)
     right.step(t, every, where="post", color="k", ls="--", lw=0.8, label="particles, every cluster (median)")

@@ -149,7 +149,8 @@ class CheckResult:
         comps = tuple(c if isinstance(c, Comparison) else Comparison(**c) for c in self.comparisons)
         object.__setattr__(self, "comparisons", comps)
         if not comps and self.error is None:
-            msg = f"check {self.name!r}: comparisons must not be empty (a check that compares nothing cannot pass)"
+            msg = (f"check {self.name!r}: comparisons must not be empty (a check that compares nothing "
+                   "cannot pass)")
             raise ValueError(msg)
 
     @property

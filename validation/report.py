@@ -58,7 +58,8 @@ def _sections(entries: list[SuiteEntry], out_dir: Path) -> list[dict[str, Any]]:
             continue
         res, meta = loaded
         out.append({"name": e.name, "status": status_of(res), "result": res, "meta": meta, "entry": e,
-                    "figure": _rel(res.figure, out_dir) if res.figure and Path(res.figure).is_file() else None,
+                    "figure": (_rel(res.figure, out_dir) if res.figure and Path(res.figure).is_file()
+                               else None),
                     "data": _rel(meta.get("data_path"), out_dir)})
     return out
 
@@ -108,9 +109,9 @@ def write_report(entries: list[SuiteEntry], out_dir: Path, *, suite: str, seed: 
             md.append(f"| [{s['name']}](#{s['name'].replace('.', '')}) | not run | | | | |")
             continue
         w, c = s["meta"].get("wall_time_s"), s["meta"].get("cpu_time_s")
-        md.append(f"| [{s['name']}](#{s['name'].replace('.', '')}) | **{s['status']}** | {_md_cell(one_line(r))} | "
-                  f"{_md_cell(r.description)} | {'' if w is None else f'{w:.1f}'} | "
-                  f"{'' if c is None else f'{c:.1f}'} |")
+        md.append(f"| [{s['name']}](#{s['name'].replace('.', '')}) | **{s['status']}** | "
+                  f"{_md_cell(one_line(r))} | {_md_cell(r.description)} | "
+                  f"{'' if w is None else f'{w:.1f}'} | {'' if c is None else f'{c:.1f}'} |")
     for s in secs:
         md += ["", f"## {s['name']}", "", f"Status: **{s['status']}**", ""]
         r = s.get("result")
@@ -148,9 +149,11 @@ def write_report(entries: list[SuiteEntry], out_dir: Path, *, suite: str, seed: 
          "table{border-collapse:collapse;font-size:90%}td,th{border:1px solid #ccc;padding:3px 6px;"
          "vertical-align:top}pre{background:#f6f8fa;padding:.6em;overflow-x:auto;font-size:85%}"
          "img{max-width:100%}</style></head><body>",
-         "<h1>meanfield validation report</h1><ul>"] + [f"<li>{esc(x).replace('**', '')}</li>" for x in head] + ["</ul>",
-         "<table><tr><th>check</th><th>status</th><th>worst comparison</th><th>expected law, tolerance</th>"
-         "<th>time (s)</th></tr>"]
+         "<h1>meanfield validation report</h1><ul>"]
+    h += [f"<li>{esc(x).replace('**', '')}</li>" for x in head]
+    h += ["</ul>",
+          "<table><tr><th>check</th><th>status</th><th>worst comparison</th><th>expected law, tolerance</th>"
+          "<th>time (s)</th></tr>"]
     for s in secs:
         r = s.get("result")
         col = colors.get(s["status"], "#000")
@@ -190,7 +193,8 @@ def write_report(entries: list[SuiteEntry], out_dir: Path, *, suite: str, seed: 
             h.append(f"<img src='{esc(s['figure'])}' alt='{esc(s['name'])}'>")
         doc = _doc(s["entry"])
         if doc:
-            h.append(f"<details><summary>what it tests and why the tolerance</summary><pre>{esc(doc)}</pre></details>")
+            h.append("<details><summary>what it tests and why the tolerance</summary>"
+                     f"<pre>{esc(doc)}</pre></details>")
         if r.details and r.details.get("table"):
             h.append(f"<pre>{esc(str(r.details['table']))}</pre>")
         if r.error:

@@ -81,7 +81,8 @@ def run_check(entry: SuiteEntry, *, seed: int, out_dir: Path, suite: str) -> Che
     return result
 
 
-def _remote(entry: SuiteEntry, seed: int, out_dir: str, suite: str) -> tuple[CheckResult, float, float, bytes | None]:
+def _remote(entry: SuiteEntry, seed: int, out_dir: str, suite: str
+            ) -> tuple[CheckResult, float, float, bytes | None]:
     """Worker side of a Dask run: the record, its wall and CPU times and the figure's bytes
     (so that the figure reaches the client even when the workers do not share its disk)."""
     t0, c0 = time.perf_counter(), time.process_time()

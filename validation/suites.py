@@ -150,7 +150,8 @@ class Registry:
         _check_name(entry.name)
         bad = [s for s in entry.suites if s not in SUITE_NAMES]
         if bad or not entry.suites:
-            msg = f"suites of check {entry.name!r} must be a non-empty subset of {SUITE_NAMES}, got {entry.suites!r}"
+            msg = (f"suites of check {entry.name!r} must be a non-empty subset of {SUITE_NAMES}, got "
+                   f"{entry.suites!r}")
             raise ValueError(msg)
         old = self._checks.get(entry.name)
         if old is not None and old.target != entry.target:
@@ -199,7 +200,8 @@ class Registry:
             module = c.func.__module__
             if module not in self.modules:
                 return (len(self.modules), 0)
-            return (self.modules.index(module), getattr(getattr(c.func, "__code__", None), "co_firstlineno", 0))
+            code = getattr(c.func, "__code__", None)
+            return (self.modules.index(module), getattr(code, "co_firstlineno", 0))
 
         return sorted(self._checks.values(), key=key)
 
@@ -245,7 +247,8 @@ def select(entries: Sequence[SuiteEntry], pattern: str | None) -> list[SuiteEntr
     unmatched = [p for p in parts if not any(hit(e.name, p) for e in checks)]
     if unmatched and not broken:
         names = ", ".join(e.name for e in checks)
-        msg = f"--only {pattern!r}: {', '.join(map(repr, unmatched))} matches no check; the checks are: {names}"
+        msg = (f"--only {pattern!r}: {', '.join(map(repr, unmatched))} matches no check; the checks are: "
+               f"{names}")
         raise ValueError(msg)
     return [e for e in entries if isinstance(e, BrokenModule) or any(hit(e.name, p) for p in parts)]
 

@@ -312,16 +312,14 @@ class Domain(ABC):
     @staticmethod
     def from_state(state: dict[str, Any] | str) -> Domain:
         """Rebuild a domain from :meth:`state` (or its JSON)."""
-        if isinstance(state, str):
-            state = json.loads(state)
-        state = dict(state)
-        name = state.pop("name", None)
+        fields: dict[str, Any] = dict(json.loads(state) if isinstance(state, str) else state)
+        name = fields.pop("name", None)
         try:
             cls = Domain.registry[name]
         except KeyError:
             msg = f"unknown domain {name!r}; known: {sorted(Domain.registry)}"
             raise ValueError(msg) from None
-        return cls(**state)
+        return cls(**fields)
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.state().items() if k != "name")

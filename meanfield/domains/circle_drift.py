@@ -23,6 +23,7 @@ from typing import Callable
 
 import numpy as np
 import pyfftw
+from numpy.typing import ArrayLike
 
 _PLAN = ("FFTW_ESTIMATE",)
 """Estimated plans: the same algorithm in every process (see ``circle._PLANNER_FLAGS``)."""
@@ -131,7 +132,7 @@ def _fused(
     return drift
 
 
-def _bad_shape(c: object, shape: tuple[int, ...]) -> None:
+def _bad_shape(c: ArrayLike, shape: tuple[int, ...]) -> None:
     msg = (f"expected {shape[0]} Fourier coefficients (k = 0..N/2) as an array, got shape "
            f"{np.shape(c)}")
     raise ValueError(msg)

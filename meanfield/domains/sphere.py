@@ -269,7 +269,9 @@ class Sphere(Domain):
         L, L1 = self.lmax, self.lmax + 1
         m_all = np.arange(L + 1)
         mstart = (m_all * (L1 + 1) - m_all * (m_all - 1) // 2 - m_all).astype(np.uintp)
-        rows, cols, vals = [], [], []
+        rows: list[np.ndarray] = []
+        cols: list[np.ndarray] = []
+        vals: list[np.ndarray] = []
         for m in range(L + 1):
             l = np.arange(m, L + 1)
             src = self.index(m, m) + (l - m)

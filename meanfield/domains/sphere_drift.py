@@ -2,6 +2,7 @@ r"""The sphere's drift ``-div(rho X)`` with shared stages (docs/equations.md sec
 
 .. autosummary::
    SphereDrift
+   SphereGrid
 
 A spherical-harmonic transform is a Legendre stage (``a_lm -> L_m(theta_j)``, ducc0's
 ``alm2leg``/``leg2alm``) and a Fourier stage along each ring. The generic flow composes
@@ -30,14 +31,39 @@ Legendre stages of the two flux components.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable, Protocol
 
 import ducc0
 import numpy as np
 
-from .base import Domain
-
 _SQRT4PI = math.sqrt(4.0 * math.pi)
+
+
+class SphereGrid(Protocol):
+    """What :class:`SphereDrift` reads of a :class:`~meanfield.domains.sphere.Sphere`: its
+    band limit, padded grid and Legendre layout (declared here, not imported, since
+    ``sphere.py`` imports this module)."""
+
+    lmax: int
+    nalm: int
+    nthreads: int
+    ntheta_padded: int
+    nphi_padded: int
+
+    @property
+    def degrees(self) -> np.ndarray: ...
+    @property
+    def orders(self) -> np.ndarray: ...
+    @property
+    def padded_grid(self) -> tuple[np.ndarray, np.ndarray]: ...
+    @property
+    def padded_ring_weights(self) -> np.ndarray: ...
+    @property
+    def theta_derivative(self) -> tuple[Any, Any, np.ndarray]:
+        """``(R, R^T, mstart)`` (:class:`~meanfield.domains.sphere.ThetaDerivative`)."""
+        ...
+
+    def coefficients(self, c: np.ndarray) -> np.ndarray: ...
 
 
 class SphereDrift:
@@ -56,7 +82,7 @@ class SphereDrift:
 
     def __init__(
         self,
-        sphere: Domain,  # a Sphere (its lmax, grid and SHT); typed by the contract: no circle
+        sphere: SphereGrid,  # a Sphere: its lmax, grid and SHT
         grad_mult: np.ndarray,
         scale: float,
         z_mult: np.ndarray | None,
@@ -72,7 +98,7 @@ class SphereDrift:
         degrees_pos = S.degrees > 0
         softmax = z_mult is not None
         shared = False
-        if softmax:
+        if z_mult is not None:  # softmax
             # d_phi shares Z's Legendre stage when grad_mult = alpha z_mult on l >= 1
             # (the l = 0 entry has m = 0, which d_phi annihilates)
             zpos, gpos = z_mult[degrees_pos], grad_mult[degrees_pos]
@@ -113,12 +139,13 @@ class SphereDrift:
         mul, divide = np.multiply, np.divide
         rho_leg = leg[0:1]
         # complex multipliers: real-times-complex products are cast chunk by chunk
-        z_mult_c = None if z_mult is None else np.asarray(z_mult, dtype=complex)
         g_mult_c = np.asarray(grad_mult, dtype=complex)
-        if softmax:
+        if z_mult is not None:  # softmax; drift reads z_mult_c, z_leg (and dphi if shared)
+            z_mult_c = np.asarray(z_mult, dtype=complex)
             z_leg, gt_leg, gp_leg = leg[1:2], leg[2:3], leg[3:4]
             R_grad = (R * alpha).tocsr() if shared else R
-            dphi = (alpha * im_m) if shared else None
+            if shared:
+                dphi = alpha * im_m
         else:
             gt_leg, gp_leg = leg[1:2], leg[2:3]
         rho_row = real[0]
@@ -162,7 +189,7 @@ class SphereDrift:
             out -= h[0]
             return out
 
-        self.evaluate = drift
+        self.evaluate: Callable[[np.ndarray], np.ndarray] = drift
 
     def max_speed(self) -> float:
         """``max |X|`` (componentwise) of the last evaluation, from the rows it kept."""
@@ -172,4 +199,4 @@ class SphereDrift:
         return float(g.max())
 
 
-__all__ = ["SphereDrift"]
+__all__ = ["SphereDrift", "SphereGrid"]

@@ -69,15 +69,15 @@ def gegenbauer_table(d: int, s: np.ndarray, degree: int, derivative: bool = Fals
     q = np.empty(s.shape + (degree + 1,))
     dq = np.empty_like(q) if derivative else None
     q[..., 0] = 1.0
-    if derivative:
+    if dq is not None:
         dq[..., 0] = 0.0
     if degree >= 1:
         q[..., 1] = s / b[0]
-        if derivative:
+        if dq is not None:
             dq[..., 1] = 1.0 / b[0]
     for l in range(1, degree):
         q[..., l + 1] = (s * q[..., l] - b[l - 1] * q[..., l - 1]) / b[l]
-        if derivative:
+        if dq is not None:
             dq[..., l + 1] = (q[..., l] + s * dq[..., l] - b[l - 1] * dq[..., l - 1]) / b[l]
     return (q, dq) if derivative else q
 

@@ -39,7 +39,8 @@ from .trackers import (
 
 __all__ = [
     "BOSH3", "DOPRI5", "EULER", "RESULT_ATTRS", "RK4", "SCHEMES", "ButcherTableau", "ConstantStep",
-    "EulerMaruyama", "FinishedSimulation", "STABILITY_RADIUS", "StepSizeMonitor", "IntegrationError", "Interrupted", "Interrupts", "Monitor", "PIController",
+    "EulerMaruyama", "FinishedSimulation", "STABILITY_RADIUS", "StepSizeMonitor", "IntegrationError",
+    "Interrupted", "Interrupts", "Monitor", "PIController",
     "ProgressTracker", "Replace", "RungeKutta", "Solution", "SteadyStateTracker", "Stop",
     "StopReason", "Tracker", "TrackerBase", "get_scheme", "integrate", "register_scheme",
     "check_step_count", "finish", "result_attrs", "rms_norm", "settings_of",

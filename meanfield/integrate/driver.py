@@ -354,4 +354,5 @@ def integrate(
     )
 
 
-__all__ = ["IntegrationError", "Interrupted", "Monitor", "Replace", "Solution", "Stop", "StopReason", "integrate"]
+__all__ = ["IntegrationError", "Interrupted", "Monitor", "Replace", "Solution", "Stop", "StopReason",
+           "integrate"]

@@ -19,6 +19,8 @@ import math
 from datetime import datetime, timezone
 from typing import Any
 
+from .._version import __version__
+
 RESULT_ATTRS: dict[str, type] = {
     "title": str,
     "solver": str,
@@ -53,8 +55,6 @@ def result_attrs(*, title: str, solver: str, model: str, settings: dict[str, Any
                  dt: float | None, stats: dict[str, int], stop_reason: str, successful: bool,
                  t_reached: float, wall_time_s: float) -> dict[str, Any]:
     """The ``attrs`` of :data:`RESULT_ATTRS`, checked and typed."""
-    from .. import __version__
-
     out = {
         "title": str(title),
         "solver": str(solver),

@@ -87,7 +87,8 @@ class ProgressTracker(TrackerBase):
 
     interrupts: Interrupts = "step"
 
-    def __init__(self, desc: str = "solve", leave: bool = True, postfix: Callable[[Any], dict] | None = None) -> None:
+    def __init__(self, desc: str = "solve", leave: bool = True,
+                 postfix: Callable[[Any], dict] | None = None) -> None:
         self.desc = desc
         self.leave = leave
         self.postfix = postfix

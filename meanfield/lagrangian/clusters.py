@@ -212,7 +212,8 @@ def cluster_table(ds: xr.Dataset, tol: float = 1e-3, *, max_clusters: int = 8, m
         k = min(kmax, c.masses.size)
         mass[t, :k] = c.masses[:k]
         pos[t, :k] = c.positions[:k]
-    geo_name = geometry or ("sphere" if np.allclose(np.linalg.norm(x, axis=-1), 1.0, atol=1e-8) else "euclidean")
+    geo_name = geometry or ("sphere" if np.allclose(np.linalg.norm(x, axis=-1), 1.0, atol=1e-8)
+                            else "euclidean")
     criterion = "<x_i, x_j> >= 1 - tol" if geo_name == "sphere" else "|x_i - x_j| <= tol"
     return xr.Dataset(
         {"count": ("time", counts, {"long_name": f"number of clusters of mass >= {min_mass:g}"}),

@@ -186,7 +186,8 @@ def _source_arrays(source: Any, density: Any) -> tuple[np.ndarray, np.ndarray, n
     if isinstance(source, xr.Dataset):
         for name in ("x", "density"):
             if name not in source.data_vars:
-                msg = f"ds: a Lagrangian Dataset needs a {name!r} variable (x (time, node, dim), density (time, node))"
+                msg = (f"ds: a Lagrangian Dataset needs a {name!r} variable (x (time, node, dim), "
+                       "density (time, node))")
                 raise ValueError(msg)
         xa = source["x"]
         if "time" in xa.dims:
@@ -194,7 +195,8 @@ def _source_arrays(source: Any, density: Any) -> tuple[np.ndarray, np.ndarray, n
             ra = source["density"].transpose("time", "node")
             times = np.asarray(source["time"].values, dtype=float)
         else:
-            xa, ra, times = xa.transpose("node", "dim").expand_dims("time"), source["density"].expand_dims("time"), None
+            xa, ra, times = (xa.transpose("node", "dim").expand_dims("time"),
+                             source["density"].expand_dims("time"), None)
         geometry = None
         try:
             geometry = json.loads(source.attrs.get("settings", "{}")).get("geometry")

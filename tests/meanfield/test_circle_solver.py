@@ -14,7 +14,8 @@ from meanfield.io import domain_of, read_netcdf
 
 
 def growth_rate(attention: str, beta: float, k: int, value: int = 1, noise: float = 0.0) -> float:
-    """docs/equations.md section 3: gamma_k = k^2 I_k/beta (USA), k^2 I_k/(beta I_0) (SA); beta -> 0: k=1 -> 1/2."""
+    """docs/equations.md section 3: gamma_k = k^2 I_k/beta (USA), k^2 I_k/(beta I_0) (SA);
+    beta -> 0: k=1 -> 1/2."""
     if beta == 0:
         g = 0.5 if k == 1 else 0.0
     elif attention == "softmax":

@@ -117,7 +117,8 @@ def test_integrate_one_is_the_area(domain):
         assert float(np.sum(w)) == pytest.approx(domain.area, rel=tol)
     assert float(domain.integrate(np.ones(domain.grid_shape))) == pytest.approx(
         domain.area, rel=(domain.weights.size + 128) * EPS)
-    assert float(domain.integrate(domain.uniform())) == pytest.approx(1.0, rel=(domain.weights.size + 128) * EPS)
+    assert float(domain.integrate(domain.uniform())) == pytest.approx(
+        1.0, rel=(domain.weights.size + 128) * EPS)
     c = domain.forward(domain.uniform())
     assert domain.mass(c) == pytest.approx(1.0, rel=(domain.weights.size + 128) * EPS)
 

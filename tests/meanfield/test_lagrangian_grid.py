@@ -169,7 +169,8 @@ def test_bad_input():
     with pytest.raises(ValueError, match="shape"):
         to_grid(x, np.ones(20), shape=(10,))
     with pytest.raises(ValueError, match="bounds"):
-        to_grid(np.ones((5, 2)) * np.arange(5)[:, None], np.ones(5), geometry="euclidean", bounds=((0, -1), (0, 1)))
+        to_grid(np.ones((5, 2)) * np.arange(5)[:, None], np.ones(5), geometry="euclidean",
+                bounds=((0, -1), (0, 1)))
     with pytest.raises(ValueError, match="geometry"):
         to_grid(x, np.ones(20), geometry="torus")
     with pytest.raises(ValueError, match="x"):

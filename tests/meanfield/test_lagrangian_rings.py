@@ -89,7 +89,8 @@ def test_mobius_mean_matches_quadrature() -> None:
         for om in (0.5, 0.999, 1 - 1e-6):
             o = mp.mpf(om)
             def f(s: object, o: object = o, d: int = d) -> object:
-                return s * ((1 - o * o) / (1 - 2 * o * s + o * o)) ** (d - 1) * (1 - s * s) ** (mp.mpf(d - 3) / 2)
+                return (s * ((1 - o * o) / (1 - 2 * o * s + o * o)) ** (d - 1)
+                        * (1 - s * s) ** (mp.mpf(d - 3) / 2))
 
             pts = sorted({-1, 0, 1, *(1 - mp.mpf(10) ** (-k) for k in range(1, 14))})
             ref = float(c * mp.quad(f, pts))
@@ -147,7 +148,8 @@ def test_rings_refuse_bad_input() -> None:
     with pytest.raises(ValueError, match="f must be finite and >= 0"):
         nodes.rings(lambda s: s, 8, 5)
     with pytest.raises(ValueError, match="backend"):
-        solve_lagrangian(Model(1.0), nodes.rings(lambda s: np.exp(s), 8, 5), [0.0, 0.1], dtype="float32", rtol=1e-5)
+        solve_lagrangian(Model(1.0), nodes.rings(lambda s: np.exp(s), 8, 5), [0.0, 0.1], dtype="float32",
+                         rtol=1e-5)
 
 
 # -- against the zonal spectral solver where it resolves (d = 16) ----------------------------
@@ -312,8 +314,8 @@ def test_zonal_spectral_solver_stops_at_its_conditioning_limit_and_hands_over() 
     (4, 28, "softmax", 0.0, 1), (4, 28, "softmax", 1.0, 1), (4, 28, "softmax", 4.0, -1),
     (4, 28, "unnormalized", 2.0, 1), (4, 28, "unnormalized", 1.0, -1),
     (5, 16, "softmax", 4.0, -1), (5, 16, "unnormalized", 2.0, 1)])  # d = 5: 9639 nodes, 10 s each
-def test_ring_energy_equals_the_full_sphere_energy_on_zonal_product_nodes(d: int, angular: int, attention: str,
-                                                                          beta: float, value: int) -> None:
+def test_ring_energy_equals_the_full_sphere_energy_on_zonal_product_nodes(
+        d: int, angular: int, attention: str, beta: float, value: int) -> None:
     # The same measure as 7 rings and on zonal product nodes, exact to degree L = angular on
     # S^{d-2} (3045 nodes at d = 4, 9639 at d = 5): the angular average of e^{z <u, u'>},
     # |z| = beta r r' <= beta, errs by the tail of the exponential series, <= e^beta
@@ -374,7 +376,8 @@ def test_ring_energy_in_logarithms_at_d1024_beta_in_the_hundreds() -> None:
     total = mp.mpf(0)
     for i in range(3):
         for j in range(3):
-            kbar = mp.exp(beta * mp.mpf(s[i]) * s[j]) * mp.hyp0f1(nu + 1, (beta * mp.mpf(r[i]) * r[j]) ** 2 / 4)
+            kbar = (mp.exp(beta * mp.mpf(s[i]) * s[j])
+                    * mp.hyp0f1(nu + 1, (beta * mp.mpf(r[i]) * r[j]) ** 2 / 4))
             total += mp.mpf(w[i]) * w[j] * (kbar - 1)
     ref = float(mp.log(total / (2 * beta)))
     assert e == np.inf and math.isfinite(log_e) and diss == np.inf

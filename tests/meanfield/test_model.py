@@ -36,6 +36,7 @@ def test_attention_kinds_come_from_the_registry():
         ({"beta": 1.0, "V": [[np.nan, 0], [0, 1]]}, "V"),
         ({"beta": 1.0, "heads": []}, "heads"),
         ({"beta": 1.0, "heads": [(np.eye(2), np.eye(2))]}, "heads[0]"),
+        ({"beta": 1.0, "heads": [(np.eye(2), None, np.eye(2))]}, "heads[0].K"),
         ({"beta": 1.0, "heads": [(np.eye(2),) * 3], "Q": np.eye(2)}, "exclusive"),
         ({"beta": 1.0, "sinkhorn_iterations": 0}, "sinkhorn_iterations"),
     ],

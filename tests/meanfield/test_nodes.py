@@ -74,7 +74,8 @@ def test_circle_exact_for_trigonometric_polynomials(rng, N):
     k = np.arange(K + 1)
     f = np.cos(np.outer(th, k)) @ a + np.sin(np.outer(th, k)) @ b
     m = min(3, K)
-    exact = (2 * np.pi * a[0] * r[0] + np.pi * (a[1:m + 1] @ r[1:m + 1] + b[1:m + 1] @ s[1:m + 1])) / (2 * np.pi * r[0])
+    exact = ((2 * np.pi * a[0] * r[0] + np.pi * (a[1:m + 1] @ r[1:m + 1] + b[1:m + 1] @ s[1:m + 1]))
+             / (2 * np.pi * r[0]))
     assert abs(nodes.integrate(f) - exact) <= EXACT * (1 + np.abs(a).sum() + np.abs(b).sum())
     assert nodes.weights.sum() == pytest.approx(1.0, abs=1e-15)
     # density: rho normalised w.r.t. arc length
@@ -96,8 +97,8 @@ def test_sphere_exact_for_polynomials(rng, lmax):
     scale = sum(abs(c) for c in f.values())
     assert abs(nodes.integrate(poly_eval(f, nodes.x)) - exact) <= EXACT * scale
     assert np.allclose(np.linalg.norm(nodes.x, axis=1), 1.0, atol=1e-15)
-    np.testing.assert_allclose(nodes.density, rho(np.arccos(nodes.x[:, 2]), np.arctan2(nodes.x[:, 1], nodes.x[:, 0]))
-                               / sphere_integral(rho_p), rtol=1e-13)
+    theta, phi = np.arccos(nodes.x[:, 2]), np.arctan2(nodes.x[:, 1], nodes.x[:, 0])
+    np.testing.assert_allclose(nodes.density, rho(theta, phi) / sphere_integral(rho_p), rtol=1e-13)
 
 
 @pytest.mark.parametrize(("d", "degree"), [(3, 4), (4, 4), (5, 3)])
@@ -118,7 +119,8 @@ def test_zonal_exact_for_polynomials(rng, d, degree):
 def test_sphere_rule_exact(rng, k, degree):
     pts, w = mn.sphere_rule(k, degree)
     f = random_poly(rng, k, degree)
-    assert w.sum() == pytest.approx(math.exp(math.log(2) + k / 2 * math.log(math.pi) - gammaln(k / 2)), rel=1e-14)
+    area = math.exp(math.log(2) + k / 2 * math.log(math.pi) - gammaln(k / 2))
+    assert w.sum() == pytest.approx(area, rel=1e-14)
     assert abs(w @ poly_eval(f, pts) - sphere_integral(f)) <= EXACT * sum(abs(c) for c in f.values())
 
 
@@ -191,7 +193,8 @@ def sphere_errors(lmaxs):
     out = []
     for L in lmaxs:
         def rho(th, ph):
-            x = np.stack(np.broadcast_arrays(np.sin(th) * np.cos(ph), np.sin(th) * np.sin(ph), np.cos(th)), -1)
+            x = np.stack(np.broadcast_arrays(np.sin(th) * np.cos(ph), np.sin(th) * np.sin(ph), np.cos(th)),
+                         -1)
             return np.exp(kap * x @ a)
 
         nodes = mn.sphere(rho, L)
@@ -233,7 +236,8 @@ def test_from_dataset_circle_and_sphere():
     ds2 = solve(model, Sphere(6), lambda th, ph: 1 + 0.3 * np.sin(th) * np.cos(ph), [0.0, 0.05])
     s = mn.from_dataset(ds2)
     assert s.n == ds2.density.isel(time=-1).size
-    np.testing.assert_allclose(s.density, ds2.density.isel(time=-1).values.reshape(-1), rtol=1e-10, atol=1e-14)
+    np.testing.assert_allclose(s.density, ds2.density.isel(time=-1).values.reshape(-1), rtol=1e-10,
+                               atol=1e-14)
 
 
 def test_from_dataset_zonal():

@@ -140,7 +140,8 @@ def test_resume_refuses_a_store_made_with_another_backend(tmp_path):
     kw = dict(n=4, d=2, betas=[1.0, 2.0], t_max=1.0, times=3, realizations=4, progress=False,
               store=tmp_path / "cells")
     phase_diagram(**kw)
-    with pytest.raises(ValueError, match="differs from this one in backend \\('numpy' stored, 'torch' now\\)"):
+    with pytest.raises(ValueError,
+                       match="differs from this one in backend \\('numpy' stored, 'torch' now\\)"):
         phase_diagram(**kw, resume=True, backend="torch")
     phase_diagram(**kw, resume=True)  # the same backend resumes
 

@@ -47,7 +47,8 @@ def test_the_energy_follows_the_fields_decision() -> None:
     assert not use_fast_energy("auto", Model(beta=1.0, attention="l2"), 2, 10**5)  # no fast energy
     x = particles.sample_sphere(50, 2, np.random.default_rng(0))
     assert energy(model, x, method="auto") == energy(model, x)  # below the crossover: direct
-    with pytest.raises(ValueError, match="method='fast' does not apply to the energy: the fast energy needs SA or USA"):
+    with pytest.raises(ValueError,
+                       match="method='fast' does not apply to the energy: the fast energy needs SA or USA"):
         energy(Model(beta=1.0, attention="l2"), x, method="fast")
     with pytest.raises(ValueError, match="the fast energy is on S\\^1 and S\\^2"):
         energy(model, particles.sample_sphere(50, 4, np.random.default_rng(0)), method="fast")

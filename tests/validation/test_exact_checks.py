@@ -94,7 +94,8 @@ def test_gaussian_blowup_passes(tmp_path: Path) -> None:
     assert aniso["distance_to_top_eigenvector_of_A_plus_AT"] > 0.1
 
 
-def test_gaussian_blowup_fails_with_the_plain_eigenvector(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_gaussian_blowup_fails_with_the_plain_eigenvector(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """The top eigenvector of A + A^T (instead of the generalised one) fails from Sigma_0 != I."""
     import meanfield.gaussian as mg
 
@@ -150,7 +151,8 @@ def test_small_beta_linear_passes(tmp_path: Path) -> None:
     assert all(abs(r["kappa"]) < 1.0 for r in res.details["rows"])  # the tolerance's premise
 
 
-def test_small_beta_linear_fails_against_a_wrong_reference(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_small_beta_linear_fails_against_a_wrong_reference(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """Against the beta = 1e-3 run instead of beta = 0 the distance does not vanish with beta."""
     real = exact.beta_distance
     monkeypatch.setattr(exact, "beta_distance",
@@ -216,7 +218,8 @@ def test_noise_threshold_on_the_circle() -> None:
     from scipy.special import iv
 
     assert theory.noise_threshold(2, "unnormalized", 1.0) == pytest.approx(iv(1, 1.0), rel=1e-14)
-    assert theory.noise_threshold(2, "softmax", 2.0) == pytest.approx(iv(1, 2.0) / (2 * iv(0, 2.0)), rel=1e-14)
+    assert theory.noise_threshold(2, "softmax", 2.0) == pytest.approx(iv(1, 2.0) / (2 * iv(0, 2.0)),
+                                                                     rel=1e-14)
 
 
 @pytest.mark.long
@@ -258,7 +261,8 @@ def test_noise_particle_checks_pass(tmp_path: Path) -> None:
 
 
 @pytest.mark.long
-def test_noise_meanfield_iid_fails_against_the_wrong_noise(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_noise_meanfield_iid_fails_against_the_wrong_noise(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """Particles with half the noise converge to another PDE: the distance stops falling."""
     from meanfield.integrate import steppers
 
@@ -281,7 +285,8 @@ def test_rescaled_polytope_passes(tmp_path: Path) -> None:
     assert max(r["groups"] for r in res.details["rows"]) >= 3  # a polygon, not only a point
 
 
-def test_rescaled_polytope_fails_with_the_wrong_rescaling(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_rescaled_polytope_fails_with_the_wrong_rescaling(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """``z = e^{-t/2} x`` (not ``e^{-tV}``, ``V = I``) still grows: the support function rises."""
     monkeypatch.setattr(exact, "RESCALE_RATE", 0.5)
     res = _run("rescaled.polytope", tmp_path)

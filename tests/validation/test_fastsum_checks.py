@@ -55,8 +55,9 @@ SMALL_CLUSTERS = {"lmax": 23, "coarse_lmax": 15, "n": 2000, "replicas": 8, "beta
 @pytest.mark.filterwarnings("ignore:.*no longer resolve the measure:UserWarning")
 @pytest.mark.long
 def test_lagrangian_clusters_small_passes_and_wrong_start_fails() -> None:
-    """1 152 nodes, 8 x 2000 particles (a heavy cluster: >= 20 tokens): the comparisons pass; particles from a start with the
-    bumps' masses changed (0.55, 0.15, 0.15, 0.15) fail the mass comparisons."""
+    """1 152 nodes, 8 x 2000 particles (a heavy cluster: >= 20 tokens): the comparisons pass;
+    particles from a start with the bumps' masses changed (0.55, 0.15, 0.15, 0.15) fail the mass
+    comparisons."""
     res = fc.lagrangian_clusters_sphere(seed=0, **SMALL_CLUSTERS)
     comps, _, _ = fc.cluster_comparisons(res, SMALL_CLUSTERS)
     assert all(c.passed for c in comps), [c for c in comps if not c.passed]

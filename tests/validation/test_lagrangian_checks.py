@@ -34,7 +34,8 @@ def test_the_checks_are_registered_in_their_suites() -> None:
 def test_every_check_argues_its_tolerance() -> None:
     for entry in get_suite("full"):
         if entry.name.startswith("lagrangian."):
-            assert "olerance" in entry.doc or "Exact" in entry.doc or "As ``lagrangian." in entry.doc, entry.name
+            assert ("olerance" in entry.doc or "Exact" in entry.doc
+                    or "As ``lagrangian." in entry.doc), entry.name
 
 
 def test_bad_input_check_passes(tmp_path: Path) -> None:

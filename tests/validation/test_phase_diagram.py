@@ -51,7 +51,8 @@ def test_gamma_matches_orthogonal_particles(attention):
     g = np.einsum("tid,tjd->tij", x[:, 0], x[:, 0])
     off = g[:, ~np.eye(n, dtype=bool)]
     # RK4 at dt = 0.02 on a field with O(beta) Lipschitz constant: error ~ dt^4 e^{Lt} << 1e-6
-    np.testing.assert_allclose(off, np.broadcast_to(gamma(beta, n, t, attention)[:, None], off.shape), atol=1e-6)
+    np.testing.assert_allclose(off, np.broadcast_to(gamma(beta, n, t, attention)[:, None], off.shape),
+                               atol=1e-6)
 
 
 # -- random starts ----------------------------------------------------------------------
@@ -96,7 +97,8 @@ def test_ensembles():
 def test_wilson_interval():
     lo, hi = wilson_interval(np.array([0, 5, 10]), 10, 0.95)
     z2 = stats.norm.ppf(0.975) ** 2
-    assert lo[0] == pytest.approx(0, abs=1e-15) and hi[0] == pytest.approx(z2 / (10 + z2))  # closed form at k = 0
+    # closed form at k = 0
+    assert lo[0] == pytest.approx(0, abs=1e-15) and hi[0] == pytest.approx(z2 / (10 + z2))
     assert lo[1] == pytest.approx(1 - hi[1]) and lo[1] < 0.5 < hi[1]  # symmetric at 1/2
     assert hi[2] == pytest.approx(1) and lo[2] == pytest.approx(1 - z2 / (10 + z2))
 

@@ -29,8 +29,9 @@ def _mirror(x: np.ndarray) -> np.ndarray:
     return np.concatenate([x, np.concatenate([-x[:, :-1], x[:, -1:]], axis=1)])
 
 
-@pytest.mark.parametrize(("attention", "beta", "value"), [("softmax", 1.0, 1), ("softmax", 6.0, -1),
-                                                          ("unnormalized", 2.0, 1), ("unnormalized", 1.0, -1)])
+@pytest.mark.parametrize(("attention", "beta", "value"),
+                         [("softmax", 1.0, 1), ("softmax", 6.0, -1), ("unnormalized", 2.0, 1),
+                          ("unnormalized", 1.0, -1)])
 def test_pair_field_is_the_field_of_the_whole_symmetric_configuration(attention: str, beta: float,
                                                                      value: int) -> None:
     model = Model(beta, attention=attention, value=value)

@@ -317,7 +317,8 @@ def test_a_shipped_check_module_that_fails_to_import_fails_the_run(tmp_path: Pat
     monkeypatch.setattr(suites, "REGISTRY", Registry(CHECK_MODULES))
     assert [b.name for b in suites.REGISTRY.broken] == ["validation.checks.theory"]
     out = tmp_path / "v"
-    assert main(["validate", "--only", "theory.wendel,theory.growth_rates", "--out", str(out), "--no-progress"]) == 1
+    assert main(["validate", "--only", "theory.wendel,theory.growth_rates", "--out", str(out),
+                 "--no-progress"]) == 1
     rec = json.loads((out / "checks" / "validation.checks.theory" / "result.json").read_text())
     assert rec["status"] == "ERROR" and "CheckImportError" in rec["error"]
 
@@ -428,7 +429,8 @@ def test_the_run_ends_with_its_slowest_checks(fake: Path, tmp_path: Path) -> Non
     quiet = io.StringIO()
     run_suite(entries("ok"), out_dir=tmp_path / "q", progress=False, stream=quiet, slowest=0)
     assert "slowest" not in quiet.getvalue()
-    rows = slowest_table({"a": (1.0, 0.5, False), "b": (float("nan"), None, False), "c": (3.0, 2.5, False)}, 5)
+    rows = slowest_table({"a": (1.0, 0.5, False), "b": (float("nan"), None, False),
+                          "c": (3.0, 2.5, False)}, 5)
     assert [r.split()[0] for r in rows[1:]] == ["c", "a", "b"]  # a lost worker's NaN wall sorts last
     assert "n/a" in rows[3] and "CPU" not in rows[0]  # no CPU total when one is unknown
     assert slowest_table({}, 5) == []

@@ -19,6 +19,7 @@ slopes with confidence intervals, never by single numbers.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -134,7 +135,7 @@ def _particles_at(model: Any, x0: np.ndarray, t_end: float, dt: float, rng: Any 
     return np.asarray(ds["x"].values[-1])
 
 
-def _iid_distances(setup: dict[str, Any], seed: int, quantile: bool = False) -> dict[str, np.ndarray]:
+def _iid_distances(setup: dict[str, Any], seed: int, quantile: bool = False) -> dict[str, Any]:
     from meanfield.metrics import kernel_distance_particles, w1_density_particles
 
     model, domain, t_end = setup["model"], setup["domain"], setup["t"]
@@ -327,7 +328,8 @@ def check_circle_time(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
         d2[i] = np.asarray(kernel_distance_particles(domain, rho, xs[i], model.beta)) ** 2
         w1[i] = w1_density_particles(domain, rho, xs[i])
     k = np.arange(1, domain.N // 2)
-    pred = np.array([(2.0 / n) * np.sum(special.iv(k, model.beta) * np.exp(2 * gam[1:-1] * t)) for t in times])
+    pred = np.array([(2.0 / n) * np.sum(special.iv(k, model.beta) * np.exp(2 * gam[1:-1] * t))
+                     for t in times])
     mean = d2.mean(axis=1)
     amp2 = np.exp(2 * gmax * times) / n
     se = np.sqrt((d2.std(axis=1, ddof=1) / math.sqrt(S)) ** 2 + (amp2 * pred) ** 2)
@@ -335,7 +337,8 @@ def check_circle_time(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
     zcrit = float(stats.norm.ppf(1 - 0.01 / (2 * int(tested.sum()))))
     fig, ax = subplots(figsize=(6, 4.5))
     ax.semilogy(times, np.sqrt(mean), "o-", label="RMS kernel distance (particles vs PDE)")
-    ax.fill_between(times, np.sqrt(np.maximum(mean - zcrit * se, 1e-300)), np.sqrt(mean + zcrit * se), alpha=0.2)
+    ax.fill_between(times, np.sqrt(np.maximum(mean - zcrit * se, 1e-300)), np.sqrt(mean + zcrit * se),
+                    alpha=0.2)
     ax.semilogy(times, np.sqrt(pred), "k--", label="linear theory (2/n) sum I_k e^{2 gamma_k t}")
     ax.semilogy(times, math.sqrt(pred[0]) * np.exp(gmax * times), ":", color="gray",
                 label=f"e^(gamma_max t), gamma_max = {gmax:.5f}")
@@ -500,7 +503,8 @@ def _resolution_criteria(ds: xr.Dataset, model: Any, domain: Any, rho0: Any, tim
     comparisons = [Comparison(f"resolution {int(r)}: error to finest >= spectral tail",
                               e if np.isfinite(e) else math.nan, t, 1e-3 * t, "min")  # inf fails too
                    for r, e, t in zip(res[:-1], err, tails)]
-    comparisons += [Comparison(f"difference {int(r1)}->{int(r2)} below {int(r0)}->{int(r1)}", b, a, 0.0, "max")
+    comparisons += [Comparison(f"difference {int(r1)}->{int(r2)} below {int(r0)}->{int(r1)}", b, a, 0.0,
+                               "max")
                     for r0, r1, r2, a, b in zip(res[:-2], res[1:-1], res[2:], diff[:-1], diff[1:])
                     if a > 1e-12 * norm]
     return err, tails, lower_ok, bool(decreasing), comparisons
@@ -513,8 +517,8 @@ def check_pde_self_convergence(*, seed: int, out_dir: Path, suite: str) -> Check
     SA, ``beta = 4``, ``rho_0 ∝ e^{cos theta}(1 + 0.3 sin 3 theta)`` on the circle to
     ``t = 1.2``; resolutions ``N = 32 .. 256`` (``rtol = 1e-10``); tolerances ``1e-6 .. 1e-10``
     at ``N = 32`` (looser ones are step-limited by stability, not accuracy: the step count
-    hardly changes from 1e-4 to 1e-5, so they are outside the asymptotic regime). Monitor threshold ``tail_tol = 1e-2`` so that coarse runs continue and
-    show their error.
+    hardly changes from 1e-4 to 1e-5, so they are outside the asymptotic regime). Monitor
+    threshold ``tail_tol = 1e-2`` so that coarse runs continue and show their error.
 
     Expected and tolerances:
 
@@ -561,7 +565,7 @@ def check_pde_self_convergence(*, seed: int, out_dir: Path, suite: str) -> Check
     )
 
 
-def _resolution_panel(ax: Any, ds: xr.Dataset, err: np.ndarray, tails: np.ndarray, t_end: float,
+def _resolution_panel(ax: Any, ds: xr.Dataset, err: np.ndarray, tails: Sequence[float], t_end: float,
                       resolution: str, band: str) -> None:
     """The L2 error to the finest grid against the resolution (log 2 axis, ticks at the
     resolutions), with the finest grid's spectral tail beyond ``band`` (a lower bound)."""
@@ -576,7 +580,7 @@ def _resolution_panel(ax: Any, ds: xr.Dataset, err: np.ndarray, tails: np.ndarra
     ax.legend(fontsize=7)
 
 
-def _self_convergence_figure(ds: xr.Dataset, err: np.ndarray, tails: np.ndarray, t_end: float,
+def _self_convergence_figure(ds: xr.Dataset, err: np.ndarray, tails: Sequence[float], t_end: float,
                              out_dir: Path) -> str:
     """Left: the L2 error to the finest grid against ``N`` (and the finest grid's spectral
     tail, a lower bound); right: the error to the tightest ``rtol`` against ``rtol``, both at

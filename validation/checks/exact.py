@@ -54,7 +54,8 @@ REPULSIVE_CASES: dict[str, tuple[tuple[str, int, int], ...]] = {
     "full": (("simplex", 4, 3), ("cross-polytope", 6, 3), ("icosahedron", 12, 3),
              ("polygon", 5, 2), ("simplex", 5, 4), ("cross-polytope", 8, 4), ("simplex", 3, 5)),
 }
-"""``(kind, n, d)`` per suite: the known sharp configurations (:func:`meanfield.theory.sharp_configuration`)."""
+"""``(kind, n, d)`` per suite: the known sharp configurations
+(:func:`meanfield.theory.sharp_configuration`)."""
 
 REPULSIVE_BETA = 3.0
 """Inverse temperature of the repulsive runs. At ``beta = 1`` the energy is nearly
@@ -128,7 +129,8 @@ def repulsive_limit(kind: str, n: int, d: int, *, beta: float = REPULSIVE_BETA,
                      if window.sum() >= 3 else float("nan"))
         comparisons += [
             Comparison(f"{label} start {b}: final max speed", speed[-1, b], SPEED_TOL, 0.0, "max"),
-            Comparison(f"{label} start {b}: sorted inner products vs exact", gram_err[-1], 0.0, GRAM_TOL, "abs"),
+            Comparison(f"{label} start {b}: sorted inner products vs exact", gram_err[-1], 0.0, GRAM_TOL,
+                       "abs"),
         ]
         comparisons += [Comparison(f"{label} start {b}: design sum S_{l}", design[-1][l - 1], 0.0,
                                    _design_tol(l), "abs") for l in range(1, strength + 1)]
@@ -273,16 +275,18 @@ def check_small_beta(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
             c1 = float(small[0, k] / small_betas[0])
             kappa = float((dist[small_betas.size, k] / large_betas[0] / c1 - 1.0) / large_betas[0])
             label = "SA" if attention == "softmax" else "USA"
-            comparisons.append(Comparison(f"{label} t={t:g}: log-log slope of D(beta)", slope, 1.0, 1e-3, "abs"))
+            comparisons.append(Comparison(f"{label} t={t:g}: log-log slope of D(beta)", slope, 1.0, 1e-3,
+                                          "abs"))
             rows.append({"attention": attention, "t": float(t), "slope": slope, "c1": c1, "kappa": kappa,
                          "c1_over_e3t": c1 / float(np.exp(3 * t))})
     fig, (ax1, ax2) = subplots(1, 2, figsize=(11, 4))
     for i, (attention, dist) in enumerate(curves.items()):
         for k, t in enumerate(times[1:], start=1):
-            ax1.loglog(betas, dist[:, k], "o-" if attention == "softmax" else "s--", color=f"C{k}", ms=3, lw=0.8,
-                       label=f"{'SA' if attention == 'softmax' else 'USA'} t = {t:g}")
-        c1 = [r["c1"] for r in rows if r["attention"] == attention]
-        ax2.semilogy(times[1:], c1, "o-", color=f"C{i}", label=f"{'SA' if attention == 'softmax' else 'USA'}: D/beta")
+            ax1.loglog(betas, dist[:, k], "o-" if attention == "softmax" else "s--", color=f"C{k}", ms=3,
+                       lw=0.8, label=f"{'SA' if attention == 'softmax' else 'USA'} t = {t:g}")
+        c1s = [r["c1"] for r in rows if r["attention"] == attention]
+        ax2.semilogy(times[1:], c1s, "o-", color=f"C{i}",
+                     label=f"{'SA' if attention == 'softmax' else 'USA'}: D/beta")
     ax1.loglog(betas, betas, "k:", lw=1, label="slope 1")
     ax1.set_xlabel("beta")
     ax1.set_ylabel("max_i |x_i^beta(t) - x_i^0(t)|")
@@ -296,7 +300,8 @@ def check_small_beta(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
                       coords={"attention": list(curves), "beta": betas, "time": times})
     return CheckResult(
         name="theory.small_beta_linear",
-        quantity="log-log slope in beta of the distance between the beta and beta = 0 particle runs (Theorem 4.2)",
+        quantity=("log-log slope in beta of the distance between the beta and beta = 0 particle runs "
+                  "(Theorem 4.2)"),
         comparisons=tuple(comparisons),
         description="slope 1 to 1e-3 over beta in [1e-5, 1e-3] at t = 0.5, 1, 2",
         details={"rows": rows},
@@ -400,8 +405,8 @@ def check_gaussian_blowup(*, seed: int, out_dir: Path, suite: str) -> CheckResul
                      "distance_to_top_eigenvector_of_A_plus_AT": _rank_one_distance(cov_stop, top),
                      "max_rel_error_closed_form": float(rel.max())})
     fig, ax = subplots(figsize=(6, 4.2))
-    for i, (name, (gap, dist, exact_dist)) in enumerate(curves.items()):
-        ax.loglog(gap, dist, "o", color=f"C{i}", label=f"{name}: solver")
+    for i, (name, (gap, solver_dist, exact_dist)) in enumerate(curves.items()):
+        ax.loglog(gap, solver_dist, "o", color=f"C{i}", label=f"{name}: solver")
         ax.loglog(gap, exact_dist, "-", color=f"C{i}", lw=1, label=f"{name}: closed form")
     ax.set_xlabel("1 - t/t*")
     ax.set_ylabel("|Sigma/tr Sigma - u u^T|_F")
@@ -413,7 +418,8 @@ def check_gaussian_blowup(*, seed: int, out_dir: Path, suite: str) -> CheckResul
                       coords={"start": list(curves), "gap": next(iter(curves.values()))[0]})
     return CheckResult(
         name="gaussian.blowup_rank_one",
-        quantity="Sigma/tr Sigma at the finite-time blow-up vs the projector on the top (generalised) eigenvector",
+        quantity=("Sigma/tr Sigma at the finite-time blow-up vs the projector on the top (generalised) "
+                  "eigenvector"),
         comparisons=tuple(comparisons),
         description="distance <= 2 tr R / lambda_stop; t* to 1e-8; closed form to 1e-8 relative",
         details={"rows": rows},
@@ -500,8 +506,8 @@ def check_gaussian_fixed_point_spectra(*, seed: int, out_dir: Path, suite: str) 
         comparisons += [Comparison(f"{name}: rate {k} ({'mean' if k < d else 'cov'}), exact {e.real:.6f}",
                                    float(m.real), float(e.real), 1e-5, "abs")
                         for k, (m, e) in enumerate(zip(measured, expected))]
-        comparisons.append(Comparison(f"{name}: max |imaginary part error|", float(np.abs((measured - expected).imag).max()),
-                                      0.0, 1e-5, "abs"))
+        comparisons.append(Comparison(f"{name}: max |imaginary part error|",
+                                      float(np.abs((measured - expected).imag).max()), 0.0, 1e-5, "abs"))
         rows.append({"model": name, "sigma_star": sigma_star.tolist(), "expected": expected.real.tolist(),
                      "expected_imag": expected.imag.tolist(), "measured": measured.real.tolist(),
                      "max_error": float(err.max()), "drift": float(np.abs(drift).max()),
@@ -611,9 +617,12 @@ def check_noise_bifurcation(*, seed: int, out_dir: Path, suite: str) -> CheckRes
         b_coef = float((far["a"][0] / (nf["A"] * np.sqrt(nf["sigma_c"] * 1e-3)) - 1.0) / 1e-3)
         comparisons += [
             Comparison(f"{label}: log-log slope of a_1 vs |sigma_c - sigma|", slope, 0.5, 1e-3, "abs"),
-            Comparison(f"{label}: a_1 / |sigma_c - sigma|^(1/2) vs normal form A", prefactor, nf["A"], 1e-3, "rel"),
-            Comparison(f"{label}: largest Newton residual", max(b["residual"] for b in branch), 0.0, 1e-13, "max"),
-            Comparison(f"{label}: spectral tail of the steady state", max(b["tail"] for b in branch), 0.0, 1e-12, "max"),
+            Comparison(f"{label}: a_1 / |sigma_c - sigma|^(1/2) vs normal form A", prefactor, nf["A"], 1e-3,
+                       "rel"),
+            Comparison(f"{label}: largest Newton residual", max(b["residual"] for b in branch), 0.0, 1e-13,
+                       "max"),
+            Comparison(f"{label}: spectral tail of the steady state", max(b["tail"] for b in branch), 0.0,
+                       1e-12, "max"),
         ]
         rows.append({"case": label, "sigma_c": nf["sigma_c"], "K": nf["K"], "A": nf["A"],
                      "type": "supercritical" if nf["type"] > 0 else "subcritical",
@@ -638,7 +647,8 @@ def check_noise_bifurcation(*, seed: int, out_dir: Path, suite: str) -> CheckRes
         sig = np.array([b["sigma"] for b in br]) / nf["sigma_c"]
         order = np.array([b["order"] for b in br])
         branches[_case_label(d, attention, beta)] = (sig, order)
-        ax2.plot(np.r_[1.0, sig], np.r_[0.0, order], "-", color=f"C{i}", label=_case_label(d, attention, beta))
+        ax2.plot(np.r_[1.0, sig], np.r_[0.0, order], "-", color=f"C{i}",
+                 label=_case_label(d, attention, beta))
     ax2.plot([1.0, 1.3], [0.0, 0.0], "k-", lw=1.5, label="uniform (stable)")
     ax2.plot([0.3, 1.0], [0.0, 0.0], "k:", lw=1, label="uniform (unstable)")
     ax2.set_xlabel("sigma / sigma_c")
@@ -668,7 +678,8 @@ STEADY_T = 80.0
 """End time of the long-time solves."""
 
 
-def newton_density(d: int, attention: str, beta: float, sigma: float, s: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
+def newton_density(d: int, attention: str, beta: float, sigma: float, s: np.ndarray
+                   ) -> tuple[np.ndarray, dict[str, Any]]:
     """The Newton steady state at ``sigma < sigma_c`` (continued from ``sigma_c``), as a density
     (integral 1 over ``S^{d-1}``) at the points ``s = <x, e>``."""
     from meanfield.special import sphere_area
@@ -713,9 +724,10 @@ def check_noise_steady_state(*, seed: int, out_dir: Path, suite: str) -> CheckRe
         exact, res = newton_density(d, attention, beta, sigma, s)
         err = np.max(np.abs(ds["density"].values - exact), axis=1) / exact.max()
         window = (err > 1e-9) & (err < 1e-2)
-        rate = float(-np.polyfit(times[window], np.log(err[window]), 1)[0]) if window.sum() >= 3 else float("nan")
-        comparisons.append(Comparison(f"{label}: max|rho_PDE(T) - rho_Newton| / max rho_Newton", float(err[-1]),
-                                      0.0, 1e-8, "abs"))
+        rate = (float(-np.polyfit(times[window], np.log(err[window]), 1)[0]) if window.sum() >= 3
+                else float("nan"))
+        comparisons.append(Comparison(f"{label}: max|rho_PDE(T) - rho_Newton| / max rho_Newton",
+                                      float(err[-1]), 0.0, 1e-8, "abs"))
         rows.append({"case": label, "sigma": sigma, "final_error": float(err[-1]), "decay_rate": rate,
                      "order": res["order"], "newton_iterations": res["iterations"],
                      "stop_reason": ds.attrs.get("stop_reason", "")})
@@ -726,7 +738,8 @@ def check_noise_steady_state(*, seed: int, out_dir: Path, suite: str) -> CheckRe
         ax1.semilogy(times, np.maximum(err, 1e-17), "o-", color=f"C{i}", ms=3, label=label)
         s, rho, exact = profiles[label]
         order = np.argsort(s)
-        ax2.plot(s[order], rho[order] / exact.max(), "-", color=f"C{i}", label=f"{label}: PDE, t = {STEADY_T:g}")
+        ax2.plot(s[order], rho[order] / exact.max(), "-", color=f"C{i}",
+                 label=f"{label}: PDE, t = {STEADY_T:g}")
         ax2.plot(s[order], exact[order] / exact.max(), "k:", lw=1)
     ax1.axhline(1e-8, color="k", ls="--", lw=1)
     ax1.set_xlabel("t")
@@ -740,7 +753,8 @@ def check_noise_steady_state(*, seed: int, out_dir: Path, suite: str) -> CheckRe
                       coords={"case": list(curves), "time": times})
     return CheckResult(
         name="theory.noise_steady_state",
-        quantity="distance of the long-time noisy PDE solution from the Newton steady state (sigma = 0.7 sigma_c)",
+        quantity=("distance of the long-time noisy PDE solution from the Newton steady state "
+                  "(sigma = 0.7 sigma_c)"),
         comparisons=tuple(comparisons),
         description="max relative difference <= 1e-8 at t = 80",
         details={"rows": rows},
@@ -752,7 +766,7 @@ def check_noise_steady_state(*, seed: int, out_dir: Path, suite: str) -> CheckRe
 
 # -- noisy particles against the noisy PDE -----------------------------------------------------
 
-NOISY_MODEL = {"beta": 1.0, "attention": "softmax", "noise": 0.3}
+NOISY_MODEL: dict[str, Any] = {"beta": 1.0, "attention": "softmax", "noise": 0.3}
 """The noisy circle model of the particle checks (``sigma`` below ``sigma_c = 0.446``)."""
 
 
@@ -778,7 +792,7 @@ def check_noise_meanfield_iid(*, seed: int, out_dir: Path, suite: str) -> CheckR
 
     from .convergence import _iid_distances, _loglog_panel, _sizes, _slope_ci, fit_power_law
 
-    setup = {"model": Model(**NOISY_MODEL), "domain": Circle(64), "t": 1.0,
+    setup: dict[str, Any] = {"model": Model(**NOISY_MODEL), "domain": Circle(64), "t": 1.0,
              "n": _sizes(10, 300, 6), "seeds": 16, "dt": 0.002}
     dist = _iid_distances(setup, seed)
     n = setup["n"]
@@ -852,7 +866,8 @@ def coupled_weak_errors(model: Any, x0: np.ndarray, t_end: float, levels: tuple[
     return diff.mean(axis=1), diff.std(axis=1, ddof=1) / np.sqrt(x0.shape[0])
 
 
-def weighted_slope(h: np.ndarray, e: np.ndarray, se: np.ndarray, level: float = 0.99) -> tuple[float, float, float]:
+def weighted_slope(h: np.ndarray, e: np.ndarray, se: np.ndarray, level: float = 0.99
+                   ) -> tuple[float, float, float]:
     """Weighted least-squares slope of ``log e`` against ``log h`` (weights ``(e/se)^2``: the
     delta-method variance of ``log e``), its standard error and the half-width of its ``level``
     normal interval; ``nan`` when fewer than 3 differences are positive."""
@@ -901,7 +916,8 @@ def check_noise_weak_order(*, seed: int, out_dir: Path, suite: str) -> CheckResu
     ax.errorbar(h, np.abs(e), yerr=2 * se, fmt="o", label="|E phi_h - E phi_{h/2}| (2 s.e.)")
     hh = np.geomspace(h.min(), h.max(), 20)
     if np.isfinite(slope):
-        ax.loglog(hh, np.exp(np.mean(y - slope * x)) * hh**slope, "-", label=f"fit: slope {slope:.3f} ± {half:.3f}")
+        ax.loglog(hh, np.exp(np.mean(y - slope * x)) * hh**slope, "-",
+                  label=f"fit: slope {slope:.3f} ± {half:.3f}")
     ax.loglog(hh, e[0] * hh / h[0], "k--", lw=1, label="slope 1")
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -998,19 +1014,20 @@ def check_rescaled_polytope(*, seed: int, out_dir: Path, suite: str) -> CheckRes
         support = np.einsum("tbnd,kd->tbkn", z, u).max(axis=-1)
         rise = float(np.diff(support, axis=0).max())
         label = f"n={n} d={d}"
-        comparisons.append(Comparison(f"{label}: largest increase of the support function", rise, 0.0, 1e-9, "max"))
+        comparisons.append(Comparison(f"{label}: largest increase of the support function", rise, 0.0, 1e-9,
+                                      "max"))
         for b in range(x0.shape[0]):
             diam = float(np.linalg.norm(z[0, b][:, None] - z[0, b][None], axis=-1).max())
             points, _, spread = limit_points(z[-1, b], 1e-3 * diam)
-            sep = float(np.min([np.linalg.norm(p - q) for i, p in enumerate(points) for q in points[i + 1:]]
-                               or [np.inf]))
+            sep = float(np.min([float(np.linalg.norm(p - q)) for i, p in enumerate(points)
+                                for q in points[i + 1:]] or [np.inf]))
             margins = [hemisphere_direction(np.delete(points, k, axis=0) - points[k])[1]
                        for k in range(len(points))] if len(points) > 1 else [np.inf]
             comparisons += [
                 Comparison(f"{label} start {b}: separation / spread of the groups", sep / max(spread, 1e-300),
                            100.0, 0.0, "min"),
-                Comparison(f"{label} start {b}: smallest vertex margin / spread", min(margins) / max(spread, 1e-300),
-                           10.0, 0.0, "min"),
+                Comparison(f"{label} start {b}: smallest vertex margin / spread",
+                           min(margins) / max(spread, 1e-300), 10.0, 0.0, "min"),
             ]
             rows.append({"case": label, "start": b, "groups": len(points), "spread": spread,
                          "separation": sep, "min_margin": float(min(margins)), "support_rise": rise})
@@ -1028,13 +1045,16 @@ def check_rescaled_polytope(*, seed: int, out_dir: Path, suite: str) -> CheckRes
     ax.set_title("rescaled z = e^{-t} x (V = I): clusters at polytope vertices")
     ax.legend(fontsize=7)
     figure = _save(fig, out_dir, "rescaled_polytope")
-    data = xr.Dataset({key: ("run", [r[key] for r in rows]) for key in ("groups", "spread", "separation", "min_margin")},
+    data = xr.Dataset({key: ("run", [r[key] for r in rows])
+                       for key in ("groups", "spread", "separation", "min_margin")},
                       coords={"case": ("run", [r["case"] for r in rows])}, attrs={"t_end": t_end, "dt": dt})
     return CheckResult(
         name="rescaled.polytope",
-        quantity="rescaled pure self-attention (V = I): monotone hull and clusters at the vertices of a polytope",
+        quantity=("rescaled pure self-attention (V = I): monotone hull and clusters at the vertices of a "
+                  "polytope"),
         comparisons=tuple(comparisons),
-        description="support function never rises (1e-9); groups 100x tighter than apart; each a vertex (margin >= 10 spread)",
+        description=("support function never rises (1e-9); groups 100x tighter than apart; each a vertex "
+                     "(margin >= 10 spread)"),
         details={"rows": rows},
         data=data,
         figure=figure,
@@ -1155,7 +1175,8 @@ def check_mobius(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
     fig, ax = subplots(figsize=(5.5, 4))
     for i, case in enumerate(dict.fromkeys(r["case"] for r in rows)):
         sel = [r for r in rows if r["case"] == case]
-        ax.semilogy([r["time"] for r in sel], [max(r["error"], 1e-17) for r in sel], "o-", color=f"C{i}", label=case)
+        ax.semilogy([r["time"] for r in sel], [max(r["error"], 1e-17) for r in sel], "o-", color=f"C{i}",
+                    label=case)
     ax.axhline(MOBIUS_TOL, color="k", ls="--", lw=0.8, label="tolerance")
     ax.set_xlabel("t")
     ax.set_ylabel("error vs exact Möbius density")
@@ -1166,7 +1187,8 @@ def check_mobius(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
                       coords={"case": ("row", [r["case"] for r in rows])}, attrs={"rtol": MOBIUS_RTOL})
     return CheckResult(
         name="theory.mobius_sphere",
-        quantity="beta = 0 Möbius family on S^{d-1}: spectral (Sphere, ZonalSphere d=3,5,16) and Lagrangian runs vs the exact path",
+        quantity=("beta = 0 Möbius family on S^{d-1}: spectral (Sphere, ZonalSphere d=3,5,16) and "
+                  "Lagrangian runs vs the exact path"),
         comparisons=tuple(comparisons),
         description=f"rtol {MOBIUS_RTOL:g}, spectral tail < 1e-17: error <= {MOBIUS_TOL:g}",
         details={"rows": rows},
@@ -1194,7 +1216,8 @@ FILIPPOV_FD_TOL = 1e-9
 errs by ``O(1)`` (a wrong rate ``1 - e^{-2t}``: ``~ 0.25``)."""
 
 
-def hardmax_errors(betas: np.ndarray, limit: str = "midpoint", t_end: float = HARDMAX_T) -> tuple[np.ndarray, np.ndarray]:
+def hardmax_errors(betas: np.ndarray, limit: str = "midpoint", t_end: float = HARDMAX_T
+                   ) -> tuple[np.ndarray, np.ndarray]:
     """``sup_{t <= t_end} max_i |z_i^beta(t) - z_i^limit(t)|`` per ``beta`` for (9.4) from
     Example 9.3's start (:func:`meanfield.theory.example_9_3_singular`), against the
     closed-form path ``limit`` of :func:`meanfield.theory.example_9_3_paths`; and the times."""
@@ -1241,7 +1264,8 @@ def check_hardmax(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
     b_top = float(betas[-1])
     scaled = float(b_top * errs[-1])
     comparisons = [
-        Comparison("(9.4) -> (9.5): fitted rate of sup_t |z^beta - z^infty| in 1/beta", float(-slope), 1.0, 0.05, "abs"),
+        Comparison("(9.4) -> (9.5): fitted rate of sup_t |z^beta - z^infty| in 1/beta", float(-slope), 1.0,
+                   0.05, "abs"),
         Comparison(f"(9.4) -> (9.5): beta x sup error at beta = {b_top:g}", scaled, HARDMAX_CONSTANT,
                    float(np.log(b_top) / b_top), "abs"),
     ]
@@ -1251,7 +1275,8 @@ def check_hardmax(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
     for name in ("midpoint", "z1", "z2"):
         res, sizes = filippov_residual(lambda t, name=name: paths(t)[name], samples)
         sizes_by[name] = sizes
-        comparisons.append(Comparison(f"Filippov choice {name}: residual in (9.5)-(9.6)", res, 0.0, FILIPPOV_FD_TOL, "max"))
+        comparisons.append(Comparison(f"Filippov choice {name}: residual in (9.5)-(9.6)", res, 0.0,
+                                      FILIPPOV_FD_TOL, "max"))
     end = theory.example_9_3_singular(b_top, np.array([0.0, HARDMAX_T]))[-1]
     for name in ("z1", "z2"):
         gap = float(np.abs(end - paths(np.array([HARDMAX_T]))[name][0]).max())
@@ -1284,9 +1309,11 @@ def check_hardmax(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
                       attrs={"rate": float(-slope), "t_end": HARDMAX_T})
     return CheckResult(
         name="hardmax.example_9_3",
-        quantity="Example 9.3: (9.4) -> (9.5)-(9.6) as beta -> infinity (rate 1, constant 1/2) and its three Filippov solutions",
+        quantity=("Example 9.3: (9.4) -> (9.5)-(9.6) as beta -> infinity (rate 1, constant 1/2) and its "
+                  "three Filippov solutions"),
         comparisons=tuple(comparisons),
-        description="uniform error ~ 1/(2 beta); three closed-form choices solve (9.5)-(9.6); the limit picks the midpoint",
+        description=("uniform error ~ 1/(2 beta); three closed-form choices solve (9.5)-(9.6); the limit "
+                     "picks the midpoint"),
         details={"errors": errs.tolist(), "rate": float(-slope),
                  "active_set_sizes": {k: sorted(set(v)) for k, v in sizes_by.items()}},
         data=data,

@@ -312,8 +312,8 @@ def _require_cheap_corrections(model: Any, tol: float) -> None:
     """Stop (``RuntimeError`` with the reason) unless the fast field runs its transforms at
     ``epsilon <= tol / 240``. The field's error estimate at a node is about ``2.4 epsilon max Z /
     Z(x)``, and every node over ``tol`` is recomputed by the direct sum, ``O(n)`` each: with
-    ``epsilon = tol / 8`` (the zonal path of :mod:`meanfield.fastsum` before ``EPS_FRACTION``) that is every node
-    with ``Z(x) < 0.3 max Z``, 13-21% of the nodes of a run through clustering (measured at
+    ``epsilon = tol / 8`` (the zonal path of :mod:`meanfield.fastsum` before ``EPS_FRACTION``)
+    that is every node with ``Z(x) < 0.3 max Z``, 13-21% of the nodes of a run through clustering (measured at
     8 192 nodes, ``t`` = 2, 3), which makes each evaluation ``O(n^2)`` again (hours at ``2 10^5``
     nodes). At ``epsilon <= tol / 240`` only the nodes with ``Z(x) < 0.01 max Z``, far from all
     mass, go direct."""
@@ -486,7 +486,8 @@ def cluster_comparisons(res: dict[str, Any], cfg: dict[str, Any]
                             4.0, 0.0))
     delta = np.abs(np.asarray(res.get("coarse_masses", np.zeros_like(p))) - p)
     for r, count in enumerate(res["particle_counts"]):
-        comps.append(Comparison(f"replica {r}: number of particle clusters", float(count), float(p.size), 0.0))
+        comps.append(Comparison(f"replica {r}: number of particle clusters", float(count), float(p.size),
+                                0.0))
     pm = np.asarray(res["particle_masses"])  # (replica, cluster)
     R = pm.shape[0]
     half = stats.t.ppf(0.5 + MASS_LEVEL / 2, R - 1) * pm.std(axis=0, ddof=1) / np.sqrt(R)

@@ -178,7 +178,8 @@ def check_gaussian_particles(*, seed: int, out_dir: pathlib.Path, suite: str) ->
         for n, count in zip(sizes, replicas):
             # the replicas of one n run as one batch (one call, one set of monitors): the
             # same samples, the same per-replica computation, less Python per replica
-            x0s = np.stack([particles.sample_gaussian(MEAN0, COV0, n, np.random.default_rng([seed, case_index, n, r]))
+            x0s = np.stack([particles.sample_gaussian(MEAN0, COV0, n,
+                                                      np.random.default_rng([seed, case_index, n, r]))
                             for r in range(count)])
             xs = _simulate(model, x0s)
             for r in range(count):

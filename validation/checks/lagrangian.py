@@ -50,7 +50,7 @@ import math
 import time as _time
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, TypedDict
 
 import numpy as np
 import xarray as xr
@@ -106,7 +106,7 @@ def particle_variants() -> dict[str, Any]:
     1e-8`` (marginals), a field error far below the sampling error."""
     from meanfield import Model
 
-    qkv = dict(Q=_Q2, K=_K2, V=_V2)
+    qkv: dict[str, Any] = dict(Q=_Q2, K=_K2, V=_V2)
     return {
         "softmax_qkv": Model(beta=2.0, **qkv),
         "unnormalized": Model(beta=1.0, attention="unnormalized", **qkv),
@@ -147,7 +147,8 @@ def weighted_kernel_distance(x: Any, w: Any, y: Any, v: Any = None, *, beta: flo
         msg = f"x and y must be points (n, d) and (m, d) with one d, got {x.shape} and {y.shape}"
         raise ValueError(msg)
     if w.shape != (x.shape[0],) or v.shape != (y.shape[0],):
-        msg = f"w and v must have one weight per point, got {w.shape} for x {x.shape}, {v.shape} for y {y.shape}"
+        msg = (f"w and v must have one weight per point, got {w.shape} for x {x.shape}, {v.shape} for "
+               f"y {y.shape}")
         raise ValueError(msg)
     if geometry not in ("sphere", "euclidean"):
         msg = f"geometry must be 'sphere' or 'euclidean', got {geometry!r}"
@@ -187,13 +188,20 @@ def _max_rel(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.max(np.abs(a - b) / np.abs(b)))
 
 
-SPECTRAL_TOL = {"rtol": 1e-12, "atol": 1e-16}
+class Tolerances(TypedDict):
+    """``rtol``, ``atol`` of a solve, passed as ``**tol``."""
+
+    rtol: float
+    atol: float
+
+
+SPECTRAL_TOL: Tolerances = {"rtol": 1e-12, "atol": 1e-16}
 """Tolerances of the reference spectral solves: global time error about steps x rtol
 ``<= 1e-9`` of the density; the grid is refined until the spectral tail is below
 ``tail_tol = 1e-10`` of the mean coefficient, so the series is exact to about ``1e-10``
 relative where the density is ``O(mean)`` (the starts here stay within a factor 5 of it)."""
 
-LAGRANGIAN_TOL = {"rtol": 1e-10, "atol": 1e-12}
+LAGRANGIAN_TOL: Tolerances = {"rtol": 1e-10, "atol": 1e-12}
 """Tolerances of the Lagrangian runs compared with spectral ones: the global time error is
 about (steps) x rtol; measured ``4e-12`` at the best node count on the circle (``1e-13`` with
 ``rtol = 1e-12``), far below the ``1e-8`` asked."""
@@ -471,8 +479,17 @@ MIN_CLUSTER_MASS = 0.01
 """Lagrangian clusters lighter than this are stray nodes left near the unstable points
 between clusters (their mass is reported as ``lagrangian_stray_mass``)."""
 
-CONTINUATION_SUITES = {"quick": {"resolution": 128, "n": 400, "replicas": 2},
-                       "full": {"resolution": None, "n": 1000, "replicas": 4}}
+class ContinuationSizes(TypedDict):
+    """Keyword arguments of :func:`cluster_masses_vs_particles` per suite."""
+
+    resolution: int | None
+    n: int
+    replicas: int
+
+
+CONTINUATION_SUITES: dict[str, ContinuationSizes] = {
+    "quick": {"resolution": 128, "n": 400, "replicas": 2},
+    "full": {"resolution": None, "n": 1000, "replicas": 4}}
 # the check is in the full suite only (about 25 s even at the "quick" sizes on 2 cores); the
 # "quick" sizes are what the tests run
 """Hand-over nodes (``None``: the spectral run's own final grid, through ``solve(...,
@@ -537,7 +554,15 @@ def cluster_masses_vs_particles(*, resolution: int | None, n: int, replicas: int
 
 # -- the checks --------------------------------------------------------------------------------
 
-CIRCLE_CASES = {
+class CircleCase(TypedDict):
+    """A circle comparison: attention kind, ``beta`` and the time ``t``."""
+
+    attention: str
+    beta: float
+    t: float
+
+
+CIRCLE_CASES: dict[str, CircleCase] = {
     # SA beta = 9 at t = 3: the density has grown to 2x its mean; errors 0.2, 3e-3, 5e-7, 1e-13
     "sa": {"attention": "softmax", "beta": 9.0, "t": 3.0},
     # USA beta = 2 at t = 1.25: density up to 8x its mean; errors 2e-3, 6e-6, 7e-11, 1e-13
@@ -653,8 +678,9 @@ GAUSSIAN_RUNS: dict[str, tuple[tuple[int, int, tuple[str, ...]], ...]] = {
 """``(d, per_dim, variants)`` of each Gaussian check. Measured at these sizes (errors of
 mean, covariance, sup density): d = 2, ``per_dim = 14``: ``<= 1.2e-12, 5e-14, 2e-12``;
 d = 3, ``per_dim = 10``: ``<= 1.4e-10, 6e-11, 9e-10`` (L2 the largest); Sinkhorn d = 2,
-``per_dim = 12``: ``1e-12, 1e-14, 1.5e-12``; d = 3, ``per_dim = 8``: ``1e-12, 1.3e-12, 7e-10``. The weighted Sinkhorn of the nodes iterates at every evaluation
-(seconds per run at 144 nodes), so its check is in the full suite."""
+``per_dim = 12``: ``1e-12, 1e-14, 1.5e-12``; d = 3, ``per_dim = 8``: ``1e-12, 1.3e-12, 7e-10``.
+The weighted Sinkhorn of the nodes iterates at every evaluation (seconds per run at 144
+nodes), so its check is in the full suite."""
 
 
 def _gaussian_check(key: str) -> CheckResult:
@@ -667,13 +693,15 @@ def _gaussian_check(key: str) -> CheckResult:
             comps += [
                 Comparison(f"R^{d} {name}: weighted mean of the nodes vs solve_gaussian", res["mean"],
                            GAUSSIAN_TOL, kind="max"),
-                Comparison(f"R^{d} {name}: weighted covariance vs solve_gaussian", res["cov"], GAUSSIAN_TOL, kind="max"),
+                Comparison(f"R^{d} {name}: weighted covariance vs solve_gaussian", res["cov"], GAUSSIAN_TOL,
+                           kind="max"),
                 Comparison(f"R^{d} {name}: node density vs N(m(t), Sigma(t)), sup / peak", res["sup_density"],
                            GAUSSIAN_TOL, kind="max"),
             ]
     return CheckResult(
         name=f"lagrangian.gaussian_{key}",
-        quantity=f"Gauss-Hermite nodes moved by characteristics vs the Gaussian ODE at t = {GAUSSIAN_T} ({key})",
+        quantity=(f"Gauss-Hermite nodes moved by characteristics vs the Gaussian ODE at t = {GAUSSIAN_T} "
+                  f"({key})"),
         comparisons=tuple(comps),
         description=f"mean, covariance and density within {GAUSSIAN_TOL:g}",
         details=details)
@@ -720,7 +748,8 @@ def _particles_check(name: str, seed: int, out_dir: Path, suite: str) -> CheckRe
     fig_path = _rate_figure(res, name, out_dir)
     return CheckResult(
         name=f"lagrangian.particles_{name}",
-        quantity=f"kernel distance between the Lagrangian solution and n particles at t = {PARTICLE_T} ({name}, circle)",
+        quantity=(f"kernel distance between the Lagrangian solution and n particles at t = {PARTICLE_T} "
+                  f"({name}, circle)"),
         comparisons=(comp,),
         description="-1/2 inside the confidence interval of the fitted slope",
         details={k: v for k, v in res.items() if k not in ("n", "distance")}, data=data, figure=fig_path)
@@ -808,7 +837,8 @@ def check_energy(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
             details[label] = {"energy": e.tolist(), "dissipation": rate.tolist(), "spectral_energy": e_ref}
     return CheckResult(
         name="lagrangian.energy",
-        quantity="energy of the Lagrangian solution: monotone, dissipation identity, equal to the spectral energy",
+        quantity=("energy of the Lagrangian solution: monotone, dissipation identity, equal to the spectral "
+                  "energy"),
         comparisons=tuple(comps),
         description="monotone to round-off; dE = integral of dissipation to 1e-3; spectral energy to 1e-9",
         details=details)
@@ -835,8 +865,10 @@ def check_continuation(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
     comps = [Comparison("meanfield.solve stops (ResolutionError) before t_final: time reached",
                         res["spectral_t_stop"], t_final, 1e-9 * t_final, kind="max")]
     if "t_reached" in res:
-        comps.append(Comparison("continued run: time reached", res["t_reached"], t_final, 1e-9 * t_final, kind="min"))
-        comps.append(Comparison("continued run: max |mass - 1| over time", res["mass_error"], 0.0, 1e-12, kind="abs"))
+        comps.append(Comparison("continued run: time reached", res["t_reached"], t_final, 1e-9 * t_final,
+                                kind="min"))
+        comps.append(Comparison("continued run: max |mass - 1| over time", res["mass_error"], 0.0, 1e-12,
+                                kind="abs"))
         p = np.array(res["lagrangian_masses"])
         comps.append(Comparison("number of Lagrangian clusters", float(p.size), 3.0, 0.0, kind="abs"))
         n = sizes["n"]
@@ -847,7 +879,8 @@ def check_continuation(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
                                         qi, pi, 4.5 * si, kind="abs"))
     return CheckResult(
         name="lagrangian.continuation",
-        quantity="a run past the spectral limit: reaches t_final, conserves mass, cluster masses as the particles'",
+        quantity=("a run past the spectral limit: reaches t_final, conserves mass, cluster masses as the "
+                  "particles'"),
         comparisons=tuple(comps),
         description="mass to 1e-12; cluster masses within 4.5 binomial sd",
         details=res)
@@ -863,7 +896,7 @@ def bad_inputs() -> list[tuple[str, str, Callable[[], Any]]]:
     model = Model(beta=1.0)
 
     def nodes_with(**changes: Any) -> Callable[[], Any]:
-        kw = {"x": x, "weights": w, "density": rho, "geometry": "sphere"}
+        kw: dict[str, Any] = {"x": x, "weights": w, "density": rho, "geometry": "sphere"}
         kw.update(changes)
         return lambda: nodes.Nodes(**kw)
 
@@ -887,10 +920,12 @@ def bad_inputs() -> list[tuple[str, str, Callable[[], Any]]]:
         ("density of the wrong length", "density", nodes_with(density=rho[:3])),
         ("labels outside [0, 1]", "labels", nodes_with(labels=np.full(16, 1.5))),
         ("labels of the wrong length", "labels", nodes_with(labels=np.zeros(3))),
-        ("noise (no Lagrangian form)", "noise", lambda: _solve_lagrangian(Model(beta=1.0, noise=0.1), good, [0.0, 1.0])),
+        ("noise (no Lagrangian form)", "noise",
+         lambda: _solve_lagrangian(Model(beta=1.0, noise=0.1), good, [0.0, 1.0])),
         ("causal model on unlabelled nodes", "labels",
          lambda: _solve_lagrangian(Model(beta=1.0, causal=True), good, [0.0, 1.0])),
-        ("3 x 3 matrices on circle nodes", "Q", lambda: _solve_lagrangian(Model(beta=1.0, Q=np.eye(3)), good, [0.0, 1.0])),
+        ("3 x 3 matrices on circle nodes", "Q",
+         lambda: _solve_lagrangian(Model(beta=1.0, Q=np.eye(3)), good, [0.0, 1.0])),
         ("times not increasing", "t", lambda: _solve_lagrangian(model, good, [1.0, 0.0])),
         ("weighted_field: weights of the wrong length", "weights",
          lambda: weighted_field(model, x, w[:-1])),
@@ -906,7 +941,7 @@ def check_bad_input(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
     """Bad input to :class:`meanfield.nodes.Nodes`, :func:`solve_lagrangian` and
     :func:`weighted_field` (:func:`bad_inputs`): each must raise ``ValueError`` whose message
     names the bad field. Exact: the count of correct refusals must equal the count of cases."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for what, name, call in bad_inputs():
         try:
             call()

@@ -61,9 +61,10 @@ def check_phase_transition(*, seed: int, out_dir: Path, suite: str) -> CheckResu
     lo = np.nan_to_num(ds["t_half_lower"].values, nan=math.inf)
     hi = np.nan_to_num(ds["t_half_upper"].values, nan=math.inf)
     excess = np.maximum(np.maximum(lo - step - star, star - hi - step), 0.0)
-    comparisons = tuple(Comparison(f"beta = {b:g}: t*(beta) within a grid step of the interval of t_half", th, ts,
-                                   kind="ci", low=lo_b - step, high=hi_b + step)
-                        for b, th, ts, lo_b, hi_b in zip(ds["beta"].values, ds["t_half"].values, star, lo, hi))
+    comparisons = tuple(Comparison(f"beta = {b:g}: t*(beta) within a grid step of the interval of t_half",
+                                   th, ts, kind="ci", low=lo_b - step, high=hi_b + step)
+                        for b, th, ts, lo_b, hi_b in zip(ds["beta"].values, ds["t_half"].values, star, lo,
+                                                         hi))
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     data_path = out_dir / "phase_transition.nc"

@@ -160,7 +160,8 @@ def check_rings_high_dimension(*, seed: int, out_dir: Path, suite: str) -> Check
         errors[f"{beta:g}"] = errs
         for (d1, e1), (d2, e2) in zip(zip(size["dims"], errs), zip(size["dims"][1:], errs[1:])):
             order = math.log(e1 / e2) / math.log(d2 / d1)
-            comparisons.append(Comparison(f"beta = {beta:g}: order in 1/d of max|m^2 - gamma|, d = {d1} -> {d2}",
+            comparisons.append(Comparison(
+                f"beta = {beta:g}: order in 1/d of max|m^2 - gamma|, d = {d1} -> {d2}",
                                           order, 1.0, 0.1))
         dmax = size["dims"][-1]
         comparisons.append(Comparison(f"beta = {beta:g}: d x max|m^2 - gamma| at d = {dmax}",
@@ -184,7 +185,8 @@ sampling events (the empirical law about the fitted start; the start's sample me
 by the comparisons of each (Bonferroni)."""
 
 
-def rings_against_pairs(model: Model, kappa: float, d: int, n: int, *, dt: float, rings: int, times: np.ndarray,
+def rings_against_pairs(model: Model, kappa: float, d: int, n: int, *, dt: float, rings: int,
+                        times: np.ndarray,
                         seed: int, q: float = 1.63, z: float = 2.576) -> dict[str, Any]:
     """The Kolmogorov distances of ``s = <x, e>`` at ``times`` between ``n`` particles in
     reflection-symmetric pairs (``validation.pairs``, vMF ``kappa`` on ``S^{d-1}``, RK4 step
@@ -238,8 +240,9 @@ def check_rings_particles(*, seed: int, out_dir: Path, suite: str) -> CheckResul
     collapse time together, a coherent fluctuation that the i.i.d. level does not have). The
     particles' own error (RK4, step 0.25: against step 0.125 at ``n = 400``, the largest change
     of an ``s`` times the largest density of ``s`` at ``t <= 3`` is ``3.8e-4``, ``2.9e-4``,
-    ``4.2e-4`` at ``d = 16, 64, 256``, a bound on the change of the distribution function) and the ring run's (``cdf`` exact at the
-    rings, cubic Hermite between, ``2.6e-5``) are far below ``2.04/sqrt(10 000) = 0.020``.
+    ``4.2e-4`` at ``d = 16, 64, 256``, a bound on the change of the distribution function) and
+    the ring run's (``cdf`` exact at the rings, cubic Hermite between, ``2.6e-5``) are far
+    below ``2.04/sqrt(10 000) = 0.020``.
     """
     from scipy.stats import norm
 
@@ -267,7 +270,8 @@ def check_rings_particles(*, seed: int, out_dir: Path, suite: str) -> CheckResul
         for k, t in enumerate(times):
             comparisons.append(Comparison(f"{tag}, t = {t:g}: Kolmogorov distance of s, exact start",
                                           r["ks_exact"][k], r["level_exact"][k], kind="max"))
-            comparisons.append(Comparison(f"{tag}, t = {t:g}: Kolmogorov distance of s, start fitted to the mean",
+            comparisons.append(Comparison(
+                f"{tag}, t = {t:g}: Kolmogorov distance of s, start fitted to the mean",
                                           r["ks_fitted"][k], r["level_fitted"], kind="max"))
     return CheckResult(
         name=name, quantity="Kolmogorov distance of s = <x, e>: rings against particle pairs",

@@ -46,11 +46,12 @@ COV0 = np.array([[0.150, 0.025, 0.000], [0.025, 0.100, 0.020], [0.000, 0.020, 0.
 
 GAUSS_TOL = 1e-8
 """Relative tolerance of ``Sigma(t)`` against the closed form: ``solve_gaussian`` runs at
-``rtol = 1e-12``, ``atol = 1e-14`` per step; over the steps of ``[0, 1.2]`` (16 measured, fewer than 10^2) the local
-errors add to at most ~1e-10 and the flow amplifies them by at most ``|Sigma(T)| / |Sigma_0|``
-times the condition number of ``Sigma^{-1}`` (about 2 and 3.5 here: the eigenvalues of
-``Sigma^{-1}`` go from 6.2-12.2 at ``t = 0`` to 3.0-10.2 at ``T_FINAL``, far from a blow-up): 1e-8 leaves a margin of 10 on that
-bound. Measured: 1.9e-13 (``details``)."""
+``rtol = 1e-12``, ``atol = 1e-14`` per step; over the steps of ``[0, 1.2]`` (16 measured,
+fewer than 10^2) the local errors add to at most ~1e-10 and the flow amplifies them by at
+most ``|Sigma(T)| / |Sigma_0|`` times the condition number of ``Sigma^{-1}`` (about 2 and 3.5
+here: the eigenvalues of ``Sigma^{-1}`` go from 6.2-12.2 at ``t = 0`` to 3.0-10.2 at
+``T_FINAL``, far from a blow-up): 1e-8 leaves a margin of 10 on that bound. Measured: 1.9e-13
+(``details``)."""
 
 COMPOSE_TOL = 1e-14
 """Absolute tolerance of the particles' schedule run against the composition of single-model

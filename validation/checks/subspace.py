@@ -61,7 +61,8 @@ FLIPS = (slice(1, 2), slice(2, None))
 (:func:`validation.pairs.mirror_field`)."""
 
 
-def _particles_from_nodes(sn: Any, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _particles_from_nodes(sn: Any, n: int,
+                          rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The ``n/4`` representatives ``(n/4, d)`` of ``n`` tokens drawn from the node measure
     ``sum_j w_j (uniform on {Px = p_j})``: node ``j`` with probability ``w_j``, ``u`` uniform on
     the unit sphere of the complement, the token ``p_j + r_j u``; its images under the two
@@ -71,7 +72,8 @@ def _particles_from_nodes(sn: Any, n: int, rng: np.random.Generator) -> tuple[np
     the merged cluster, which the mean field does not have). Returns the representatives, the
     node of each and the node ``mirror[j]`` with ``p_2`` flipped."""
     p_all = np.asarray(sn.p)
-    mirror = np.array([int(np.argmin(np.sum((p_all - q * np.array([1.0, -1.0])) ** 2, axis=1))) for q in p_all])
+    flip = np.array([1.0, -1.0])
+    mirror = np.array([int(np.argmin(np.sum((p_all - q * flip) ** 2, axis=1))) for q in p_all])
     if not (np.allclose(p_all[mirror] * np.array([1.0, -1.0]), p_all, rtol=0, atol=1e-12)
             and np.allclose(np.asarray(sn.weights)[mirror], sn.weights, rtol=1e-12, atol=0)):
         msg = "the node measure is not symmetric under p_2 -> -p_2 (the check's starts are)"
@@ -247,7 +249,8 @@ def _figure(curves: dict[str, Any], times: np.ndarray, out_dir: Path) -> str:
             ax.plot(s, np.arange(1, s.size + 1) / s.size, ls="--", color=line.get_color())
         ax.set_xlabel("p_2 = <x, e_2>")
         ax.set_ylabel("P(p_2 <= c)")
-        ax.set_title(f"{name.split(',')[0]} on S^{ds.attrs['dimension'] - 1}: nodes (solid), particles (dashed)",
+        ax.set_title(f"{name.split(',')[0]} on S^{ds.attrs['dimension'] - 1}: "
+                     "nodes (solid), particles (dashed)",
                      fontsize=9)
         ax.legend(fontsize=7)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -248,7 +248,8 @@ def check_wendel(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
     ax.set_ylabel("P(all in one open hemisphere)")
     ax.legend(fontsize=7)
     figure = _save(fig, out_dir, "wendel")
-    data = xr.Dataset({k: ("case", [r[k] for r in rows]) for k in ("n", "d", "exact", "frequency", "lo", "hi")},
+    data = xr.Dataset({k: ("case", [r[k] for r in rows])
+                       for k in ("n", "d", "exact", "frequency", "lo", "hi")},
                       attrs={"draws": M})
     return CheckResult(
         name="theory.wendel",
@@ -354,7 +355,8 @@ def check_cone_collapse(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
                              if window.sum() >= 5 else np.nan)
             expected = collapse_rate(attention, beta)
             worst_drop = float(max(0.0, -np.diff(r, axis=0).min()))
-            rel = float(np.nanmax(np.abs(np.array(rates) / expected - 1.0))) if not np.all(np.isnan(rates)) else np.inf
+            rel = (float(np.nanmax(np.abs(np.array(rates) / expected - 1.0)))
+                   if not np.all(np.isnan(rates)) else np.inf)
             rows.append({"n": n, "d": d, "attention": attention, "expected_rate": expected,
                          "rate_min": float(np.nanmin(rates)), "rate_max": float(np.nanmax(rates)),
                          "rate_rel_error": rel, "worst_r_drop": worst_drop,
@@ -363,7 +365,8 @@ def check_cone_collapse(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
             comparisons += [
                 Comparison(f"{label}: largest drop of r(t)", worst_drop, 0.0, 1e-9, "abs"),
                 # a run whose diameter never enters the fitting window has no rate: it fails
-                Comparison(f"{label}: runs without a fitted rate", rows[-1]["runs_without_rate"], 0.0, 0.0, "abs"),
+                Comparison(f"{label}: runs without a fitted rate", rows[-1]["runs_without_rate"], 0.0, 0.0,
+                           "abs"),
                 Comparison(f"{label}: max |rate / expected - 1|", rel, 0.0, 1e-4, "abs"),
             ]
             curves[f"{attention} n={n} d={d}"] = D
@@ -476,7 +479,8 @@ def check_wrapped_cauchy(*, seed: int, out_dir: Path, suite: str) -> CheckResult
             exact = (1 - r * r) / (2 * np.pi * (1 - 2 * r * np.cos(th - phi) + r * r))
             worst = max(worst, float(np.max(np.abs(ds["density"].values[i] - exact)) / exact.max()))
         rows[att] = {"max relative error": worst}
-        comparisons.append(Comparison(f"{att}: max|rho - rho_exact| / max rho_exact", worst, 0.0, 1e-8, "abs"))
+        comparisons.append(Comparison(f"{att}: max|rho - rho_exact| / max rho_exact", worst, 0.0, 1e-8,
+                                      "abs"))
         curves[att] = ds
     fig, ax = subplots(figsize=(6, 4))
     ds = curves["softmax"]
