@@ -15,7 +15,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p = options.add_parser(
         sub, "solve", help="evolve a density under the mean-field PDE", func=run,
         description="Evolve a density under the mean-field PDE (docs/equations.md section 3).")
-    p.add_argument("domain", choices=["circle", "sphere", "zonal", "lagrangian"],
+    from ..domains import command_line_domains
+
+    p.add_argument("domain", choices=[*command_line_domains(), "lagrangian"],
                    help="spectral domain, or lagrangian: the characteristics solver on nodes "
                         "(circle for --d 2, S^2 for --d 3; Gauss-Hermite nodes of N(0, I/4) in "
                         "R^d, d = 2, 3, for --geometry euclidean; --resolution is N, lmax or "
@@ -24,13 +26,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 
 def _domain(args: argparse.Namespace) -> Any:
-    import meanfield
+    from meanfield.domains import Domain
 
-    if args.domain == "circle":
-        return meanfield.Circle(args.resolution)
-    if args.domain == "sphere":
-        return meanfield.Sphere(args.resolution)
-    return meanfield.ZonalSphere(args.d, args.resolution)
+    return Domain.registry[args.domain].from_options(args.resolution, args.d)
 
 
 def _initial(domain: Any, kind: str) -> np.ndarray:
