@@ -43,9 +43,10 @@ def _initial(domain: Any, kind: str) -> np.ndarray:
         b = np.zeros(d)
         b[0], b[-1] = -0.6, 0.8
         return initial.von_mises(domain, [a, b], [3.0, 5.0], [0.6, 0.4])
-    keys: dict[str, list[Any]] = {"circle": [1, 2, 3, 4], "sphere": [(1, 0), (2, 1), (3, -2), (4, 3)],
-                                  "zonal": [1, 2, 3, 4]}
-    modes = {k: 0.01 for k in keys[domain.name]}
+    if not domain.low_modes:
+        msg = f"--init modes: the domain {domain.name!r} names no low modes (Domain.low_modes)"
+        raise ValueError(msg)
+    modes = {k: 0.01 for k in domain.low_modes}
     return initial.uniform_plus_modes(domain, modes)
 
 

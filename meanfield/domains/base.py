@@ -92,6 +92,10 @@ class Domain(ABC):
     """True when the basis holds only the functions invariant under a symmetry (the zonal
     functions of :class:`~meanfield.domains.zonal_sphere.ZonalSphere`), so that
     :meth:`project` gives the symmetrised empirical measure, not the empirical measure."""
+    low_modes: ClassVar[tuple[Any, ...]] = ()
+    """Keys of :meth:`real_mode` for a few low modes: the perturbation of the uniform density
+    that ``meanfield solve DOMAIN --init modes`` adds (empty, the default: that choice is
+    refused naming the domain)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

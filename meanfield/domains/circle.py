@@ -78,6 +78,7 @@ class Circle(Domain):
 
     name = "circle"
     dims = ("theta",)
+    low_modes = (1, 2, 3, 4)
     geometry = SphereGeometry(2)
 
     def __init__(self, N: int, threads: int = 1) -> None:

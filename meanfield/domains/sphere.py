@@ -92,6 +92,7 @@ class Sphere(Domain):
 
     name = "sphere"
     dims = ("colatitude", "longitude")
+    low_modes = ((1, 0), (2, 1), (3, -2), (4, 3))
     geometry = SphereGeometry(3)
 
     def __init__(self, lmax: int, nthreads: int = 1) -> None:

@@ -181,6 +181,7 @@ class ZonalSphere(Domain):
     name = "zonal"
     dims = ("s",)
     symmetry_reduced = True
+    low_modes = (1, 2, 3, 4)
 
     def __init__(self, d: int, degree: int) -> None:
         d = count(d, "d", 3)

@@ -484,6 +484,21 @@ def test_from_options(domain):
 
 
 @domains
+def test_low_modes_are_real_modes(domain):
+    """``low_modes`` (``meanfield solve --init modes``) name real, non-constant modes of mean
+    zero (at four times the example's resolution, which resolves them: the smallest examples
+    need not): ``int mode dA`` vanishes to the round-off of the grid's sum (``(n + 128) eps``
+    of ``int |mode| dA``)."""
+    fine = domain.with_resolution(4 * domain.resolution)
+    for key in type(domain).low_modes:
+        mode = fine.real_mode(key)
+        assert mode.shape == fine.grid_shape and np.isrealobj(mode)
+        assert np.ptp(mode) > 0
+        size = float(fine.integrate(np.abs(mode)))
+        assert abs(float(fine.integrate(mode))) <= (fine.weights.size + 128) * EPS * size
+
+
+@domains
 def test_node_rule(domain):
     """The node rule of the Lagrangian continuation: unit vectors, positive weights of total
     ``|S^{d-1}|``, each node carrying a grid node's density (``sum rho(cell) omega = int rho``)
@@ -567,6 +582,7 @@ def test_a_new_domain_runs_through_the_contract_and_solve(composed_circle, rng):
         test_with_resolution(domain)
         test_point_count_is_the_grid(domain)
         test_from_options(domain)
+        test_low_modes_are_real_modes(domain)
         test_node_rule(domain)
         test_round_trip_and_new_arrays(domain, rng)
         for flow in FLOWS:
