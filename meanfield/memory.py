@@ -84,15 +84,6 @@ def check_memory(bytes_needed: float, what: str, advice: str) -> None:
     raise ValueError(msg)
 
 
-def _points(domain: Any) -> int:
-    """Grid points of ``domain`` (without building its quadrature)."""
-    if domain.name == "sphere":
-        return int(domain.ntheta) * int(domain.nphi)
-    if domain.name == "zonal":
-        return int(domain.npoints)
-    return int(domain.N)
-
-
 _SOLVE_WORK = 40
 """Arrays of the size of one grid a solve holds besides its outputs: the state, the stages of
 Dormand–Prince (7), error and candidate, the flow's work arrays on the 3/2-rule grid (padded
@@ -102,13 +93,11 @@ by ``(3/2)^2`` on the sphere) and the transforms' buffers; counted generously.""
 def solve_bytes(domain: Any, outputs: int) -> float:
     """Estimated bytes of :func:`meanfield.solve` on ``domain`` with ``outputs`` output times:
     ``8 G (40 + 2 outputs)`` for ``G`` grid points (every output is kept as coefficients and
-    assembled as grid values), plus the dense Gegenbauer matrices of the zonal domain
-    (a few of ``L x 3L/2``)."""
-    G = _points(domain)
-    total = 8.0 * G * (_SOLVE_WORK + 2 * outputs)
-    if domain.name == "zonal":
-        total += 8.0 * 6 * G * 1.5 * G
-    return total
+    assembled as grid values), plus the transforms' own tables (``domain.transform_bytes``:
+    the dense Gegenbauer matrices of the zonal domain, a few of ``L x 3L/2``); ``G`` is
+    ``domain.point_count`` (the grid is not built)."""
+    G = int(domain.point_count)
+    return 8.0 * G * (_SOLVE_WORK + 2 * outputs) + float(domain.transform_bytes)
 
 
 def particles_bytes(tokens: int, d: int, outputs: int, memory_limit: int, method: str = "rk4"

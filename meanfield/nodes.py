@@ -48,10 +48,9 @@ import numpy as np
 from scipy.special import roots_hermitenorm, roots_legendre
 
 from .checks import count, finite, nonnegative_weights, read_only
-from .domains import Circle, Domain, Sphere, ZonalSphere
+from .domains import Circle, Domain, NodeRule, Sphere, ZonalSphere
+from .domains.zonal_sphere import check_zonal_size, sphere_rule, sphere_rule_size
 from .nodes_reduced import RingNodes, SubspaceNodes, rings, subspace
-from .special import sphere_area
-from .sphere_rules import sphere_rule, sphere_rule_size
 
 GEOMETRIES = ("sphere", "euclidean")
 """``sphere``: nodes on ``S^{d-1}`` (layer normalisation); ``euclidean``: nodes in ``R^d``."""
@@ -212,11 +211,13 @@ def _density_on(domain: Domain, rho: Any, like: Callable[[tuple[int, ...]], Doma
     return np.maximum(vals, 0.0)
 
 
-def _grid_nodes(domain: Domain, rho: np.ndarray, describe: str) -> Nodes:
-    x = domain.points.reshape(-1, domain.d)
-    omega = domain.weights.reshape(-1)
-    vals = rho.reshape(-1)
-    return Nodes(x, vals * omega, vals, "sphere", describe=describe)
+def _rule_nodes(domain: Domain, rho: Any, like: Callable[[tuple[int, ...]], Domain | None],
+                rule: NodeRule) -> Nodes:
+    """The nodes of ``domain``'s :meth:`~meanfield.domains.base.Domain.node_rule` ``rule``,
+    weighted by ``rho`` (:func:`_density_on`): ``w_j = rho(cell_j) omega_j``."""
+    vals = _density_on(domain, rho, like).reshape(-1)
+    dens = vals if rule.cell is None else vals[rule.cell]
+    return Nodes(rule.x, dens * rule.omega, dens, "sphere", describe=rule.describe)
 
 
 def circle(rho: Any, N: int) -> Nodes:
@@ -237,8 +238,7 @@ def circle(rho: Any, N: int) -> Nodes:
         ok = len(shape) == 1 and shape[0] >= 8 and shape[0] % 2 == 0
         return Circle(shape[0]) if ok else None
 
-    vals = _density_on(domain, rho, like)
-    return _grid_nodes(domain, vals, f"circle: trapezoid, N={domain.N}")
+    return _rule_nodes(domain, rho, like, domain.node_rule())
 
 
 def sphere(rho: Any, lmax: int) -> Nodes:
@@ -262,27 +262,7 @@ def sphere(rho: Any, lmax: int) -> Nodes:
         src = Sphere(shape[0] - 1)
         return src if src.grid_shape == shape else None
 
-    vals = _density_on(domain, rho, like)
-    return _grid_nodes(domain, vals, f"sphere: Gauss-Legendre x trapezoid, lmax={domain.lmax}, "
-                                     f"{domain.ntheta} x {domain.nphi}")
-
-
-_ZONAL_BYTES_PER_COORD = 8 * 4  # x, its broadcast product, the normalised copy, a field pass
-
-
-def check_zonal_size(d: int, degree: int, angular: int) -> None:
-    """Refuse :func:`zonal` before building it when its ``(degree + 1) x sphere_rule_size(d -
-    1, angular)`` nodes of ``d`` coordinates do not fit in the available memory
-    (:func:`meanfield.memory.check_memory`): ``ValueError`` with the node count, the estimate
-    and the way out (fewer degrees, or :func:`rings`, ``degree + 1`` nodes in any ``d``)."""
-    from .memory import check_memory
-
-    n = (degree + 1) * sphere_rule_size(d - 1, angular)
-    check_memory(float(n) * d * _ZONAL_BYTES_PER_COORD,
-                 f"nodes.zonal(d={d}, degree={degree}, angular={angular}): {n:.4g} nodes "
-                 f"({degree + 1} x {sphere_rule_size(d - 1, angular):.4g} on S^{d - 2})",
-                 "lower degree or angular, or use meanfield.nodes.rings (the exact zonal "
-                 "reduction, one node per ring: docs/lagrangian.md section 8)")
+    return _rule_nodes(domain, rho, like, domain.node_rule())
 
 
 def zonal(rho: Any, d: int, degree: int, angular: int | None = None) -> Nodes:
@@ -306,24 +286,12 @@ def zonal(rho: Any, d: int, degree: int, angular: int | None = None) -> Nodes:
         angular: degree of exactness of the rule on ``S^{d-2}``.
     """
     domain = ZonalSphere(d, degree)
-    angular = 2 * domain.degree + 1 if angular is None else count(angular, "angular", 0)
 
     def like(shape: tuple[int, ...]) -> Domain | None:
         return ZonalSphere(domain.d, shape[0] - 1) if len(shape) == 1 and shape[0] >= 3 else None
 
-    check_zonal_size(domain.d, domain.degree, angular)
-    vals = _density_on(domain, rho, like)
-    u, wu = sphere_rule(domain.d - 1, angular)
-    s, W = domain.grid, domain.weights
-    r = np.sqrt(np.maximum(1.0 - s * s, 0.0))
-    x = np.concatenate([r[:, None, None] * u[None],
-                        np.broadcast_to(s[:, None, None], (s.size, u.shape[0], 1))],
-                       axis=-1).reshape(-1, domain.d)
-    omega = (W[:, None] * wu[None, :] / sphere_area(domain.d - 1)).reshape(-1)
-    dens = np.repeat(vals, u.shape[0])
-    return Nodes(x, dens * omega, dens, "sphere",
-                 describe=f"zonal: Gauss-Jacobi ({domain.degree + 1}) x S^{domain.d - 2} product rule "
-                          f"(degree {angular}, {u.shape[0]} points), d={domain.d}")
+    rule = domain.node_rule(angular)  # refused here, before any work, when it does not fit
+    return _rule_nodes(domain, rho, like, rule)
 
 
 def gaussian(mean: Any, cov: Any, per_dim: int) -> Nodes:
@@ -423,15 +391,17 @@ def from_dataset(ds: Any, time: float | None = None, resolution: int | None = No
     domain = domain_of(ds)
     rho = np.asarray(ds["density"].isel(time=k).values, dtype=float)
     res = domain.resolution if resolution is None else count(resolution, "resolution", 1)
-    if isinstance(domain, Circle):
-        out = circle(rho, res)
-    elif isinstance(domain, Sphere):
-        out = sphere(rho, res)
-    elif isinstance(domain, ZonalSphere):
-        out = zonal(rho, domain.d, res)
-    else:
-        msg = f"ds: no node rule for the domain {domain!r}"
-        raise ValueError(msg)
+    target = domain.with_resolution(res)
+    try:
+        rule = target.node_rule()
+    except ValueError as exc:
+        msg = f"ds: {exc}"
+        raise ValueError(msg) from exc
+
+    def like(shape: tuple[int, ...]) -> Domain | None:
+        return domain if shape == domain.grid_shape else None
+
+    out = _rule_nodes(target, rho, like, rule)
     return Nodes(out.x, out.weights, out.density, out.geometry, describe=out.describe + where)
 
 

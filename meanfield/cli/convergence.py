@@ -33,17 +33,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _domain(args: argparse.Namespace) -> Any:
-    if args.domain == "circle":
-        from ..domains.circle import Circle
+    from ..domains import Domain
 
-        return Circle(args.resolution)
-    if args.domain == "sphere":
-        from ..domains.sphere import Sphere
-
-        return Sphere(args.resolution)
-    from ..domains.zonal_sphere import ZonalSphere
-
-    return ZonalSphere(args.d, args.resolution)
+    return Domain.registry[args.domain].from_options(args.resolution, args.d)
 
 
 def _initial(args: argparse.Namespace, domain: Any) -> np.ndarray:

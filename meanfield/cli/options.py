@@ -117,6 +117,13 @@ def _kinds(*solvers: str) -> Callable[[], tuple[str, ...]]:
     return lambda: tuple(dict.fromkeys(k for s in solvers for k in attention_registry.names(s)))
 
 
+def _domains() -> tuple[str, ...]:
+    """The ``--domain`` choices, read from the domain registry when a parser is built."""
+    from ..domains import command_line_domains
+
+    return command_line_domains()
+
+
 def _init(text: str) -> str:
     """An initial condition's name; ``vonmises`` is the old spelling of ``von-mises``."""
     return {"vonmises": "von-mises"}.get(text, text)
@@ -167,8 +174,7 @@ OPTIONS: dict[str, Option] = {
     "heads": Option("--heads", "JSON list of [Q, K, V] triples (multi-head)", str,
                     shown="one head"),
     # the domain
-    "domain": Option("--domain", "spectral domain", str, "circle",
-                     choices=("circle", "sphere", "zonal")),
+    "domain": Option("--domain", "spectral domain", str, "circle"),  # choices: the registry's
     "resolution": Option("--resolution", "grid size (circle: N; sphere: lmax; zonal: degree)",
                          _int, 128, lambda v: v >= 1, "must be >= 1", aliases=("--N",)),
     "d": Option("--d", "dimension d (tokens in R^d; the zonal domain is S^{d-1})", _int, 8,
@@ -357,7 +363,8 @@ COMMANDS: dict[str, dict[str, Any]] = {
         "overwrite": False,
     },
     "convergence": {
-        "domain": "circle", "resolution": Use(default=32, help="coarsest N / lmax / degree"), "d": 8,
+        "domain": Use(default="circle", choices=_domains),
+        "resolution": Use(default=32, help="coarsest N / lmax / degree"), "d": 8,
         "beta": 1.0, "attention": Use(choices=_kinds("spectral")), "value": 1,
         "noise": 0.0, "init": Use(default="von-mises", choices=("von-mises", "wrapped-cauchy", "modes")),
         "kappa": 1.0, "r": 0.5, "modes": _NONE, "rho0": None, "t_max": 1.0, "times": 5,

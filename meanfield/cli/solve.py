@@ -15,7 +15,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p = options.add_parser(
         sub, "solve", help="evolve a density under the mean-field PDE", func=run,
         description="Evolve a density under the mean-field PDE (docs/equations.md section 3).")
-    p.add_argument("domain", choices=["circle", "sphere", "zonal", "lagrangian"],
+    from ..domains import command_line_domains
+
+    p.add_argument("domain", choices=[*command_line_domains(), "lagrangian"],
                    help="spectral domain, or lagrangian: the characteristics solver on nodes "
                         "(circle for --d 2, S^2 for --d 3; Gauss-Hermite nodes of N(0, I/4) in "
                         "R^d, d = 2, 3, for --geometry euclidean; --resolution is N, lmax or "
@@ -24,13 +26,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 
 def _domain(args: argparse.Namespace) -> Any:
-    import meanfield
+    from meanfield.domains import Domain
 
-    if args.domain == "circle":
-        return meanfield.Circle(args.resolution)
-    if args.domain == "sphere":
-        return meanfield.Sphere(args.resolution)
-    return meanfield.ZonalSphere(args.d, args.resolution)
+    return Domain.registry[args.domain].from_options(args.resolution, args.d)
 
 
 def _initial(domain: Any, kind: str) -> np.ndarray:
@@ -45,9 +43,10 @@ def _initial(domain: Any, kind: str) -> np.ndarray:
         b = np.zeros(d)
         b[0], b[-1] = -0.6, 0.8
         return initial.von_mises(domain, [a, b], [3.0, 5.0], [0.6, 0.4])
-    keys: dict[str, list[Any]] = {"circle": [1, 2, 3, 4], "sphere": [(1, 0), (2, 1), (3, -2), (4, 3)],
-                                  "zonal": [1, 2, 3, 4]}
-    modes = {k: 0.01 for k in keys[domain.name]}
+    if not domain.low_modes:
+        msg = f"--init modes: the domain {domain.name!r} names no low modes (Domain.low_modes)"
+        raise ValueError(msg)
+    modes = {k: 0.01 for k in domain.low_modes}
     return initial.uniform_plus_modes(domain, modes)
 
 

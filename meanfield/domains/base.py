@@ -21,16 +21,24 @@ either abstract or with a documented default, so that nothing is probed with ``h
 * optional fast paths with defaults that compose the above: ``synthesize_with_gradient_padded``
   and ``fused_drift``;
 * particles: ``values_at``, ``project`` and ``sample``; refinement: ``with_resolution`` and
-  ``prolong``; files: ``state`` and :meth:`Domain.from_state`.
+  ``prolong``; files: ``state`` and :meth:`Domain.from_state`;
+* the solver's users: ``point_count`` (and ``transform_bytes``) for the memory estimate of
+  :mod:`meanfield.memory`, :meth:`Domain.node_rule` for the Lagrangian continuation of a
+  spectral result (:func:`meanfield.nodes.from_dataset`), :meth:`Domain.from_options` for
+  the command line (``--resolution``, ``--d``) and :meth:`Domain.examples`, the small
+  instances the contract test runs. The last three refuse by name unless a domain defines
+  them.
 
-``tests/meanfield/test_domain_contract.py`` checks every domain listed in its
-``iter_domains()`` against this contract; docs/extending.md says how to add one.
+``tests/meanfield/test_domain_contract.py`` checks the examples of every domain in
+``Domain.registry`` against this contract (a registered domain without examples fails it);
+docs/extending.md says how to add one.
 """
 
 from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Callable, ClassVar, Protocol
 
@@ -51,6 +59,23 @@ class FusedDrift(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class NodeRule:
+    """A quadrature of ``S^{d-1}`` built on a domain's grid (:meth:`Domain.node_rule`):
+    ``sum_j omega_j f(x_j) ~ int f dA``. Node ``j`` carries the density value of grid node
+    ``cell[j]`` (flat index; ``None``: node ``j`` is grid node ``j``), so that the weights of
+    a density ``rho`` on the grid are ``rho[cell] omega`` (docs/lagrangian.md)."""
+
+    x: np.ndarray
+    """Nodes, shape ``(n, d)`` (unit vectors)."""
+    omega: np.ndarray
+    """Quadrature weights w.r.t. surface measure, shape ``(n,)``."""
+    cell: np.ndarray | None
+    """Grid node (flat index) of each node, or ``None`` for the grid itself."""
+    describe: str
+    """The rule in words (``Nodes.describe``)."""
+
+
 class Domain(ABC):
     """A spectral basis with its grid (abstract).
 
@@ -67,6 +92,10 @@ class Domain(ABC):
     """True when the basis holds only the functions invariant under a symmetry (the zonal
     functions of :class:`~meanfield.domains.zonal_sphere.ZonalSphere`), so that
     :meth:`project` gives the symmetrised empirical measure, not the empirical measure."""
+    low_modes: ClassVar[tuple[Any, ...]] = ()
+    """Keys of :meth:`real_mode` for a few low modes: the perturbation of the uniform density
+    that ``meanfield solve DOMAIN --init modes`` adds (empty, the default: that choice is
+    refused naming the domain)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -127,6 +156,18 @@ class Domain(ABC):
     @abstractmethod
     def parseval_weights(self) -> np.ndarray:
         """``w`` with ``int f g dA = sum w Re(c(f) conj(c(g)))`` for real ``f, g``."""
+
+    @property
+    @abstractmethod
+    def point_count(self) -> int:
+        """The number of grid nodes, from the constructor's arguments alone (without building
+        the grid): :mod:`meanfield.memory` sizes a run with it before the run starts."""
+
+    @property
+    def transform_bytes(self) -> float:
+        """Bytes the transforms hold beyond the grid-sized work arrays that
+        :func:`meanfield.memory.solve_bytes` counts (default 0; dense matrices count here)."""
+        return 0.0
 
     @property
     @abstractmethod
@@ -305,6 +346,37 @@ class Domain(ABC):
         one: zero-padded when ``coarse`` is coarser, truncated when it is finer. Another kind
         of domain raises ``ValueError``."""
 
+    # -- the solver's users: continuation, command line, contract test -------------------
+
+    def node_rule(self) -> NodeRule:
+        """The quadrature of ``S^{d-1}`` on this grid that starts a Lagrangian run from a
+        density of this domain (:func:`meanfield.nodes.from_dataset`). The default refuses:
+        ``ValueError`` naming the domain."""
+        msg = f"no node rule for the domain {self!r} (Domain.node_rule)"
+        raise ValueError(msg)
+
+    def grid_node_rule(self, describe: str) -> NodeRule:
+        """The grid itself as the node rule (``points``, ``weights``): for the domains whose
+        grid is a quadrature of all of ``S^{d-1}`` (not a symmetry-reduced one)."""
+        return NodeRule(self.points.reshape(-1, self.d), self.weights.reshape(-1), None, describe)
+
+    @classmethod
+    def from_options(cls, resolution: int, d: int) -> Domain:
+        """The domain the command line names by ``--domain NAME --resolution R --d D`` (``d``
+        is ignored where the domain fixes it). The default refuses: ``ValueError`` naming the
+        domain; :func:`command_line_domains` lists those that do not."""
+        msg = f"domain {cls.name!r} is not built from the command line (Domain.from_options)"
+        raise ValueError(msg)
+
+    @classmethod
+    def examples(cls) -> tuple[Domain, ...]:
+        """Small instances (a few resolutions and dimensions) that the contract test
+        (tests/meanfield/test_domain_contract.py) runs every check on. The default refuses:
+        ``ValueError`` naming the domain, so that a registered domain without examples fails
+        that test."""
+        msg = f"domain {cls.name!r} gives no examples (Domain.examples)"
+        raise ValueError(msg)
+
     def state_json(self) -> str:
         """:meth:`state` as JSON (for a result's ``attrs``)."""
         return json.dumps(self.state())
@@ -331,6 +403,13 @@ class Domain(ABC):
     def __hash__(self) -> int:
         return hash(self.state_json())
 
+
+
+def command_line_domains() -> tuple[str, ...]:
+    """Names of the registered domains that define :meth:`Domain.from_options` (the choices of
+    the command line's ``--domain``), in the order they registered."""
+    return tuple(name for name, cls in Domain.registry.items()
+                 if any("from_options" in vars(k) for k in cls.__mro__ if k is not Domain))
 
 
 def check_density(domain: Domain, rho: Any, *, negative_tol: float = 1e-10) -> np.ndarray:
@@ -364,4 +443,4 @@ def check_density(domain: Domain, rho: Any, *, negative_tol: float = 1e-10) -> n
     return rho / mass
 
 
-__all__ = ["Domain", "FusedDrift", "check_density"]
+__all__ = ["Domain", "FusedDrift", "NodeRule", "check_density", "command_line_domains"]

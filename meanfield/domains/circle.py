@@ -21,7 +21,7 @@ import ducc0
 import numpy as np
 import pyfftw
 
-from .base import Domain
+from .base import Domain, NodeRule
 from .circle_drift import CircleDrift
 from .geometry import SphereGeometry
 
@@ -78,6 +78,7 @@ class Circle(Domain):
 
     name = "circle"
     dims = ("theta",)
+    low_modes = (1, 2, 3, 4)
     geometry = SphereGeometry(2)
 
     def __init__(self, N: int, threads: int = 1) -> None:
@@ -146,6 +147,23 @@ class Circle(Domain):
         w = np.full(self.N // 2 + 1, 4 * np.pi)
         w[0] = w[-1] = 2 * np.pi
         return w
+
+    @property
+    def point_count(self) -> int:
+        return self.N
+
+    def node_rule(self) -> NodeRule:
+        """The trapezoid rule on the ``N`` grid angles (:func:`meanfield.nodes.circle`)."""
+        return self.grid_node_rule(f"circle: trapezoid, N={self.N}")
+
+    @classmethod
+    def from_options(cls, resolution: int, d: int) -> Circle:
+        """``Circle(resolution)`` (``d`` is 2)."""
+        return cls(resolution)
+
+    @classmethod
+    def examples(cls) -> tuple[Circle, ...]:
+        return (cls(8), cls(64))
 
     @property
     def min_spacing(self) -> float:

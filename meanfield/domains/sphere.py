@@ -32,7 +32,7 @@ import ducc0
 import numpy as np
 
 from ..checks import count
-from .base import Domain
+from .base import Domain, NodeRule
 from .geometry import SphereGeometry
 from .sphere_drift import SphereDrift
 
@@ -92,6 +92,7 @@ class Sphere(Domain):
 
     name = "sphere"
     dims = ("colatitude", "longitude")
+    low_modes = ((1, 0), (2, 1), (3, -2), (4, 3))
     geometry = SphereGeometry(3)
 
     def __init__(self, lmax: int, nthreads: int = 1) -> None:
@@ -186,6 +187,24 @@ class Sphere(Domain):
     def padded_grid(self) -> tuple[np.ndarray, np.ndarray]:
         n = self.nphi_padded
         return self._rings(self.ntheta_padded), 2 * np.pi * np.arange(n) / n
+
+    @property
+    def point_count(self) -> int:
+        return self.ntheta * self.nphi
+
+    def node_rule(self) -> NodeRule:
+        """Gauss–Legendre x trapezoid: the grid (:func:`meanfield.nodes.sphere`)."""
+        return self.grid_node_rule(f"sphere: Gauss-Legendre x trapezoid, lmax={self.lmax}, "
+                                   f"{self.ntheta} x {self.nphi}")
+
+    @classmethod
+    def from_options(cls, resolution: int, d: int) -> Sphere:
+        """``Sphere(resolution)`` (``d`` is 3)."""
+        return cls(resolution)
+
+    @classmethod
+    def examples(cls) -> tuple[Sphere, ...]:
+        return (cls(3), cls(16))
 
     @property
     def min_spacing(self) -> float:

@@ -40,8 +40,8 @@ from scipy.linalg import eigh_tridiagonal
 from scipy.special import gammaln
 
 from ..checks import count
-from ..special import log_sphere_area
-from .base import Domain
+from ..special import log_sphere_area, sphere_area
+from .base import Domain, NodeRule
 from .geometry import SphereGeometry
 
 _MIN_LOG_AREA = -650.0  # |S^{d-1}| > e^-650 ~ 1e-282: densities 1/|S| stay below 1e282
@@ -114,6 +114,57 @@ def gauss_jacobi_log(d: int, n: int) -> tuple[np.ndarray, np.ndarray]:
     return s, -np.log(total) - 2 * logscale
 
 
+def sphere_rule(k: int, degree: int) -> tuple[np.ndarray, np.ndarray]:
+    """A product rule on ``S^{k-1}`` exact for polynomials of degree ``<= degree``: points
+    ``(n, k)`` and weights summing to ``|S^{k-1}|``.
+
+    ``k = 2``: the trapezoid rule on ``degree + 1`` angles. ``k >= 3``: ``ceil((degree+1)/2)``
+    Gauss–Jacobi nodes in the last coordinate ``s`` (weight ``(1-s^2)^{(k-3)/2}``) times the
+    rule on ``S^{k-2}`` scaled by ``sqrt(1 - s^2)`` (a polynomial of degree ``p`` in ``x``,
+    averaged over ``S^{k-2}``, is a polynomial of degree ``<= p`` in ``s``).
+    """
+    k = count(k, "k", 2)
+    degree = count(degree, "degree", 0)
+    if k == 2:
+        m = degree + 1
+        th = 2 * np.pi * np.arange(m) / m
+        return np.stack([np.cos(th), np.sin(th)], axis=-1), np.full(m, 2 * np.pi / m)
+    s, ws = gauss_jacobi(k, (degree + 2) // 2)
+    u, wu = sphere_rule(k - 1, degree)
+    r = np.sqrt(np.maximum(1.0 - s * s, 0.0))
+    pts = np.concatenate([r[:, None, None] * u[None, :, :],
+                          np.broadcast_to(s[:, None, None], (s.size, u.shape[0], 1))], axis=-1)
+    w = ws[:, None] * wu[None, :] / sphere_area(k - 1)
+    return pts.reshape(-1, k), w.reshape(-1)
+
+
+def sphere_rule_size(k: int, degree: int) -> int:
+    """The number of points of ``sphere_rule(k, degree)``, without building it (an exact
+    integer: ``degree + 1`` for ``k = 2``, times ``(degree + 2) // 2`` per dimension above)."""
+    k = count(k, "k", 2)
+    degree = count(degree, "degree", 0)
+    return (degree + 1) * ((degree + 2) // 2) ** (k - 2)
+
+
+_ZONAL_BYTES_PER_COORD = 8 * 4  # x, its broadcast product, the normalised copy, a field pass
+
+
+def check_zonal_size(d: int, degree: int, angular: int) -> None:
+    """Refuse :meth:`ZonalSphere.node_rule` (:func:`meanfield.nodes.zonal`) before building it
+    when its ``(degree + 1) x sphere_rule_size(d - 1, angular)`` nodes of ``d`` coordinates do
+    not fit in the available memory (:func:`meanfield.memory.check_memory`): ``ValueError``
+    with the node count, the estimate and the way out (fewer degrees, or
+    :func:`meanfield.nodes.rings`, ``degree + 1`` nodes in any ``d``)."""
+    from ..memory import check_memory
+
+    n = (degree + 1) * sphere_rule_size(d - 1, angular)
+    check_memory(float(n) * d * _ZONAL_BYTES_PER_COORD,
+                 f"nodes.zonal(d={d}, degree={degree}, angular={angular}): {n:.4g} nodes "
+                 f"({degree + 1} x {sphere_rule_size(d - 1, angular):.4g} on S^{d - 2})",
+                 "lower degree or angular, or use meanfield.nodes.rings (the exact zonal "
+                 "reduction, one node per ring: docs/lagrangian.md section 8)")
+
+
 class ZonalSphere(Domain):
     """Zonal (axisymmetric) densities on ``S^{d-1}``, Gegenbauer degree ``<= degree``.
 
@@ -130,6 +181,7 @@ class ZonalSphere(Domain):
     name = "zonal"
     dims = ("s",)
     symmetry_reduced = True
+    low_modes = (1, 2, 3, 4)
 
     def __init__(self, d: int, degree: int) -> None:
         d = count(d, "d", 3)
@@ -204,6 +256,44 @@ class ZonalSphere(Domain):
     @cached_property
     def parseval_weights(self) -> np.ndarray:
         return np.full(self.degree + 1, 1.0 / self.area)
+
+    @property
+    def point_count(self) -> int:
+        return self.npoints
+
+    @property
+    def transform_bytes(self) -> float:
+        """The dense Gegenbauer matrices (a few of ``L x 3L/2``: six counted)."""
+        G = self.npoints
+        return 8.0 * 6 * G * 1.5 * G
+
+    def node_rule(self, angular: int | None = None) -> NodeRule:
+        """``x = s_j e_d + sqrt(1 - s_j^2) (u_k, 0)``: the grid's Gauss–Jacobi nodes ``s_j``
+        times :func:`sphere_rule` on ``S^{d-2}`` exact to degree ``angular`` (default
+        ``2 degree + 1``), weights ``W_j v_k / |S^{d-2}|`` (:func:`meanfield.nodes.zonal`);
+        refused before it is built when it does not fit in memory (:func:`check_zonal_size`)."""
+        angular = 2 * self.degree + 1 if angular is None else count(angular, "angular", 0)
+        check_zonal_size(self.d, self.degree, angular)
+        u, wu = sphere_rule(self.d - 1, angular)
+        s, W = self.grid, self.weights
+        r = np.sqrt(np.maximum(1.0 - s * s, 0.0))
+        x = np.concatenate([r[:, None, None] * u[None],
+                            np.broadcast_to(s[:, None, None], (s.size, u.shape[0], 1))],
+                           axis=-1).reshape(-1, self.d)
+        omega = (W[:, None] * wu[None, :] / sphere_area(self.d - 1)).reshape(-1)
+        cell = np.repeat(np.arange(s.size), u.shape[0])
+        return NodeRule(x, omega, cell,
+                        f"zonal: Gauss-Jacobi ({self.degree + 1}) x S^{self.d - 2} product rule "
+                        f"(degree {angular}, {u.shape[0]} points), d={self.d}")
+
+    @classmethod
+    def from_options(cls, resolution: int, d: int) -> ZonalSphere:
+        """``ZonalSphere(d, resolution)``."""
+        return cls(d, resolution)
+
+    @classmethod
+    def examples(cls) -> tuple[ZonalSphere, ...]:
+        return (cls(3, 8), cls(8, 20), cls(64, 24))
 
     @property
     def min_spacing(self) -> float:
@@ -470,4 +560,5 @@ class ZonalSphere(Domain):
         return np.concatenate([np.sin(th)[:, None] * u, np.cos(th)[:, None]], axis=1)
 
 
-__all__ = ["ZonalSphere", "gauss_jacobi", "gauss_jacobi_log", "gegenbauer_table", "log_harmonic_dimension"]
+__all__ = ["ZonalSphere", "check_zonal_size", "gauss_jacobi", "gauss_jacobi_log", "gegenbauer_table",
+           "log_harmonic_dimension", "sphere_rule", "sphere_rule_size"]

@@ -523,3 +523,25 @@ def test_gaussian_blow_up_is_said_with_one_prefix(tmp_path, capsys) -> None:
     assert err.count("meanfield gaussian") == 1 and "solve_gaussian" not in err
     ds = read_netcdf(out)
     assert int(ds.attrs["successful"]) == 0 and float(ds["time"][-1]) <= 0.5
+
+
+def test_domain_choices_and_modes_come_from_the_domains() -> None:
+    """``--domain`` offers the registered domains that define ``from_options`` (in the order
+    they registered); ``--init modes`` adds the domain's ``low_modes`` and is refused, naming
+    the domain, where it names none."""
+    from meanfield.cli.solve import _initial
+    from meanfield.domains import Circle, ZonalSphere, command_line_domains
+
+    assert command_line_domains()[:3] == ("circle", "sphere", "zonal")
+    assert options.option_for("convergence", "domain").choices == command_line_domains()
+    rho = _initial(ZonalSphere(5, 12), "modes")
+    expected = ZonalSphere(5, 12).uniform() + 0.01 * sum(
+        ZonalSphere(5, 12).real_mode(k) for k in (1, 2, 3, 4))
+    # check_density renormalises by int rho dA = 1 up to the grid sum's round-off (13 nodes)
+    np.testing.assert_allclose(rho, expected, rtol=1e-13, atol=0)
+
+    class NoModes(Circle):  # no ``name``: not registered
+        low_modes = ()
+
+    with pytest.raises(ValueError, match="--init modes: the domain 'circle' names no low modes"):
+        _initial(NoModes(8), "modes")

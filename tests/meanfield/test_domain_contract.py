@@ -1,8 +1,11 @@
 """The :class:`~meanfield.domains.base.Domain` contract, checked for every domain.
 
-A new domain is one new class plus its entry in :func:`iter_domains`: every test here is
-parametrized over that list (docs/extending.md). Domain-specific features (named modes,
-rotations, sampling laws) stay in the domain's own test module.
+Every test here is parametrized over the examples (:meth:`Domain.examples`) of every domain in
+``Domain.registry``, collected by :func:`collect_examples`: a new domain is its module and its
+import in ``meanfield/domains/__init__.py`` (docs/extending.md), and a registered domain
+without examples fails :func:`test_every_registered_domain_gives_examples`.
+Domain-specific features (named modes, rotations, sampling laws) stay in the domain's own
+test module.
 
 Tolerances are round-off bounds: ``EPS`` times a count of operations and the size of the
 numbers involved, written next to each check.
@@ -11,29 +14,37 @@ numbers involved, written next to each check.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
 
 import meanfield as mf
-from meanfield.domains import Circle, Domain, Sphere, ZonalSphere
+from meanfield.domains import Circle, Domain, NodeRule, command_line_domains
 
 EPS = np.finfo(float).eps
 
 
-def iter_domains() -> Iterator[Domain]:
-    """Every domain class at a few resolutions (and dimensions): the one list to extend."""
-    yield Circle(8)
-    yield Circle(64)
-    yield Sphere(3)
-    yield Sphere(16)
-    yield ZonalSphere(3, 8)
-    yield ZonalSphere(8, 20)
-    yield ZonalSphere(64, 24)
+def collect_examples(registry: dict[str, type[Domain]]) -> tuple[list[Domain], list[str]]:
+    """The examples of every domain class in ``registry``, and a problem (in words) for each
+    class that gives none, gives instances of another class, or refuses."""
+    found: list[Domain] = []
+    problems: list[str] = []
+    for name, cls in registry.items():
+        try:
+            examples = tuple(cls.examples())
+        except (ValueError, TypeError, NotImplementedError) as exc:
+            problems.append(f"{name} ({cls.__qualname__}): {exc}")
+            continue
+        if not examples:
+            problems.append(f"{name} ({cls.__qualname__}): no examples")
+        elif any(type(ex) is not cls for ex in examples):
+            problems.append(f"{name} ({cls.__qualname__}): examples of another class")
+        else:
+            found.extend(examples)
+    return found, problems
 
 
-DOMAINS = list(iter_domains())
+DOMAINS, PROBLEMS = collect_examples(dict(Domain.registry))
 domains = pytest.mark.parametrize("domain", DOMAINS, ids=repr)
 
 
@@ -73,6 +84,33 @@ def other_domain(domain: Domain) -> Domain:
 
 
 # -- description --------------------------------------------------------------------------
+
+
+def test_every_registered_domain_gives_examples():
+    assert PROBLEMS == []
+    assert {type(d).name for d in DOMAINS} == set(Domain.registry)
+    assert {"circle", "sphere", "zonal"} <= set(Domain.registry)
+
+
+def test_a_registered_domain_without_examples_is_reported():
+    """A domain class registers itself by defining ``name``; one that defines nothing else is
+    reported by the collector (the default ``examples`` refuses by name), then unregistered."""
+
+    class Bare(Domain):  # abstract: no instance can exist, only the class is registered
+        name = "bare-test-domain"
+        dims = ("u",)
+
+    try:
+        assert Domain.registry["bare-test-domain"] is Bare
+        found, problems = collect_examples(dict(Domain.registry))
+        assert problems == ["bare-test-domain (test_a_registered_domain_without_examples_is_reported"
+                            ".<locals>.Bare): domain 'bare-test-domain' gives no examples "
+                            "(Domain.examples)"]
+        assert len(found) == len(DOMAINS)
+        assert "bare-test-domain" not in command_line_domains()  # no from_options: not offered
+    finally:
+        del Domain.registry["bare-test-domain"]
+    assert collect_examples(dict(Domain.registry))[1] == []
 
 
 @domains
@@ -421,3 +459,145 @@ def test_project_and_sample(domain, rng):
     uniform = domain.forward(domain.uniform())
     assert domain.kernel_distance(uniform, c, beta) > 3 * bound
     assert domain.project(x[:1]).shape == domain.degrees.shape
+
+
+# -- the solver's users: memory estimate, node rule, command line ---------------------------
+
+
+@domains
+def test_point_count_is_the_grid(domain):
+    """``point_count`` (read before the grid is built, by meanfield.memory) is the grid's size."""
+    assert domain.point_count == math.prod(domain.grid_shape)
+    assert domain.transform_bytes >= 0.0
+
+
+@domains
+def test_from_options(domain):
+    """The command line builds the example back from ``--resolution`` and ``--d``; a domain
+    that does not define ``from_options`` refuses by name and is not offered."""
+    cls = type(domain)
+    if cls.name in command_line_domains():
+        assert cls.from_options(domain.resolution, domain.d) == domain
+    else:
+        with pytest.raises(ValueError, match=f"domain '{cls.name}' is not built"):
+            cls.from_options(domain.resolution, domain.d)
+
+
+@domains
+def test_low_modes_are_real_modes(domain):
+    """``low_modes`` (``meanfield solve --init modes``) name real, non-constant modes of mean
+    zero (at four times the example's resolution, which resolves them: the smallest examples
+    need not): ``int mode dA`` vanishes to the round-off of the grid's sum (``(n + 128) eps``
+    of ``int |mode| dA``)."""
+    fine = domain.with_resolution(4 * domain.resolution)
+    for key in type(domain).low_modes:
+        mode = fine.real_mode(key)
+        assert mode.shape == fine.grid_shape and np.isrealobj(mode)
+        assert np.ptp(mode) > 0
+        size = float(fine.integrate(np.abs(mode)))
+        assert abs(float(fine.integrate(mode))) <= (fine.weights.size + 128) * EPS * size
+
+
+@domains
+def test_node_rule(domain):
+    """The node rule of the Lagrangian continuation: unit vectors, positive weights of total
+    ``|S^{d-1}|``, each node carrying a grid node's density (``sum rho(cell) omega = int rho``)
+    and exact for the degree-2 polynomial ``x_1^2`` (``int x_1^2 dA = |S^{d-1}|/d``), which
+    every example resolves. Round-off: sums of ``n`` positive terms, ``(n + 128) eps`` relative
+    (as for ``integrate(1)``). A rule too large for the memory is refused by name, as
+    ``meanfield.memory`` says, before it is built (the zonal rule grows like ``L^{d-1}``)."""
+    try:
+        rule = domain.node_rule()
+    except ValueError as exc:
+        if "no node rule" in str(exc):  # the default refuses by name
+            assert type(domain).node_rule is Domain.node_rule and repr(domain) in str(exc)
+            return
+        assert "GiB of memory" in str(exc)
+        return
+    assert isinstance(rule, NodeRule) and rule.describe
+    n = rule.omega.shape[0]
+    assert rule.x.shape == (n, domain.d) and np.all(rule.omega > 0)
+    np.testing.assert_allclose(np.linalg.norm(rule.x, axis=1), 1.0, rtol=0, atol=(domain.d + 4) * EPS)
+    tol = (n + 128) * EPS
+    assert float(np.sum(rule.omega)) == pytest.approx(domain.area, rel=tol)
+    assert float(np.sum(rule.omega * rule.x[:, 0] ** 2)) == pytest.approx(domain.area / domain.d, rel=tol)
+    rho = density(domain).reshape(-1)
+    if rule.cell is None:
+        assert n == domain.point_count
+        carried = rho
+    else:
+        assert rule.cell.shape == (n,) and set(np.unique(rule.cell)) == set(range(domain.point_count))
+        carried = rho[rule.cell]
+    assert float(np.sum(carried * rule.omega)) == pytest.approx(1.0, rel=tol)
+
+
+# -- a domain added by a user: registered, run through solve, unregistered -------------------
+
+
+class ComposedCircle(Circle):
+    """The circle without its fused drift (``fused_drift`` returns ``None``), so that the flow
+    composes ``-div(rho X)`` from the contract's transforms: a new domain in the fewest lines
+    (docs/extending.md shows it)."""
+
+    name = "composed-circle"  # registers the class
+
+    def with_resolution(self, resolution: int) -> ComposedCircle:
+        return ComposedCircle(resolution, threads=self.threads)
+
+    def fused_drift(self, grad_mult, scale, z_mult, sign):
+        return None
+
+    @classmethod
+    def examples(cls) -> tuple[ComposedCircle, ...]:
+        return (cls(8), cls(32))
+
+
+@pytest.fixture
+def composed_circle():
+    """``ComposedCircle`` in the registry for one test (it registered when its class was
+    defined: taken out at import below, put back here)."""
+    Domain.registry[ComposedCircle.name] = ComposedCircle
+    try:
+        yield ComposedCircle
+    finally:
+        del Domain.registry[ComposedCircle.name]
+
+
+del Domain.registry[ComposedCircle.name]  # the contract's examples above are the library's
+
+
+def test_a_new_domain_runs_through_the_contract_and_solve(composed_circle, rng):
+    """A domain the library does not know: the contract checks pass on its examples, and
+    ``meanfield.solve`` runs it with no other edit, refining on the way (32 -> 128). Checks:
+    its mass stays 1 to round-off (``div`` has no constant mode: ``N eps`` per step, 1e-12 for
+    the tens of steps here), and it agrees with ``Circle`` (fused drift): the two drifts are
+    equal to round-off, so both runs take the same steps (asserted), and the densities differ
+    by the drifts' round-off accumulated over the steps, ``transform_tol`` (16 N eps, 5e-13
+    at N = 128) per step for under 100 steps: 1e-10 of the density's maximum."""
+    found, problems = collect_examples(dict(Domain.registry))
+    assert problems == [] and {type(d) for d in found} >= {ComposedCircle}
+    assert "composed-circle" in command_line_domains()
+    for domain in composed_circle.examples():
+        test_registered_and_state_round_trip(domain)
+        test_with_resolution(domain)
+        test_point_count_is_the_grid(domain)
+        test_from_options(domain)
+        test_low_modes_are_real_modes(domain)
+        test_node_rule(domain)
+        test_round_trip_and_new_arrays(domain, rng)
+        for flow in FLOWS:
+            test_drift_equals_its_composition(domain, *flow)
+    model = mf.Model(4.0, attention="softmax", value=1)
+    rho0 = lambda th: np.exp(2.0 * np.cos(th)) + 0.5 * np.exp(3.0 * np.cos(th - 2.0))  # noqa: E731
+    t = np.linspace(0.0, 1.0, 5)
+    mine = mf.solve(model, composed_circle(32), rho0, t, rtol=1e-9, atol=1e-12)
+    ref = mf.solve(model, mf.Circle(32), rho0, t, rtol=1e-9, atol=1e-12)
+    from meanfield.io import domain_of
+
+    assert domain_of(mine) == composed_circle(int(mine["resolution"][-1]))
+    np.testing.assert_allclose(mine["mass"].values, 1.0, rtol=0, atol=1e-12)
+    rho, rho_ref = mine["density"].values, ref["density"].values
+    assert rho.shape == rho_ref.shape and mine.attrs["num_accepted"] == ref.attrs["num_accepted"] < 100
+    np.testing.assert_array_equal(mine["resolution"].values, ref["resolution"].values)
+    np.testing.assert_allclose(rho, rho_ref, rtol=0, atol=1e-10 * np.max(np.abs(rho_ref)))
+    assert np.max(np.abs(rho[-1] - rho[0])) > 0.1 * np.max(rho[0])  # it moved: not a trivial pass
