@@ -551,8 +551,9 @@ class SphereQuadratureMonitor:
 
     def estimate(self, y: Any) -> float:
         """``P``, the mass-weighted mean over the queries of ``a_top min(1, a_top/a_mid)^3.5``
-        (the largest over the heads), at the state ``y`` (positions, or ``[phi | log J]`` of
-        rings)."""
+        (``^9.5`` in the radius and polar angle of subspace nodes; the largest over the heads
+        and the coordinates), at the state ``y`` (positions, ``[phi | log J]`` of rings or
+        ``[q | log J]`` of subspace nodes)."""
         if not self.coordinates:
             return 0.0
         y = np.asarray(bk.to_numpy(y), dtype=float)
