@@ -284,10 +284,10 @@ def solve_lagrangian(
                                         radius=stability_radius(tab),
                                         tangent=_positions_tangent(sphere, d),
                                         advice="scheme='dopri5'"))
-    # the rule may no longer resolve the flow's integrand (docs/lagrangian.md section 10; sphere
-    # and ring nodes, subspace nodes not yet); after the step-size monitor, whose diagnosis of a
-    # step too large comes first
-    if getattr(nodes, "reduction", "rings") == "rings" and (sphere or reduced):
+    # the rule may no longer resolve the flow's integrand (docs/lagrangian.md section 10; sphere,
+    # ring and subspace nodes); after the step-size monitor, whose diagnosis of a step too large
+    # comes first
+    if sphere or reduced:
         monitors.append(SphereQuadratureMonitor(model, nodes, float(times[-1]), labels=labels,
                                                 state=lambda: cache["state"],
                                                 memory_limit=memory_limit))

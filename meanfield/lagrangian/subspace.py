@@ -79,16 +79,20 @@ _CONTIGUOUS = 0.1
 cancellation ``1 - F_1/F_0`` then costs at most a factor 10 of round-off)."""
 
 
-def _kernel_functions(b: float, w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _kernel_functions(b: float, w: np.ndarray, *, second: bool = True
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """``(log F_0, F_0'/F_0, F_0''/F_0)`` of ``F_0(w) = 0F1(; b; w)`` (docs/lagrangian.md
     section 11): ``F_0' = F_1/b``, ``F_0'' = F_2/(b(b+1))``, and ``F_2`` from the contiguous
     relation ``F_0 - F_1 = w F_2/(b(b+1))`` where ``w`` is not small (one ``log_hyp0f1`` less),
     its series elsewhere. ``w = 0`` everywhere (``beta = 0``): the constants ``0, 1/b,
-    1/(b(b+1))``."""
+    1/(b(b+1))``. ``second=False``: ``F_0''/F_0`` is not computed (``None``)."""
     if not np.any(w):
-        return np.zeros_like(w), np.full_like(w, 1.0 / b), np.full_like(w, 1.0 / (b * (b + 1)))
+        return (np.zeros_like(w), np.full_like(w, 1.0 / b),
+                np.full_like(w, 1.0 / (b * (b + 1))) if second else None)
     L0 = log_hyp0f1(b, w)
     G1 = np.exp(log_hyp0f1(b + 1, w) - L0)
+    if not second:
+        return L0, G1 / b, None
     big = w >= _CONTIGUOUS * b * (b + 1)
     g2 = np.empty_like(w)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -97,6 +101,32 @@ def _kernel_functions(b: float, w: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
     if np.any(small):
         g2[small] = np.exp(log_hyp0f1(b + 2, w[small]) - L0[small]) / (b * (b + 1))
     return L0, G1 / b, g2
+
+
+def pair_terms(beta: float, nu: float, pi: np.ndarray, ri2: np.ndarray, p: np.ndarray,
+               r2: np.ndarray, logw: np.ndarray, *, hessian: bool = True
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """The per-pair quantities of a tile of targets ``pi`` (``(m, k)``, ``ri2 = 1 - |pi|^2``)
+    against the nodes ``p`` (``(n, k)``, ``r2``, ``logw = log w_j``), docs/lagrangian.md
+    section 11: ``(log w_j kbar(p_i, p_j), B1, hl)`` with ``B1 = grad_{p_i} log kbar / beta = p_j
+    - (gamma/beta) p_i`` (shape ``(k, m, n)``, one array per coordinate) and ``hl = tr((I - p_i p_i^T) Hess log kbar) /
+    beta`` (``(m, n)``; ``None`` where ``hessian`` is false: one ``0F1`` logarithm per pair
+    less). Shared by :func:`subspace_field` and the quadrature monitor
+    (:class:`meanfield.lagrangian.quadrature.SphereQuadratureMonitor`)."""
+    k = p.shape[1]
+    w = 0.25 * beta * beta * ri2[:, None] * r2[None]
+    cb = 0.5 * beta * r2[None]  # c / beta, c = beta^2 r'^2 / 2 (grad w = -c p)
+    L0, g1, g2 = _kernel_functions(nu + 1, w, second=hessian)
+    gam = cb * g1  # gamma / beta: Hess log kbar = alpha p p^T - gamma I
+    logk = beta * (pi @ p.T) + L0 + logw[None]
+    B1 = p.T[:, None, :] - gam[None] * pi.T[:, :, None]
+    if g2 is None:
+        return logk, B1, None
+    alp = beta * cb * cb * (g2 - g1 * g1)  # alpha / beta
+    # tr((I - p p^T) Hess log kbar) / beta, from alpha |p|^2 r^2 - gamma (k - 1 + r^2)
+    p2i = np.sum(pi * pi, axis=1)[:, None]
+    hl = alp * p2i * ri2[:, None] - gam * (k - 1 + ri2[:, None])
+    return logk, B1, hl
 
 
 def subspace_field(model: Model, p: np.ndarray, r2: np.ndarray, weights: np.ndarray, d: int, *,
@@ -132,15 +162,7 @@ def subspace_field(model: Model, p: np.ndarray, r2: np.ndarray, weights: np.ndar
     for i0 in range(0, m, rows):
         sl = slice(i0, i0 + rows)
         pi, ri2, ui = pt[sl], r2t[sl, None], unit_t[sl]
-        p2i = (norm_t[sl] ** 2)[:, None]
-        w = 0.25 * beta * beta * ri2 * r2[None]
-        L0, g1, g2 = _kernel_functions(nu + 1, w)
-        cb = 0.5 * beta * r2[None]  # c / beta, c = beta^2 r'^2 / 2 (grad w = -c p)
-        gam = cb * g1  # gamma / beta: Hess log kbar = alpha p p^T - gamma I
-        alp = beta * cb * cb * (g2 - g1 * g1)  # alpha / beta
-        # tr((I - p p^T) Hess log kbar) / beta, from alpha |p|^2 r^2 - gamma (k - 1 + r^2)
-        hl = alp * p2i * ri2 - gam * (k - 1 + ri2)
-        logk = beta * (pi @ p.T) + L0 + logw[None]
+        logk, B1s, hl = pair_terms(beta, nu, pi, r2t[sl], p, r2, logw)
         if kind == "softmax":  # g = log Z / beta: grad g = <B1>, H = <Hess log kbar>/beta + beta Cov(B1)
             a = np.exp(logk - np.max(logk, axis=1, keepdims=True))
             a /= np.sum(a, axis=1, keepdims=True)
@@ -148,7 +170,8 @@ def subspace_field(model: Model, p: np.ndarray, r2: np.ndarray, weights: np.ndar
             a = np.exp(logk)
         # B1 = grad log kbar / beta = p' - (c/beta) g1 p, one (rows, n) array per coordinate;
         # dev = B1 - <B1> (softmax: the covariance), B1 itself (USA: the second moment)
-        B1 = [p[None, :, c] - gam * pi[:, c:c + 1] for c in range(k)]
+        B1 = list(B1s)
+        assert hl is not None  # hessian=True
         gi = np.stack([np.sum(a * B1[c], axis=1) for c in range(k)], axis=1)
         dev = [B1[c] - gi[:, c:c + 1] for c in range(k)] if kind == "softmax" else B1
         radial = sum(dev[c] * ui[:, c:c + 1] for c in range(k))
@@ -255,4 +278,5 @@ def assemble(saved: list[tuple[float, np.ndarray]], model: Model, nodes: Any) ->
     return ds
 
 
-__all__ = ["assemble", "ball_coordinates", "check_model", "engine", "state_velocity", "subspace_field", "to_state"]
+__all__ = ["assemble", "ball_coordinates", "check_model", "engine", "pair_terms", "state_velocity", "subspace_field",
+           "to_state"]

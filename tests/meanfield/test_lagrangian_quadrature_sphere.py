@@ -9,16 +9,20 @@ import warnings
 
 import numpy as np
 import pytest
+from scipy.special import logsumexp
 
 from meanfield import Model, nodes, solve_lagrangian
 from meanfield.integrate import Stop, StopReason
 from meanfield.lagrangian import LagrangianError
 from meanfield.lagrangian.quadrature import (
     SPHERE_STOP,
+    SPHERE_WARN,
     SphereQuadratureMonitor,
     band_norms,
     rule_basis,
 )
+from meanfield.lagrangian.subspace import subspace_field
+from meanfield.lagrangian.subspace import to_state as subspace_state
 
 
 def _two_poles(n: int):  # noqa: ANN202 - RingNodes
@@ -113,3 +117,110 @@ def test_thresholds_decide_and_samples_are_not_monitored() -> None:
     x = np.random.default_rng(3).standard_normal((50, 3))
     samples = nodes.from_samples(x / np.linalg.norm(x, axis=1)[:, None])
     assert SphereQuadratureMonitor(Model(4.0), samples, 1.0).basis is None
+
+
+# -- subspace nodes (k = 2, 3): the null rule on each coordinate of the product rule ------------
+
+
+def _clusters(k: int, kappa: float = 8.0, angles: tuple[float, ...] = (0.6, -0.6)):  # noqa: ANN202
+    """``log rho_0 = logsumexp_i kappa <p, m_i>``, the directions ``m_i`` at ``angles`` (rad)
+    from ``e_1`` towards ``e_2`` (``k = 2``) or ``e_3`` (``k = 3``), as in the validation check
+    ``lagrangian.subspace_particles``: SA ``beta = 4`` at ``d = 16`` merges the clusters
+    (docs/lagrangian.md section 10, the calibration)."""
+    m = np.zeros((len(angles), k))
+    m[:, 0], m[:, k - 1] = np.cos(angles), np.sin(angles)
+    return lambda p: logsumexp(kappa * (p @ m.T), axis=1)
+
+
+# under-resolved starts: (k, d, beta, angles, radial, angular); measured P at the start 2.8e-2
+# (k = 2, d = 6, three clusters, 3 x 16 nodes) and 1.4e-2 (k = 3, 3 x 8 x 4 nodes), the
+# field's relative error there 1.6e-2 and 1.6e-2 (against 12 x 128 and 8 x 32 x 16 nodes)
+_UNRESOLVED = [(2, 6, 6.0, (-0.8, 0.0, 0.8), 3, 15), (3, 16, 4.0, (0.6, -0.6), 3, 7)]
+
+
+@pytest.mark.parametrize(("k", "d", "beta", "angles", "radial", "angular"), _UNRESOLVED)
+def test_unresolved_subspace_nodes_stop_with_a_reason(k: int, d: int, beta: float, angles: tuple[float, ...],
+                                                      radial: int, angular: int) -> None:
+    # P above the stop 1e-2 from the start: the first check ends the run, the start kept
+    sn = nodes.subspace(_clusters(k, angles=angles), radial, d, k, angular=angular, log=True)
+    ds = solve_lagrangian(Model(beta), sn, [0.0, 0.5, 1.0], throw=False)
+    assert ds.attrs["successful"] == 0
+    reason = ds.attrs["stop_reason"]
+    assert reason.startswith(StopReason.UNRESOLVED_NODES.value)
+    assert f"limit {SPHERE_STOP:g}" in reason and "use more nodes" in reason
+    assert "quadrature error estimated at" in reason and f"rule of {sn.n} nodes" in reason
+    assert float(ds["time"][-1]) < 0.5 and float(ds["time"][0]) == 0.0
+    with pytest.raises(LagrangianError) as info:
+        solve_lagrangian(Model(beta), sn, [0.0, 0.5])
+    assert info.value.reason is StopReason.UNRESOLVED_NODES
+
+
+@pytest.mark.parametrize(("k", "d", "beta", "angles", "radial", "angular"), _UNRESOLVED)
+def test_unresolved_subspace_nodes_were_wrong(k: int, d: int, beta: float, angles: tuple[float, ...],
+                                              radial: int, angular: int) -> None:
+    # what the stop is for: the field at the nodes, against the field of a finer rule (its own
+    # error below 1e-7 there, measured) at the same points, is off by more than the warning
+    # level 3e-3 relative (measured 1.6e-2 for both)
+    f, model = _clusters(k, angles=angles), Model(beta)
+    coarse = nodes.subspace(f, radial, d, k, angular=angular, log=True)
+    fine = nodes.subspace(f, 12 if k == 2 else 8, d, k, angular=127 if k == 2 else 31, log=True)
+    p, pf = np.asarray(coarse.p), np.asarray(fine.p)
+    r2 = 1 - np.sum(p * p, axis=1)
+    grad = subspace_field(model, p, r2, np.asarray(coarse.weights), d)[2]
+    ref = subspace_field(model, pf, 1 - np.sum(pf * pf, axis=1), np.asarray(fine.weights), d,
+                         targets=(p, r2))[2]
+    w = np.asarray(coarse.weights)
+    assert w @ np.linalg.norm(grad - ref, axis=1) > 3e-3 * (w @ np.linalg.norm(ref, axis=1))
+
+
+def test_resolved_subspace_nodes_are_silent() -> None:
+    # 4 x 16 nodes, d = 16, SA beta = 4 to t = 3: P at most 4.9e-6 (at the start), 5.4e-7 at
+    # t = 3, E[p], E[p p^T] within 2e-6 of 12 x 128 nodes all along (measured): no warning,
+    # success, the estimate at the end below a tenth of the warning level
+    model = Model(4.0)
+    sn = nodes.subspace(_clusters(2), 4, 16, 2, angular=15, log=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        ds = solve_lagrangian(model, sn, [0.0, 1.0, 3.0])
+    assert ds.attrs["successful"] == 1
+    mon = SphereQuadratureMonitor(model, sn, 3.0)
+    assert mon.degrees == "4 x 15"
+    y = np.concatenate([ds["q"].values[-1], ds["log_jacobian"].values[-1][:, None]], axis=1)
+    assert mon.estimate(y) < SPHERE_WARN / 10
+
+
+@pytest.mark.parametrize(("k", "radial", "angular"), [(2, 4, 15), (2, 3, 7), (3, 3, 11)])
+def test_subspace_beta0_estimate_is_zero(k: int, radial: int, angular: int) -> None:
+    # beta = 0: the kernel is 1 and B1 = p_j, the integrand p_j - X (the spread term carries a
+    # factor beta) of degree 1 in |p| and trigonometric degree 1 in the angle, the polar angle
+    # and the longitude on every slice of the product rule: the top band (above degree 1 with
+    # 3 or more radial nodes) is 0 up to round-off, ~1e-16 for sums of at most 16 terms of size
+    # <= 1 (measured <= 7e-17; 1e-2 in the top band of |p|^2, where |p| is no polynomial)
+    sn = nodes.subspace(_clusters(k), radial, 16, k, angular=angular, log=True)
+    y = np.concatenate([subspace_state(np.asarray(sn.p)), np.zeros((sn.n, 1))], axis=1)
+    mon = SphereQuadratureMonitor(Model(0.0), sn, 1.0)
+    assert len(mon.coordinates) == k  # |p| and the angle; |p|, the polar angle, the longitude
+    assert mon.estimate(y) < 1e-15
+    assert SphereQuadratureMonitor(Model(4.0), sn, 1.0).estimate(y) > 1e-6  # not 0 by construction
+
+
+def test_subspace_thresholds_decide_and_other_node_sets_are_not_monitored() -> None:
+    sn = nodes.subspace(_clusters(3), 3, 16, 3, angular=11, log=True)
+    y = np.concatenate([subspace_state(np.asarray(sn.p)), np.zeros((sn.n, 1))], axis=1)
+    P = SphereQuadratureMonitor(Model(4.0), sn, 1.0).estimate(y)
+    assert P > 0
+    silent = SphereQuadratureMonitor(Model(4.0), sn, 1.0, warn=1.01 * P, stop=1.02 * P)
+    silent.check(1.0, y, None, None)
+    assert silent.worst == (pytest.approx(P), 1.0)
+    warning = SphereQuadratureMonitor(Model(4.0), sn, 1.0, warn=0.98 * P, stop=1.02 * P)
+    with pytest.warns(UserWarning, match="near the limit"):
+        warning.check(1.0, y, None, None)
+    stopping = SphereQuadratureMonitor(Model(4.0), sn, 1.0, warn=0.98 * P, stop=0.99 * P)
+    with pytest.raises(Stop) as info:
+        stopping.check(1.0, y, None, None)
+    assert info.value.reason is StopReason.UNRESOLVED_NODES
+    # nodes that are no product rule (random points of the ball): no degree, not monitored
+    p = np.random.default_rng(5).uniform(-0.5, 0.5, (40, 2))
+    scattered = nodes.SubspaceNodes(p, np.full(40, 1 / 40), np.zeros(40), 16)
+    mon = SphereQuadratureMonitor(Model(4.0), scattered, 1.0)
+    assert mon.basis is None and mon.estimate(np.zeros((40, 3))) == 0.0
