@@ -348,8 +348,9 @@ class SphereQuadratureMonitor:
     rule's error on ``g_ij = phi_ij (V x_j(t) - X_i) / Z_i`` (unnormalised: ``phi_ij V x_j /
     Z_i``); ring and subspace nodes, the same with ``V x_j`` replaced by ``B_1`` of
     docs/lagrangian.md sections 8 and 11 (``h`` or ``<B_1>`` for ``X``). Its coefficients in
-    the rule's own orthonormal polynomials at the start (:func:`rule_basis`) give, per query, the root-mean-square ``a_top`` of the top third
-    of the ``D`` degrees the rule represents (a null rule) and ``a_mid`` of the middle third
+    the rule's own orthonormal polynomials at the start (:func:`rule_basis`) give, per query,
+    the root-mean-square ``a_top`` of the top third of the ``D`` degrees
+    the rule represents (a null rule) and ``a_mid`` of the middle third
     (:func:`band_norms`). A rule of ``D`` degrees is exact to about ``2D``, :data:`EXTRAPOLATE`
     bands above the top band's centre, so the estimate is ``P = a_top min(1, a_top /
     a_mid)^3.5``: extrapolated at the measured decay where it is geometric (a smooth flow),
@@ -426,7 +427,8 @@ class SphereQuadratureMonitor:
                             if (kept := [(i, q) for i, q in sl if q.shape[-1] >= 2])]
         self.queries = np.arange(n) if (self.rings or n <= SPHERE_QUERIES) else \
             np.unique(np.linspace(0, n - 1, SPHERE_QUERIES).round().astype(int))
-        self.degrees = " x ".join(str(max(q.shape[-1] for _, q in sl)) for _, sl, _ in self.coordinates) or "0"
+        self.degrees = " x ".join(str(max(q.shape[-1] for _, q in sl))
+                                  for _, sl, _ in self.coordinates) or "0"
 
     @property
     def basis(self) -> np.ndarray | None:
@@ -462,7 +464,8 @@ class SphereQuadratureMonitor:
             lab[order] = np.concatenate([[0], np.cumsum(step)])
             labels.append(lab)
         sizes = [int(lab.max()) + 1 for lab in labels]
-        if int(np.prod(sizes)) != p.shape[0] or np.unique(np.stack(labels, axis=1), axis=0).shape[0] != p.shape[0]:
+        distinct = np.unique(np.stack(labels, axis=1), axis=0).shape[0]
+        if int(np.prod(sizes)) != p.shape[0] or distinct != p.shape[0]:
             return []
         lo, hi = float(np.min(rho)), float(np.max(rho))
         if hi > lo:
@@ -610,6 +613,6 @@ class SphereQuadratureMonitor:
         stop_or_warn_once(self, E > self.stop_at, StopReason.UNRESOLVED_NODES, text)
 
 
-__all__ = ["BUDGET", "EXTRAPOLATE", "EXTRAPOLATE_PARITY", "SPHERE_QUERIES", "SPHERE_STOP", "SPHERE_WARN", "STOP_GROWTH", "TAIL",
-           "WARN_GROWTH", "QuadratureMonitor", "SphereQuadratureMonitor", "effective_sample_size",
-           "band_norms", "outer_layer", "rule_basis", "tail_share"]
+__all__ = ["BUDGET", "EXTRAPOLATE", "EXTRAPOLATE_PARITY", "SPHERE_QUERIES", "SPHERE_STOP", "SPHERE_WARN",
+           "STOP_GROWTH", "TAIL", "WARN_GROWTH", "QuadratureMonitor", "SphereQuadratureMonitor",
+           "effective_sample_size", "band_norms", "outer_layer", "rule_basis", "tail_share"]

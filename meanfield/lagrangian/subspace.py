@@ -109,9 +109,9 @@ def pair_terms(beta: float, nu: float, pi: np.ndarray, ri2: np.ndarray, p: np.nd
     """The per-pair quantities of a tile of targets ``pi`` (``(m, k)``, ``ri2 = 1 - |pi|^2``)
     against the nodes ``p`` (``(n, k)``, ``r2``, ``logw = log w_j``), docs/lagrangian.md
     section 11: ``(log w_j kbar(p_i, p_j), B1, hl)`` with ``B1 = grad_{p_i} log kbar / beta = p_j
-    - (gamma/beta) p_i`` (shape ``(k, m, n)``, one array per coordinate) and ``hl = tr((I - p_i p_i^T) Hess log kbar) /
-    beta`` (``(m, n)``; ``None`` where ``hessian`` is false: one ``0F1`` logarithm per pair
-    less). Shared by :func:`subspace_field` and the quadrature monitor
+    - (gamma/beta) p_i`` (shape ``(k, m, n)``, one array per coordinate) and ``hl = tr((I -
+    p_i p_i^T) Hess log kbar) / beta`` (``(m, n)``; ``None`` where ``hessian`` is false: one
+    ``0F1`` logarithm per pair less). Shared by :func:`subspace_field` and the quadrature monitor
     (:class:`meanfield.lagrangian.quadrature.SphereQuadratureMonitor`)."""
     k = p.shape[1]
     w = 0.25 * beta * beta * ri2[:, None] * r2[None]
@@ -278,5 +278,5 @@ def assemble(saved: list[tuple[float, np.ndarray]], model: Model, nodes: Any) ->
     return ds
 
 
-__all__ = ["assemble", "ball_coordinates", "check_model", "engine", "pair_terms", "state_velocity", "subspace_field",
-           "to_state"]
+__all__ = ["assemble", "ball_coordinates", "check_model", "engine", "pair_terms", "state_velocity",
+           "subspace_field", "to_state"]

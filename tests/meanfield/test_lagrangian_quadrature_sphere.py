@@ -138,6 +138,8 @@ def _clusters(k: int, kappa: float = 8.0, angles: tuple[float, ...] = (0.6, -0.6
 _UNRESOLVED = [(2, 6, 6.0, (-0.8, 0.0, 0.8), 3, 15), (3, 16, 4.0, (0.6, -0.6), 3, 7)]
 
 
+# the coarse rules, whose starts nodes.subspace warns about, on purpose
+@pytest.mark.filterwarnings("ignore:nodes.subspace. the start is not resolved:UserWarning")
 @pytest.mark.parametrize(("k", "d", "beta", "angles", "radial", "angular"), _UNRESOLVED)
 def test_unresolved_subspace_nodes_stop_with_a_reason(k: int, d: int, beta: float, angles: tuple[float, ...],
                                                       radial: int, angular: int) -> None:
@@ -155,6 +157,8 @@ def test_unresolved_subspace_nodes_stop_with_a_reason(k: int, d: int, beta: floa
     assert info.value.reason is StopReason.UNRESOLVED_NODES
 
 
+# the coarse rules, whose starts nodes.subspace warns about, on purpose
+@pytest.mark.filterwarnings("ignore:nodes.subspace. the start is not resolved:UserWarning")
 @pytest.mark.parametrize(("k", "d", "beta", "angles", "radial", "angular"), _UNRESOLVED)
 def test_unresolved_subspace_nodes_were_wrong(k: int, d: int, beta: float, angles: tuple[float, ...],
                                               radial: int, angular: int) -> None:
@@ -189,6 +193,8 @@ def test_resolved_subspace_nodes_are_silent() -> None:
     assert mon.estimate(y) < SPHERE_WARN / 10
 
 
+# the coarse rules, whose starts nodes.subspace warns about, on purpose
+@pytest.mark.filterwarnings("ignore:nodes.subspace. the start is not resolved:UserWarning")
 @pytest.mark.parametrize(("k", "radial", "angular"), [(2, 4, 15), (2, 3, 7), (3, 3, 11)])
 def test_subspace_beta0_estimate_is_zero(k: int, radial: int, angular: int) -> None:
     # beta = 0: the kernel is 1 and B1 = p_j, the integrand p_j - X (the spread term carries a
