@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from validation.checks.convergence import fit_power_law
+from validation.checks.common import fit_power_law
 from validation.checks.theory import (
     REFERENCE_RATES,
     collapse_rate,

@@ -59,7 +59,7 @@ from meanfield.fits import fit_power_law
 
 from ..records import CheckResult, Comparison
 from ..suites import check
-from .convergence import _save
+from .common import save_figure
 
 # -- starts and models ------------------------------------------------------------------------
 
@@ -975,7 +975,7 @@ def _table_figure(sizes: Sequence[int], errors: Sequence[float], tol: float, xla
     ax.set_ylabel("max relative error at the nodes")
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=8)
-    return _save(fig, out_dir, name)
+    return save_figure(fig, out_dir, name)
 
 
 def _rate_figure(res: dict[str, Any], name: str, out_dir: Path) -> str:
@@ -995,7 +995,7 @@ def _rate_figure(res: dict[str, Any], name: str, out_dir: Path) -> str:
     ax.set_ylabel("kernel distance to the Lagrangian solution")
     ax.set_title(name)
     ax.legend(fontsize=8)
-    return _save(fig, out_dir, f"particles_{name}")
+    return save_figure(fig, out_dir, f"particles_{name}")
 
 
 __all__ = [
