@@ -332,10 +332,10 @@ def _require_cheap_corrections(model: Any, tol: float) -> None:
 
 def _heavy(x: np.ndarray, w: np.ndarray | None, min_mass: float) -> tuple[np.ndarray, np.ndarray, float]:
     """Masses and positions of the clusters of mass ``>= min_mass`` (criterion of
-    :data:`validation.checks.lagrangian.CLUSTER_TOL`), and the mass of the others."""
+    :data:`validation.checks.lagrangian_references.CLUSTER_TOL`), and the mass of the others."""
     from meanfield.lagrangian.clusters import clusters
 
-    from .lagrangian import CLUSTER_TOL
+    from .lagrangian_references import CLUSTER_TOL
 
     c = clusters(x, w, CLUSTER_TOL, geometry="sphere")
     keep = c.masses >= min_mass
@@ -356,7 +356,7 @@ def lagrangian_clusters_sphere(*, lmax: int, coarse_lmax: int | None, n: int, re
     tests)."""
     from meanfield import Model, nodes, solve_lagrangian
 
-    from .lagrangian import MIN_CLUSTER_MASS
+    from .lagrangian_references import MIN_CLUSTER_MASS
 
     model = Model(beta=float(beta))
     if int(lmax) >= CHEAP_CORRECTIONS_LMAX:
