@@ -13,6 +13,7 @@ statistical checks, the figure helpers, and the circle's i.i.d. particle-against
    pde_at
    particles_at
    iid_distances
+   hemisphere_direction
 
 A check module imports these from here, never another check module's helpers, so that a
 module that fails to import takes only its own checks down (:class:`validation.suites.BrokenModule`).
@@ -26,6 +27,7 @@ from typing import Any
 
 import numpy as np
 import xarray as xr
+from scipy import optimize
 
 from meanfield import fits
 
@@ -157,11 +159,31 @@ def iid_distances(setup: dict[str, Any], seed: int, quantile: bool = False) -> d
     return {"w1": w1, "kernel": kd, "snapshots": (rho0, x0, fdom.backward(c_t), fdom.grid, xt)}
 
 
+# -- geometry -------------------------------------------------------------------------------
+
+
+def hemisphere_direction(x: np.ndarray) -> tuple[np.ndarray, float]:
+    """``(w, margin)``: the unit ``w`` maximising ``min_i <x_i, w>`` over the box
+    ``|w_k| <= 1`` (a linear program), and that minimum after normalising ``w``. The points lie
+    in the open hemisphere about ``w`` iff ``margin > 0``."""
+    n, d = x.shape
+    cost = np.zeros(d + 1)
+    cost[-1] = -1.0  # maximise s subject to <x_i, w> >= s
+    res = optimize.linprog(cost, A_ub=np.hstack([-x, np.ones((n, 1))]), b_ub=np.zeros(n),
+                           bounds=[(-1.0, 1.0)] * d + [(None, None)])
+    norm = float(np.linalg.norm(res.x[:d])) if res.success else 0.0
+    if norm == 0.0:  # 0 is in the convex hull: no hemisphere
+        return np.zeros(d), -np.inf
+    w = res.x[:d] / norm
+    return w, float(np.min(x @ w))
+
+
 __all__ = [
     "CI_LEVEL",
     "angle_histogram_panel",
     "fit_power_law",
     "geometric_sizes",
+    "hemisphere_direction",
     "iid_distances",
     "loglog_panel",
     "particles_at",

@@ -44,7 +44,15 @@ from meanfield.figures import subplots
 
 from ..records import CheckResult, Comparison
 from ..suites import check
-from .common import fit_power_law, geometric_sizes, iid_distances, loglog_panel, save_figure, slope_ci
+from .common import (
+    fit_power_law,
+    geometric_sizes,
+    hemisphere_direction,
+    iid_distances,
+    loglog_panel,
+    save_figure,
+    slope_ci,
+)
 
 # -- the repulsive case (Section 9.1, Theorem 9.2) -------------------------------------------
 
@@ -993,8 +1001,6 @@ def check_rescaled_polytope(*, seed: int, out_dir: Path, suite: str) -> CheckRes
     """
     import particles
     from meanfield import Model
-
-    from .theory import hemisphere_direction
 
     rng = np.random.default_rng([seed, 92])
     t_end, dt = 10.0, 0.02

@@ -5,7 +5,6 @@
    check_growth_rates
    check_orthogonal_start
    check_wendel
-   hemisphere_direction
    collapse_rate
    check_cone_collapse
    check_noise_threshold
@@ -27,7 +26,7 @@ from meanfield.figures import angle_axis, subplots
 
 from ..records import CheckResult, Comparison
 from ..suites import check
-from .common import save_figure
+from .common import hemisphere_direction, save_figure
 
 REFERENCE_RATES = {
     ("circle", "softmax", 4.0): (0.21588, 0.56824, 0.66439),
@@ -260,22 +259,6 @@ def check_wendel(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
         data=data,
         figure=figure,
     )
-
-
-def hemisphere_direction(x: np.ndarray) -> tuple[np.ndarray, float]:
-    """``(w, margin)``: the unit ``w`` maximising ``min_i <x_i, w>`` over the box
-    ``|w_k| <= 1`` (a linear program), and that minimum after normalising ``w``. The points lie
-    in the open hemisphere about ``w`` iff ``margin > 0``."""
-    n, d = x.shape
-    cost = np.zeros(d + 1)
-    cost[-1] = -1.0  # maximise s subject to <x_i, w> >= s
-    res = optimize.linprog(cost, A_ub=np.hstack([-x, np.ones((n, 1))]), b_ub=np.zeros(n),
-                           bounds=[(-1.0, 1.0)] * d + [(None, None)])
-    norm = float(np.linalg.norm(res.x[:d])) if res.success else 0.0
-    if norm == 0.0:  # 0 is in the convex hull: no hemisphere
-        return np.zeros(d), -np.inf
-    w = res.x[:d] / norm
-    return w, float(np.min(x @ w))
 
 
 def collapse_rate(attention: str, beta: float) -> float:
