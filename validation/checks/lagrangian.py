@@ -67,7 +67,6 @@ PARTICLE_SUITES: dict[str, dict[str, tuple[int, ...]]] = {
 """Sample sizes ``n`` and replicas at each (more where cheap)."""
 
 
-
 class ContinuationSizes(TypedDict):
     """Keyword arguments of :func:`cluster_masses_vs_particles` per suite."""
 
@@ -86,8 +85,6 @@ continue_lagrangian=True)``; else :func:`meanfield.nodes.from_dataset` at that r
 the two-line recipe) and the particle sample."""
 
 
-
-
 def _geometric_comparisons(what: str, sizes: Sequence[int], errors: Sequence[float],
                            tol: float, drop: float = 4.0, size: str = "N") -> list[Comparison]:
     """The three gates of a spectral-accuracy table: the best error below ``tol``, a negative
@@ -101,7 +98,6 @@ def _geometric_comparisons(what: str, sizes: Sequence[int], errors: Sequence[flo
         Comparison(f"{what}: orders of magnitude from {size} = {sizes[0]} to the best {size}",
                    float(np.log10(e[0] / e.min())), drop, kind="min"),
     ]
-
 
 
 # -- the checks --------------------------------------------------------------------------------
