@@ -12,6 +12,7 @@
     python benchmarks/bench_lagrangian_convergence.py [--only circle,sphere,gaussian,particles]
 
 Minutes on 2 cores (the particle table is the longest). The computations are those of
+``validation.checks.lagrangian_references`` (reference runs) with the cases of
 ``validation.checks.lagrangian``.
 """
 
@@ -22,13 +23,14 @@ import time
 
 from meanfield import Model
 from validation.checks import lagrangian as lc
+from validation.checks import lagrangian_references as lr
 
 
 def circle() -> None:
     print("\n# circle: max relative error at the nodes vs meanfield.solve")
     for key, case in lc.CIRCLE_CASES.items():
         model = Model(beta=case["beta"], attention=case["attention"])
-        res = lc.circle_vs_spectral(model, case["t"], (16, 32, 48, 64, 96, 128, 256))
+        res = lr.circle_vs_spectral(model, case["t"], (16, 32, 48, 64, 96, 128, 256))
         print(f"\n{key}: beta = {case['beta']:g}, t = {case['t']:g} (spectral resolution "
               f"{res['spectral_resolution']})\n{'N':>5} {'error':>10} {'wall (s)':>9}")
         for n, e, w in zip(res["N"], res["error"], res["lagrangian_s"]):
@@ -38,32 +40,32 @@ def circle() -> None:
 def sphere() -> None:
     print("\n# S^2: max relative error at the nodes vs meanfield.Sphere")
     for att, (beta, t) in lc.SPHERE_CASES.items():
-        res = lc.sphere_vs_spectral(Model(beta=beta, attention=att), t, (4, 6, 8, 10, 12, 14))
+        res = lr.sphere_vs_spectral(Model(beta=beta, attention=att), t, (4, 6, 8, 10, 12, 14))
         print(f"\n{att}: beta = {beta:g}, t = {t:g}\n{'lmax':>5} {'nodes':>6} {'error':>10} {'wall (s)':>9}")
         for L, n, e, w in zip(res["lmax"], res["nodes"], res["error"], res["lagrangian_s"]):
             print(f"{L:>5} {n:>6} {e:>10.2e} {w:>9.2f}")
 
 
 def gaussian() -> None:
-    print(f"\n# R^d: Gauss-Hermite nodes vs solve_gaussian at t = {lc.GAUSSIAN_T}")
+    print(f"\n# R^d: Gauss-Hermite nodes vs solve_gaussian at t = {lr.GAUSSIAN_T}")
     for d, sizes in ((2, (4, 8, 12, 16, 20)), (3, (4, 6, 8, 10))):
-        for name, model in lc.gaussian_models(d).items():
+        for name, model in lr.gaussian_models(d).items():
             # the weighted Sinkhorn iterates at every evaluation: slow at 1000 nodes
             per_dims = sizes[:3] if name == "sinkhorn" and d == 3 else sizes
             print(f"\nd = {d}, {name}\n{'per_dim':>7} {'nodes':>6} {'mean':>9} {'cov':>9} "
                   f"{'sup dens':>9} {'pointwise':>9} {'wall (s)':>9}")
             for p in per_dims:
-                r = lc.gaussian_vs_ode(model, d, p)
+                r = lr.gaussian_vs_ode(model, d, p)
                 print(f"{p:>7} {r['nodes']:>6} {r['mean']:>9.1e} {r['cov']:>9.1e} {r['sup_density']:>9.1e} "
                       f"{r['pointwise_density']:>9.1e} {r['wall_s']:>9.2f}")
 
 
 def particles() -> None:
-    print(f"\n# particles: sqrt(n) x RMS kernel distance to the Lagrangian solution at t = {lc.PARTICLE_T}")
+    print(f"\n# particles: sqrt(n) x RMS kernel distance to the Lagrangian solution at t = {lr.PARTICLE_T}")
     for name in lc.PARTICLE_CHECKS:
         sizes = lc.PARTICLE_SUITES["sinkhorn" if name == "sinkhorn" else "full"]
         start = time.perf_counter()
-        res = lc.particle_rate(name, lc.particle_variants()[name], sizes=sizes["n"],
+        res = lr.particle_rate(name, lr.particle_variants()[name], sizes=sizes["n"],
                                replicas=sizes["replicas"], seed=0)
         f = res["fit"]
         table = "  ".join(f"{n}: {v:.3f}" for n, v in res["sqrt_n_rms"].items())

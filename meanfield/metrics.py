@@ -7,6 +7,8 @@ r"""Distances between densities and particles (docs/equations.md section 6).
    kernel_distance
    kernel_distance_particles
    kernel_distance_particle_sets
+   weighted_kernel_distance
+   kernel_self_term
 
 On the circle the Wasserstein-1 distance is exact (docs/equations.md section 6):
 
@@ -30,6 +32,7 @@ particles' Gram matrix (``method="exact"``; needed on :class:`ZonalSphere`, whos
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -368,11 +371,62 @@ def kernel_distance_particle_sets(x: Any, y: Any, beta: float) -> float:
     return float(np.sqrt(max(sq, 0.0) * np.exp(beta)))
 
 
+def weighted_kernel_distance(x: Any, w: Any, y: Any, v: Any = None, *, beta: float = 1.0,
+                             geometry: str = "sphere", xx: float | None = None) -> float:
+    """``||mu - nu||_k`` (maximum mean discrepancy) between ``mu = sum_j w_j delta_{x_j}`` and
+    ``nu = sum_k v_k delta_{y_k}`` (``v`` default: equal weights), from Gram matrices:
+    ``w^T K_xx w + v^T K_yy v - 2 w^T K_xy v``.
+
+    The kernel is ``e^{beta(<x, y> - 1)}`` on the sphere (the kernel of
+    :func:`kernel_distance` times ``e^{-beta}``, docs/equations.md section 6: with equal
+    weights this is :func:`kernel_distance_particle_sets` times ``e^{-beta/2}``) and the
+    Gaussian ``e^{-beta |x - y|^2 / 2}`` in ``R^d`` (positive definite on all of ``R^d``).
+    ``xx``: ``w^T K_xx w`` when already known (:func:`kernel_self_term`), for many ``y``
+    against one ``x``.
+    """
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    w = np.asarray(w, dtype=float)
+    v = np.full(y.shape[0], 1.0 / y.shape[0]) if v is None else np.asarray(v, dtype=float)
+    if x.ndim != 2 or y.ndim != 2 or x.shape[1] != y.shape[1]:
+        msg = f"x and y must be points (n, d) and (m, d) with one d, got {x.shape} and {y.shape}"
+        raise ValueError(msg)
+    if w.shape != (x.shape[0],) or v.shape != (y.shape[0],):
+        msg = (f"w and v must have one weight per point, got {w.shape} for x {x.shape}, {v.shape} for "
+               f"y {y.shape}")
+        raise ValueError(msg)
+    if geometry not in ("sphere", "euclidean"):
+        msg = f"geometry must be 'sphere' or 'euclidean', got {geometry!r}"
+        raise ValueError(msg)
+
+    if xx is None:
+        xx = kernel_self_term(x, w, beta=beta, geometry=geometry)
+    sq = xx + v @ _gram(y, y, beta, geometry) @ v - 2.0 * w @ _gram(x, y, beta, geometry) @ v
+    return float(math.sqrt(max(float(sq), 0.0)))
+
+
+def _gram(a: np.ndarray, b: np.ndarray, beta: float, geometry: str) -> np.ndarray:
+    """The Gram matrix of :func:`weighted_kernel_distance`'s kernel between ``a`` and ``b``."""
+    if geometry == "sphere":
+        return np.exp(beta * (a @ b.T - 1.0))
+    sq = np.sum(a * a, 1)[:, None] + np.sum(b * b, 1)[None, :] - 2.0 * a @ b.T
+    return np.exp(-0.5 * beta * np.maximum(sq, 0.0))
+
+
+def kernel_self_term(x: Any, w: Any, *, beta: float = 1.0, geometry: str = "sphere") -> float:
+    """``w^T K_xx w``, the self term of :func:`weighted_kernel_distance`."""
+    x = np.asarray(x, dtype=float)
+    w = np.asarray(w, dtype=float)
+    return float(w @ _gram(x, x, beta, geometry) @ w)
+
+
 __all__ = [
     "kernel_distance",
     "kernel_distance_particle_sets",
     "kernel_distance_particles",
+    "kernel_self_term",
     "w1_densities",
     "w1_density_particles",
     "w1_particles",
+    "weighted_kernel_distance",
 ]

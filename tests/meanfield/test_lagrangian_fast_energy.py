@@ -70,7 +70,7 @@ def test_weighted_energy_method_choice() -> None:
 def test_lagrangian_outputs_fast_match_direct() -> None:
     """A run on S^2 with field_method='fast' has the energy and dissipation of the direct run
     (same positions to the ODE tolerance: the two fields agree to 1e-12 relative)."""
-    from validation.checks.lagrangian import SPHERE_RHO0
+    from validation.checks.lagrangian_references import SPHERE_RHO0
 
     nd = nodes.sphere(SPHERE_RHO0, 8)
     model = Model(beta=4.0)

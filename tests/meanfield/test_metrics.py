@@ -17,6 +17,7 @@ from meanfield.metrics import (
     w1_densities,
     w1_density_particles,
     w1_particles,
+    weighted_kernel_distance,
 )
 
 
@@ -141,3 +142,26 @@ def test_bad_input_names_the_field() -> None:
         kernel_distance_particles(d, d.uniform(), np.array([0.0]), 1.0, method="fast")
     with pytest.raises(ValueError, match="kind"):
         kernel_distance(d, d.uniform(), d.uniform(), 1.0, kind="grid")
+
+
+def test_weighted_kernel_distance_with_equal_weights_is_the_particle_sets_distance() -> None:
+    # exact formula: kernel_distance_particle_sets carries the factor e^{beta/2}
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((40, 3))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    y = rng.standard_normal((25, 3))
+    y /= np.linalg.norm(y, axis=1, keepdims=True)
+    ours = weighted_kernel_distance(x, np.full(40, 1 / 40), y, beta=2.0)
+    assert ours * math.exp(1.0) == pytest.approx(kernel_distance_particle_sets(x, y, 2.0), rel=1e-10)
+
+
+def test_weighted_kernel_distance_weights_and_euclidean_kernel() -> None:
+    # a point of weight 1 equals two copies of weight 1/2 (distance 0, to round-off 1e-8 of
+    # the square root of a 1e-16 cancellation); two Dirac masses in R^d: sqrt(2 - 2 e^{-|x-y|^2/2})
+    x = np.array([[0.6, 0.8]])
+    assert weighted_kernel_distance(x, [1.0], np.vstack([x, x]), [0.5, 0.5]) <= 1e-7
+    a, b = np.array([[0.0, 0.0]]), np.array([[1.0, 2.0]])
+    got = weighted_kernel_distance(a, [1.0], b, geometry="euclidean")
+    assert got == pytest.approx(math.sqrt(2 - 2 * math.exp(-2.5)), rel=1e-12)
+    with pytest.raises(ValueError, match="w and v"):
+        weighted_kernel_distance(a, [1.0, 2.0], b)

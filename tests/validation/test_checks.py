@@ -11,12 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from validation.checks.convergence import fit_power_law
+from validation.checks.common import fit_power_law, hemisphere_direction
 from validation.checks.theory import (
     REFERENCE_RATES,
     collapse_rate,
     growth_rate,
-    hemisphere_direction,
     in_open_hemisphere,
     wendel_probability,
 )

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from validation.checks import fastsum as fc
-from validation.checks.convergence import _slope_ci
+from validation.checks.common import slope_ci
 from validation.suites import REGISTRY
 
 SMALL_MILLION = {"n": (300, 1000, 3000, 10_000, 30_000), "seeds": (6, 6, 6, 6, 6), "t": 0.5,
@@ -27,9 +27,9 @@ def test_sphere_million_small_passes_and_wrong_constant_fails() -> None:
     beta = 1 against particles at beta = 2 (a wrong constant) leaves a bias of ~0.03 that
     flattens the slope (measured: -0.30 [-0.38, -0.22])."""
     good = fc.sphere_million(seed=0, method="fast", **SMALL_MILLION)
-    assert _slope_ci("kernel distance", good["fit"]).passed, good["fit"]
+    assert slope_ci("kernel distance", good["fit"]).passed, good["fit"]
     bad = fc.sphere_million(seed=0, method="fast", pde_beta=1.0, **SMALL_MILLION)
-    assert not _slope_ci("kernel distance", bad["fit"]).passed, bad["fit"]
+    assert not slope_ci("kernel distance", bad["fit"]).passed, bad["fit"]
 
 
 def test_lumpy_sampler_matches_density() -> None:

@@ -11,6 +11,7 @@ import pytest
 
 from validation import lagrangian_metastability as lm
 from validation.checks import lagrangian as lc
+from validation.checks import lagrangian_references as lr
 from validation.suites import CHECK_MODULES, get_suite
 
 QUICK = {e.name for e in get_suite("quick")}
@@ -29,6 +30,18 @@ def test_the_checks_are_registered_in_their_suites() -> None:
     # every variant of issue 12 has its particle check
     assert set(lc.PARTICLE_CHECKS) == {"softmax_qkv", "unnormalized", "multihead", "l2", "sigmoid",
                                        "sinkhorn", "causal", "feedforward"}
+
+
+def test_each_particle_check_is_a_module_function_registered_by_the_decorator() -> None:
+    # one module-level function per variant (no names made through globals()), registered
+    # under its name in the suites of PARTICLE_CHECKS
+    entries = {e.name: e for e in get_suite("full")}
+    for variant, suites in lc.PARTICLE_CHECKS.items():
+        func = getattr(lc, f"check_particles_{variant}")
+        entry = entries[f"lagrangian.particles_{variant}"]
+        assert entry.func is func
+        assert entry.suites == suites
+        assert entry.target == f"validation.checks.lagrangian:check_particles_{variant}"
 
 
 def test_every_check_argues_its_tolerance() -> None:
@@ -62,14 +75,14 @@ def test_circle_check_passes_and_writes_its_figure(tmp_path: Path) -> None:
 @pytest.mark.usefixtures("small_circle")
 def test_circle_check_fails_when_the_density_is_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # a density wrong by 1e-6 relative (a sloppy divergence) must fail the 1e-8 gate
-    solve = lc._solve_lagrangian
+    solve = lr.solve_lagrangian
 
     def sloppy(*args: object, **kwargs: object) -> object:
         ds = solve(*args, **kwargs)
         ds["density"] = ds["density"] * (1 + 1e-6)
         return ds
 
-    monkeypatch.setattr(lc, "_solve_lagrangian", sloppy)
+    monkeypatch.setattr(lr, "solve_lagrangian", sloppy)
     rec = lc.check_circle_usa(seed=0, out_dir=tmp_path, suite="quick")
     assert not rec.passed
     assert "max relative error" in rec.worst.what

@@ -2,7 +2,6 @@
 numerical convergence (docs/equations.md section 3).
 
 .. autosummary::
-   fit_power_law
    check_circle_iid
    check_circle_quantile
    check_circle_time
@@ -27,54 +26,22 @@ import numpy as np
 import xarray as xr
 from scipy import special, stats
 
-from meanfield import fits, theory
+from meanfield import theory
 from meanfield.figures import angle_axis, plain_log_ticks, subplots
 
 from ..records import CheckResult, Comparison
 from ..suites import check
-
-CI_LEVEL = 0.99
-"""Confidence level of the fitted slopes. With a fixed seed every check is deterministic;
-the level is the fraction of seeds for which a correct implementation passes (1 in 100
-fails by chance), the usual trade-off between false alarms and power."""
-
-
-# -- shared statistics and plotting ------------------------------------------------------
-
-
-def fit_power_law(n: np.ndarray, d: np.ndarray, level: float = CI_LEVEL) -> dict[str, float]:
-    """:func:`meanfield.fits.fit_power_law` at this module's level."""
-    return fits.fit_power_law(n, d, level)
-
-
-def _loglog_panel(ax: Any, n: np.ndarray, d: np.ndarray, fit: dict[str, float], ref: float,
-                  label: str, color: str) -> None:
-    ax.loglog(np.repeat(n[:, None], d.shape[1], 1).ravel(), d.ravel(), ".", color=color, alpha=0.35)
-    ax.loglog(n, np.exp(np.nanmean(np.log(d), axis=1)), "o", color=color, label=f"{label} (geometric mean)")
-    nn = np.geomspace(n.min(), n.max(), 50)
-    ax.loglog(nn, np.exp(fit["intercept"]) * nn ** fit["slope"], "-", color=color,
-              label=f"fit: slope {fit['slope']:.3f} [{fit['lo']:.3f}, {fit['hi']:.3f}]")
-    mid = math.sqrt(n.min() * n.max())
-    scale = np.exp(fit["intercept"]) * mid ** fit["slope"] / mid**ref
-    ax.loglog(nn, scale * nn**ref, "--", color="gray", lw=1)
-
-
-def _save(fig: Any, out_dir: Path, name: str) -> str:
-    from meanfield.io import save_png
-
-    path = save_png(fig, Path(out_dir) / f"{name}.png", dpi=110, tight=True)
-    return str(path)
-
-
-def _sizes(lo: float, hi: float, count: int) -> np.ndarray:
-    return np.unique(np.round(np.geomspace(lo, hi, count)).astype(int))
-
-
-def _slope_ci(what: str, fit: dict[str, float], expected: float = -0.5) -> Comparison:
-    """``expected`` inside the confidence interval of a :func:`fit_power_law` slope."""
-    return Comparison(f"{what}: log-log slope ({fit['level']:.0%} CI)", fit["slope"], expected,
-                      kind="ci", low=fit["lo"], high=fit["hi"])
-
+from .common import (
+    CI_LEVEL,
+    angle_histogram_panel,
+    fit_power_law,
+    geometric_sizes,
+    iid_distances,
+    loglog_panel,
+    particles_at,
+    save_figure,
+    slope_ci,
+)
 
 # -- the model and initial density of the circle checks -----------------------------------
 
@@ -93,11 +60,6 @@ S^2 the fast field does not pay at these ``n`` (sphere.meanfield_iid 4.8 -> 4.3,
 noise): the sphere checks keep ``auto``."""
 
 
-def _smooth_density(theta: np.ndarray) -> np.ndarray:
-    """``exp(cos theta) (1 + 0.3 sin 2 theta)``: smooth, positive, far from uniform."""
-    return np.exp(np.cos(theta)) * (1.0 + 0.3 * np.sin(2.0 * theta))
-
-
 def _circle_setup(suite: str) -> dict[str, Any]:
     from meanfield import Circle, Model
 
@@ -106,57 +68,11 @@ def _circle_setup(suite: str) -> dict[str, Any]:
         "model": Model(beta=1.0, attention="softmax"),
         "domain": Circle(64),
         "t": 1.0,
-        "n": _sizes(10, 1000, 7) if quick else _sizes(10, 3000, 9),
+        "n": geometric_sizes(10, 1000, 7) if quick else geometric_sizes(10, 3000, 9),
         "seeds": 8 if quick else 16,
         "dt": 0.05,
         "field_method": FIELD_METHOD,
     }
-
-
-def _pde_at(model: Any, domain: Any, rho0: Any, t_end: float) -> tuple[Any, np.ndarray, xr.Dataset]:
-    """``(final domain, coefficients at t_end)`` of a resolved solve (refinement allowed)."""
-    from meanfield import solve
-    from meanfield.io import domain_of
-
-    ds = solve(model, domain, rho0, [0.0, t_end], rtol=1e-10, atol=1e-13)
-    final = domain_of(ds)
-    return final, final.forward(ds["density"].values[-1]), ds
-
-
-def _particles_at(model: Any, x0: np.ndarray, t_end: float, dt: float, rng: Any = None,
-                  field_method: str = "auto") -> np.ndarray:
-    """RK4, or Euler–Maruyama with ``rng`` when the model has noise; ``field_method`` as
-    ``particles.simulate``'s."""
-    import particles
-
-    method = "euler_maruyama" if model.noise > 0 else "rk4"
-    ds = particles.simulate(model, x0, [0.0, t_end], method=method, dt=dt, observables=False, rng=rng,
-                            field_method=field_method)
-    return np.asarray(ds["x"].values[-1])
-
-
-def _iid_distances(setup: dict[str, Any], seed: int, quantile: bool = False) -> dict[str, Any]:
-    from meanfield.metrics import kernel_distance_particles, w1_density_particles
-
-    model, domain, t_end = setup["model"], setup["domain"], setup["t"]
-    rho0 = _smooth_density(domain.grid)
-    rho0 = rho0 / domain.integrate(rho0)
-    fdom, c_t, _ = _pde_at(model, domain, _smooth_density, t_end)
-    ns = setup["n"]
-    seeds = 1 if quantile else setup["seeds"]
-    rng = np.random.default_rng(seed)
-    w1 = np.full((ns.size, seeds), np.nan)
-    kd = np.full((ns.size, seeds), np.nan)
-    for i, n in enumerate(ns):
-        if quantile:
-            x0 = domain.quantiles(rho0, int(n))[None]
-        else:
-            x0 = np.stack([domain.sample(rho0, int(n), rng) for _ in range(seeds)])
-        # a setup without "field_method" (circle.noise_meanfield_iid's) sums as simulate chooses
-        xt = _particles_at(model, x0, t_end, setup["dt"], rng, setup.get("field_method", "auto"))
-        w1[i] = w1_density_particles(fdom, c_t, xt, kind="coefficients")
-        kd[i] = kernel_distance_particles(fdom, c_t, xt, model.beta, kind="coefficients")
-    return {"w1": w1, "kernel": kd, "snapshots": (rho0, x0, fdom.backward(c_t), fdom.grid, xt)}
 
 
 def _histogram_panel(ax: Any, domain: Any, snap: tuple, t_end: float) -> None:
@@ -191,19 +107,19 @@ def check_circle_iid(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
     ~1e-6), kernel truncation at ``|k| < N/2`` (``I_32(1) ~ 1e-44``).
     """
     setup = _circle_setup(suite)
-    dist = _iid_distances(setup, seed)
+    dist = iid_distances(setup, seed)
     n = setup["n"]
     nn = np.repeat(n[:, None], dist["w1"].shape[1], 1)
     fits = {k: fit_power_law(nn, dist[k]) for k in ("w1", "kernel")}
     fig, (ax, ax2) = subplots(1, 2, figsize=(12, 4.5))
     _histogram_panel(ax2, setup["domain"], dist["snapshots"], setup["t"])
-    _loglog_panel(ax, n, dist["w1"], fits["w1"], -0.5, "W_1", "C0")
-    _loglog_panel(ax, n, dist["kernel"], fits["kernel"], -0.5, "kernel distance", "C1")
+    loglog_panel(ax, n, dist["w1"], fits["w1"], -0.5, "W_1", "C0")
+    loglog_panel(ax, n, dist["kernel"], fits["kernel"], -0.5, "kernel distance", "C1")
     ax.set_xlabel("n (particles)")
     ax.set_ylabel(f"distance to the PDE at t = {setup['t']}")
     ax.set_title("circle, i.i.d. start: slope -1/2 expected (dashed)")
     ax.legend(fontsize=7)
-    figure = _save(fig, out_dir, "circle_iid")
+    figure = save_figure(fig, out_dir, "circle_iid")
     data = xr.Dataset(
         {"w1": (("n", "seed"), dist["w1"]), "kernel_distance": (("n", "seed"), dist["kernel"])},
         coords={"n": n, "seed": np.arange(dist["w1"].shape[1])},
@@ -212,7 +128,7 @@ def check_circle_iid(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
     return CheckResult(
         name="circle.meanfield_iid",
         quantity="log-log slope of W_1 and kernel distance vs n (i.i.d. start, t = 1)",
-        comparisons=(_slope_ci("W_1", fits["w1"]), _slope_ci("kernel distance", fits["kernel"])),
+        comparisons=(slope_ci("W_1", fits["w1"]), slope_ci("kernel distance", fits["kernel"])),
         description=f"-1/2 inside both {CI_LEVEL:.0%} CIs of the fitted slopes",
         details={"fit_w1": fits["w1"], "fit_kernel": fits["kernel"], "n": n.tolist(),
                  "seeds": int(setup["seeds"])},
@@ -239,7 +155,7 @@ def check_circle_quantile(*, seed: int, out_dir: Path, suite: str) -> CheckResul
     steeper than the i.i.d. upper confidence bound ``-1/2``.
     """
     setup = _circle_setup(suite)
-    dist = _iid_distances(setup, seed, quantile=True)
+    dist = iid_distances(setup, seed, quantile=True)
     n = setup["n"]
     w1 = dist["w1"][:, 0]
     slope, intercept = np.polyfit(np.log(n), np.log(w1), 1)
@@ -253,7 +169,7 @@ def check_circle_quantile(*, seed: int, out_dir: Path, suite: str) -> CheckResul
     ax.set_ylabel(f"distance to the PDE at t = {setup['t']}")
     ax.set_title("circle, quantile start")
     ax.legend(fontsize=7)
-    figure = _save(fig, out_dir, "circle_quantile")
+    figure = save_figure(fig, out_dir, "circle_quantile")
     data = xr.Dataset({"w1": ("n", w1), "kernel_distance": ("n", dist["kernel"][:, 0])},
                       coords={"n": n}, attrs={"model": setup["model"].to_json(), "t": setup["t"]})
     return CheckResult(
@@ -348,7 +264,7 @@ def check_circle_time(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
     ax.axvline(0.25 * t_star, color="gray", lw=0.8)
     ax.set_title(f"circle, SA beta = 4, uniform start, n = {n} (tested t <= t*/4 = {0.25 * t_star:.2f})")
     ax.legend(fontsize=7)
-    figure = _save(fig, out_dir, "circle_time")
+    figure = save_figure(fig, out_dir, "circle_time")
     data = xr.Dataset(
         {"kernel_distance_sq": (("time", "seed"), d2), "w1": (("time", "seed"), w1),
          "prediction_sq": ("time", pred), "z": ("time", z)},
@@ -369,24 +285,6 @@ def check_circle_time(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
     )
 
 
-def _angle_histogram_panel(ax: Any, snaps: tuple) -> None:
-    """PDE law of the angle from the axis ``e`` (the last coordinate; ``polar_angle_density``)
-    against the particles' histogram, for each ``(domain, coefficients, particles, t)`` in
-    ``snaps``. The angle is the one-dimensional statistic that both ``Sphere`` and
-    ``ZonalSphere`` resolve, so one panel serves both checks."""
-    theta = np.linspace(0.0, np.pi, 361)
-    for (dom, c, x, t), col in zip(snaps, ("C0", "C3")):
-        x = np.asarray(x).reshape(-1, np.shape(x)[-1])
-        ang = np.arccos(np.clip(x[:, -1] / np.linalg.norm(x, axis=1), -1.0, 1.0))
-        ax.hist(ang, bins=48, range=(0, np.pi), density=True, alpha=0.35, color=col,
-                label=f"particles t = {t:g} ({x.shape[0]} points)")
-        ax.plot(theta, dom.polar_angle_density(c, theta), "-", color=col, lw=2,
-                label=f"PDE t = {t:g}")
-    ax.set_xlabel("angle from the axis e (rad)")
-    ax.set_ylabel("density")
-    ax.legend(fontsize=7)
-
-
 def _sphere_like_iid(name: str, domain: Any, model: Any, rho0: np.ndarray, t_end: float,
                      ns: np.ndarray, S: int, seed: int, out_dir: Path, method: str) -> CheckResult:
     """Shared body of the S^2 and zonal i.i.d. checks (kernel distance only)."""
@@ -401,25 +299,25 @@ def _sphere_like_iid(name: str, domain: Any, model: Any, rho0: np.ndarray, t_end
     kd = np.empty((ns.size, S))
     for i, n in enumerate(ns):
         x0 = np.stack([domain.sample(rho0, int(n), rng) for _ in range(S)])
-        xt = _particles_at(model, x0, t_end, 0.05)
+        xt = particles_at(model, x0, t_end, 0.05)
         kd[i] = kernel_distance_particles(fdom, c_t, xt, model.beta, method=method, kind="coefficients")
     nn = np.repeat(ns[:, None], S, 1)
     fit = fit_power_law(nn, kd)
     fig, (ax, ax2) = subplots(1, 2, figsize=(12, 4.5))
-    _angle_histogram_panel(ax2, ((domain, domain.forward(rho0), x0, 0.0),
+    angle_histogram_panel(ax2, ((domain, domain.forward(rho0), x0, 0.0),
                                  (fdom, c_t, xt, t_end)))
-    _loglog_panel(ax, ns, kd, fit, -0.5, "kernel distance", "C1")
+    loglog_panel(ax, ns, kd, fit, -0.5, "kernel distance", "C1")
     ax.set_xlabel("n (particles)")
     ax.set_ylabel(f"kernel distance to the PDE at t = {t_end}")
     ax.set_title(f"{domain!r}, i.i.d. start: slope -1/2 expected (dashed)")
     ax.legend(fontsize=7)
-    figure = _save(fig, out_dir, name.replace(".", "_"))
+    figure = save_figure(fig, out_dir, name.replace(".", "_"))
     data = xr.Dataset({"kernel_distance": (("n", "seed"), kd)}, coords={"n": ns, "seed": np.arange(S)},
                       attrs={"model": model.to_json(), "domain": domain.state_json(), "t": t_end})
     return CheckResult(
         name=name,
         quantity=f"log-log slope of the kernel distance vs n on {domain!r} (i.i.d. start, t = {t_end})",
-        comparisons=(_slope_ci("kernel distance", fit),),
+        comparisons=(slope_ci("kernel distance", fit),),
         description=f"-1/2 inside the {CI_LEVEL:.0%} CI of the fitted slope",
         details={"fit_kernel": fit, "n": ns.tolist(), "seeds": S},
         data=data,
@@ -444,7 +342,7 @@ def check_sphere_iid(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
     model = Model(beta=1.0, attention="softmax")
     rho0 = initial.von_mises(dom, [[0, 0, 1], [1, 0, 0]], [2.0, 1.0], [0.7, 0.3])
     quick = suite == "quick"
-    ns = _sizes(10, 1000, 6) if quick else _sizes(10, 3000, 8)
+    ns = geometric_sizes(10, 1000, 6) if quick else geometric_sizes(10, 3000, 8)
     return _sphere_like_iid("sphere.meanfield_iid", dom, model, rho0, 0.5, ns, 6 if quick else 12,
                             seed, out_dir, "project")
 
@@ -467,7 +365,7 @@ def check_zonal_iid(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
     rho0 = np.exp(2.0 * (s - 1.0))
     rho0 = rho0 / dom.integrate(rho0)
     quick = suite == "quick"
-    ns = _sizes(10, 1000, 6) if quick else _sizes(10, 3000, 8)
+    ns = geometric_sizes(10, 1000, 6) if quick else geometric_sizes(10, 3000, 8)
     return _sphere_like_iid("zonal.meanfield_iid", dom, model, rho0, 0.5, ns, 6 if quick else 12,
                             seed, out_dir, "exact")
 
@@ -596,7 +494,7 @@ def _self_convergence_figure(ds: xr.Dataset, err: np.ndarray, tails: Sequence[fl
     a2.set_title(f"tolerance tightening (N = {int(ds.attrs.get('tolerance_resolution', N[0]))})",
                  fontsize=10)
     a2.legend(fontsize=7)
-    return _save(fig, out_dir, "pde_self_convergence")
+    return save_figure(fig, out_dir, "pde_self_convergence")
 
 
 @check("pde.self_convergence_sphere", suites=("full",))
@@ -627,7 +525,7 @@ def check_pde_self_convergence_sphere(*, seed: int, out_dir: Path, suite: str) -
     err, tails, lower_ok, decreasing, comparisons = _resolution_criteria(ds, model, domain, rho0, times)
     fig, ax = subplots(figsize=(5.5, 4))
     _resolution_panel(ax, ds, err, tails, float(times[-1]), "lmax", "lmax")
-    figure = _save(fig, out_dir, "pde_self_convergence_sphere")
+    figure = save_figure(fig, out_dir, "pde_self_convergence_sphere")
     table = convergence_table(ds, time=float(times[-1]))
     ds.attrs["table"] = table
     return CheckResult(
@@ -642,7 +540,6 @@ def check_pde_self_convergence_sphere(*, seed: int, out_dir: Path, suite: str) -
 
 
 __all__ = [
-    "CI_LEVEL",
     "check_circle_iid",
     "check_circle_quantile",
     "check_circle_time",
@@ -650,5 +547,4 @@ __all__ = [
     "check_pde_self_convergence_sphere",
     "check_sphere_iid",
     "check_zonal_iid",
-    "fit_power_law",
 ]

@@ -26,7 +26,7 @@ from meanfield.figures import subplots
 
 from ..records import CheckResult, Comparison
 from ..suites import check
-from .convergence import _save, _smooth_density
+from .common import save_figure, smooth_density
 
 
 def _models() -> dict[str, Any]:
@@ -85,7 +85,7 @@ def _energy_figure_and_data(curves: dict, times: np.ndarray, out_dir: Path, name
     axes[1].set_xlabel("t")
     axes[1].set_ylabel(dissipation_label)
     axes[0].legend(fontsize=7)
-    figure = _save(fig, out_dir, name)
+    figure = save_figure(fig, out_dir, name)
     labels = list(curves)
     data = xr.Dataset(
         {"energy": (("model", "time"), np.array([curves[k][0] for k in labels])),
@@ -113,7 +113,7 @@ def _pde_vs_particles_figure(times: np.ndarray, E_pde: np.ndarray, ns: Sequence[
     ax.set_ylabel(r"energy $E_\beta$")
     ax.set_title(r"SA $\beta$ = 1 on the circle: PDE vs particles")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
-    return _save(fig, out_dir, "energy_pde_vs_particles")
+    return save_figure(fig, out_dir, "energy_pde_vs_particles")
 
 
 @check("energy.pde")
@@ -139,7 +139,7 @@ def check_energy_pde(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
     rows, curves = {}, {}
     comparisons: list[Comparison] = []
     for label, model in _models().items():
-        ds = solve(model, Circle(64), _smooth_density, times, rtol=rtol, atol=1e-13)
+        ds = solve(model, Circle(64), smooth_density, times, rtol=rtol, atol=1e-13)
         E, D = ds["energy"].values, ds["dissipation"].values
         scale = float(np.max(np.abs(E)))
         rows[label] = _energy_row(E, D, times, model.sign, 10 * rtol * scale, 10 * rtol * scale)
@@ -243,14 +243,14 @@ def check_energy_pde_vs_particles(*, seed: int, out_dir: Path, suite: str) -> Ch
     times = np.linspace(0.0, 1.0, 11)
     S = 32 if suite == "quick" else 64
     ns = (64, 256)
-    pde = solve(model, domain, _smooth_density, times, rtol=1e-10, atol=1e-13)
+    pde = solve(model, domain, smooth_density, times, rtol=1e-10, atol=1e-13)
     from meanfield.io import domain_of
 
     fdom = domain_of(pde)
     lam = fdom.scaled_kernel_multipliers(model.beta) * math.exp(model.beta)
     KK = np.array([fdom.inner(c, lam * c) for c in (fdom.forward(r) for r in pde["density"].values)])
     E_pde = pde["energy"].values
-    rho0 = _smooth_density(domain.grid)
+    rho0 = smooth_density(domain.grid)
     rho0 /= domain.integrate(rho0)
     rng = np.random.default_rng(seed)
     from meanfield.metrics import kernel_distance_particles

@@ -44,7 +44,15 @@ from meanfield.figures import subplots
 
 from ..records import CheckResult, Comparison
 from ..suites import check
-from .convergence import _save
+from .common import (
+    fit_power_law,
+    geometric_sizes,
+    hemisphere_direction,
+    iid_distances,
+    loglog_panel,
+    save_figure,
+    slope_ci,
+)
 
 # -- the repulsive case (Section 9.1, Theorem 9.2) -------------------------------------------
 
@@ -190,7 +198,7 @@ def check_repulsive_designs(*, seed: int, out_dir: Path, suite: str) -> CheckRes
     ax2.set_xlabel("degree l")
     ax2.set_ylabel("|S_l| (zero for l <= t, the design strength)")
     ax2.legend(fontsize=7)
-    figure = _save(fig, out_dir, "repulsive_designs")
+    figure = save_figure(fig, out_dir, "repulsive_designs")
     data = xr.Dataset({"final_speed": ("case", [r["max_final_speed"] for r in rows]),
                        "gram_error": ("case", [r["max_gram_error"] for r in rows]),
                        "strength": ("case", [r["strength"] for r in rows])},
@@ -295,7 +303,7 @@ def check_small_beta(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
     ax2.set_xlabel("t")
     ax2.set_ylabel("c_1(t) = lim D / beta")
     ax2.legend(fontsize=7)
-    figure = _save(fig, out_dir, "small_beta_linear")
+    figure = save_figure(fig, out_dir, "small_beta_linear")
     data = xr.Dataset({"distance": (("attention", "beta", "time"), np.array(list(curves.values())))},
                       coords={"attention": list(curves), "beta": betas, "time": times})
     return CheckResult(
@@ -412,7 +420,7 @@ def check_gaussian_blowup(*, seed: int, out_dir: Path, suite: str) -> CheckResul
     ax.set_ylabel("|Sigma/tr Sigma - u u^T|_F")
     ax.set_title("Gaussian blow-up: Sigma/tr Sigma -> rank-one projector")
     ax.legend(fontsize=7)
-    figure = _save(fig, out_dir, "gaussian_blowup")
+    figure = save_figure(fig, out_dir, "gaussian_blowup")
     data = xr.Dataset({"distance": (("start", "gap"), np.array([c[1] for c in curves.values()])),
                        "distance_exact": (("start", "gap"), np.array([c[2] for c in curves.values()]))},
                       coords={"start": list(curves), "gap": next(iter(curves.values()))[0]})
@@ -522,7 +530,7 @@ def check_gaussian_fixed_point_spectra(*, seed: int, out_dir: Path, suite: str) 
     ax.set_ylabel("Im rate (offset per model)")
     ax.set_title("Gaussian ODE at its noisy fixed point: linearised rates")
     ax.legend(fontsize=7)
-    figure = _save(fig, out_dir, "gaussian_fixed_point_spectra")
+    figure = save_figure(fig, out_dir, "gaussian_fixed_point_spectra")
     data = xr.Dataset({"expected": (("model", "mode"), np.array([p[0].real for p in points.values()])),
                        "measured": (("model", "mode"), np.array([p[1].real for p in points.values()]))},
                       coords={"model": list(points)})
@@ -654,7 +662,7 @@ def check_noise_bifurcation(*, seed: int, out_dir: Path, suite: str) -> CheckRes
     ax2.set_xlabel("sigma / sigma_c")
     ax2.set_ylabel("order parameter E_rho[<x, e>] (stable branch)")
     ax2.legend(fontsize=6)
-    figure = _save(fig, out_dir, "noise_bifurcation")
+    figure = save_figure(fig, out_dir, "noise_bifurcation")
     data = xr.Dataset({"amplitude": (("case", "eps"), np.array([c[1] for c in curves.values()])),
                        "A": ("case", [c[2] for c in curves.values()])},
                       coords={"case": list(curves), "eps": BIFURCATION_EPS})
@@ -748,7 +756,7 @@ def check_noise_steady_state(*, seed: int, out_dir: Path, suite: str) -> CheckRe
     ax2.set_xlabel("s = <x, e>")
     ax2.set_ylabel("density / max (dotted: Newton)")
     ax2.legend(fontsize=6)
-    figure = _save(fig, out_dir, "noise_steady_state")
+    figure = save_figure(fig, out_dir, "noise_steady_state")
     data = xr.Dataset({"error": (("case", "time"), np.array(list(curves.values())))},
                       coords={"case": list(curves), "time": times})
     return CheckResult(
@@ -790,29 +798,27 @@ def check_noise_meanfield_iid(*, seed: int, out_dir: Path, suite: str) -> CheckR
     """
     from meanfield import Circle, Model
 
-    from .convergence import _iid_distances, _loglog_panel, _sizes, _slope_ci, fit_power_law
-
     setup: dict[str, Any] = {"model": Model(**NOISY_MODEL), "domain": Circle(64), "t": 1.0,
-             "n": _sizes(10, 300, 6), "seeds": 16, "dt": 0.002}
-    dist = _iid_distances(setup, seed)
+                             "n": geometric_sizes(10, 300, 6), "seeds": 16, "dt": 0.002}
+    dist = iid_distances(setup, seed)
     n = setup["n"]
     nn = np.repeat(n[:, None], dist["w1"].shape[1], 1)
     fits = {k: fit_power_law(nn, dist[k]) for k in ("w1", "kernel")}
     fig, ax = subplots(figsize=(6.5, 4.5))
-    _loglog_panel(ax, n, dist["w1"], fits["w1"], -0.5, "W_1", "C0")
-    _loglog_panel(ax, n, dist["kernel"], fits["kernel"], -0.5, "kernel distance", "C1")
+    loglog_panel(ax, n, dist["w1"], fits["w1"], -0.5, "W_1", "C0")
+    loglog_panel(ax, n, dist["kernel"], fits["kernel"], -0.5, "kernel distance", "C1")
     ax.set_xlabel("n (particles)")
     ax.set_ylabel("distance to the noisy PDE at t = 1")
     ax.set_title("noisy particles (Euler-Maruyama) vs PDE with sigma Lap rho: slope -1/2 (dashed)")
     ax.legend(fontsize=7)
-    figure = _save(fig, out_dir, "noise_meanfield_iid")
+    figure = save_figure(fig, out_dir, "noise_meanfield_iid")
     data = xr.Dataset({"w1": (("n", "seed"), dist["w1"]), "kernel_distance": (("n", "seed"), dist["kernel"])},
                       coords={"n": n, "seed": np.arange(dist["w1"].shape[1])},
                       attrs={"model": setup["model"].to_json(), "t": 1.0, "dt": setup["dt"]})
     return CheckResult(
         name="circle.noise_meanfield_iid",
         quantity="log-log slope of W_1 and kernel distance vs n, noisy particles vs noisy PDE (t = 1)",
-        comparisons=(_slope_ci("W_1", fits["w1"]), _slope_ci("kernel distance", fits["kernel"])),
+        comparisons=(slope_ci("W_1", fits["w1"]), slope_ci("kernel distance", fits["kernel"])),
         description="-1/2 inside both 99% CIs of the fitted slopes",
         details={"fit_w1": fits["w1"], "fit_kernel": fits["kernel"], "n": n.tolist(), "seeds": 16},
         data=data,
@@ -924,7 +930,7 @@ def check_noise_weak_order(*, seed: int, out_dir: Path, suite: str) -> CheckResu
     ax.set_xlabel("step h")
     ax.set_ylabel("difference of E[mean_i cos theta_i] at t = 0.5")
     ax.legend(fontsize=7)
-    figure = _save(fig, out_dir, "noise_weak_order")
+    figure = save_figure(fig, out_dir, "noise_weak_order")
     data = xr.Dataset({"difference": ("h", e), "stderr": ("h", se)}, coords={"h": h},
                       attrs={"replicas": replicas, "n": n, "t": t_end, "model": model.to_json()})
     return CheckResult(
@@ -996,8 +1002,6 @@ def check_rescaled_polytope(*, seed: int, out_dir: Path, suite: str) -> CheckRes
     import particles
     from meanfield import Model
 
-    from .theory import hemisphere_direction
-
     rng = np.random.default_rng([seed, 92])
     t_end, dt = 10.0, 0.02
     times = np.linspace(0.0, t_end, 101)
@@ -1044,7 +1048,7 @@ def check_rescaled_polytope(*, seed: int, out_dir: Path, suite: str) -> CheckRes
     ax.set_ylabel("z_2")
     ax.set_title("rescaled z = e^{-t} x (V = I): clusters at polytope vertices")
     ax.legend(fontsize=7)
-    figure = _save(fig, out_dir, "rescaled_polytope")
+    figure = save_figure(fig, out_dir, "rescaled_polytope")
     data = xr.Dataset({key: ("run", [r[key] for r in rows])
                        for key in ("groups", "spread", "separation", "min_margin")},
                       coords={"case": ("run", [r["case"] for r in rows])}, attrs={"t_end": t_end, "dt": dt})
@@ -1182,7 +1186,7 @@ def check_mobius(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
     ax.set_ylabel("error vs exact Möbius density")
     ax.set_title("beta = 0: the Möbius family, exact")
     ax.legend(fontsize=7)
-    figure = _save(fig, out_dir, "mobius_sphere")
+    figure = save_figure(fig, out_dir, "mobius_sphere")
     data = xr.Dataset({k: ("row", [r[k] for r in rows]) for k in ("time", "error", "omega")},
                       coords={"case": ("row", [r["case"] for r in rows])}, attrs={"rtol": MOBIUS_RTOL})
     return CheckResult(
@@ -1304,7 +1308,7 @@ def check_hardmax(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
     ax2.set_title("z_3(t): the three Filippov choices and (9.4)")
     ax2.legend(fontsize=7)
     fig.suptitle("Example 9.3: hardmax limit of the singular dynamics")
-    figure = _save(fig, out_dir, "hardmax_example_9_3")
+    figure = save_figure(fig, out_dir, "hardmax_example_9_3")
     data = xr.Dataset({"sup_error": ("beta", errs)}, coords={"beta": betas},
                       attrs={"rate": float(-slope), "t_end": HARDMAX_T})
     return CheckResult(

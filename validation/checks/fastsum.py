@@ -31,14 +31,14 @@ from meanfield.figures import subplots
 
 from ..records import CheckResult, Comparison
 from ..suites import check
-from .convergence import (
+from .common import (
     CI_LEVEL,
-    _angle_histogram_panel,
-    _loglog_panel,
-    _save,
-    _sizes,
-    _slope_ci,
+    angle_histogram_panel,
     fit_power_law,
+    geometric_sizes,
+    loglog_panel,
+    save_figure,
+    slope_ci,
 )
 
 # -- a million particles against the PDE ---------------------------------------------------
@@ -48,7 +48,7 @@ SPHERE_MILLION: dict[str, Any] = {
     "t": 0.5,
     "dt": 0.05,
     "lmax": 32,
-    "n": tuple(int(v) for v in _sizes(1e3, 1e6, 7)),
+    "n": tuple(int(v) for v in geometric_sizes(1e3, 1e6, 7)),
     "seeds": (8, 8, 8, 6, 4, 3, 2),
 }
 """The study of :func:`check_sphere_million`: SA ``beta = 2``, ``t = 0.5``, RK4 ``dt = 0.05``,
@@ -186,7 +186,7 @@ def check_sphere_million(*, seed: int, out_dir: Path, suite: str) -> CheckResult
     return CheckResult(
         name="fastsum.sphere_million",
         quantity="log-log slope of the kernel distance to the PDE vs n on S^2, n = 1e3 ... 1e6",
-        comparisons=(_slope_ci("kernel distance", fit),
+        comparisons=(slope_ci("kernel distance", fit),
                      Comparison("fast field: largest error estimate over every evaluation",
                                 res["field_error_estimate"], FIELD_ERROR_MAX, kind="max")),
         description=(f"-1/2 inside the {CI_LEVEL:.0%} CI of the fitted slope over three decades; "
@@ -202,15 +202,15 @@ def check_sphere_million(*, seed: int, out_dir: Path, suite: str) -> CheckResult
 
 def _million_figure(res: dict[str, Any], out_dir: Path) -> str:
     fig, (ax, ax2) = subplots(1, 2, figsize=(12, 4.5))
-    _loglog_panel(ax, res["n"], res["distance"], res["fit"], -0.5, "kernel distance", "C1")
+    loglog_panel(ax, res["n"], res["distance"], res["fit"], -0.5, "kernel distance", "C1")
     ax.set_xlabel("n (particles, fast field)")
     ax.set_ylabel(f"kernel distance to the PDE at t = {res['t']:g}")
     ax.set_title(f"S^2, SA beta = {res['model'].beta:g}, i.i.d. start: slope -1/2 expected (dashed)",
                  fontsize=9)
     ax.legend(fontsize=7)
-    _angle_histogram_panel(ax2, ((res["domain"], res["c0"], res["x0"], 0.0),
+    angle_histogram_panel(ax2, ((res["domain"], res["c0"], res["x0"], 0.0),
                                  (res["final_domain"], res["c_t"], res["xt"], res["t"])))
-    return _save(fig, out_dir, "fastsum_sphere_million")
+    return save_figure(fig, out_dir, "fastsum_sphere_million")
 
 
 # -- a Lagrangian run through clustering with 2 10^5 nodes ----------------------------------
@@ -332,10 +332,10 @@ def _require_cheap_corrections(model: Any, tol: float) -> None:
 
 def _heavy(x: np.ndarray, w: np.ndarray | None, min_mass: float) -> tuple[np.ndarray, np.ndarray, float]:
     """Masses and positions of the clusters of mass ``>= min_mass`` (criterion of
-    :data:`validation.checks.lagrangian.CLUSTER_TOL`), and the mass of the others."""
+    :data:`validation.checks.lagrangian_references.CLUSTER_TOL`), and the mass of the others."""
     from meanfield.lagrangian.clusters import clusters
 
-    from .lagrangian import CLUSTER_TOL
+    from .lagrangian_references import CLUSTER_TOL
 
     c = clusters(x, w, CLUSTER_TOL, geometry="sphere")
     keep = c.masses >= min_mass
@@ -356,7 +356,7 @@ def lagrangian_clusters_sphere(*, lmax: int, coarse_lmax: int | None, n: int, re
     tests)."""
     from meanfield import Model, nodes, solve_lagrangian
 
-    from .lagrangian import MIN_CLUSTER_MASS
+    from .lagrangian_references import MIN_CLUSTER_MASS
 
     model = Model(beta=float(beta))
     if int(lmax) >= CHEAP_CORRECTIONS_LMAX:
@@ -535,4 +535,4 @@ def _clusters_figure(res: dict[str, Any], cfg: dict[str, Any], out_dir: Path) ->
     ax2.set_ylabel(f"mass at t = {cfg['t_final']:g}")
     ax2.set_title(f"{pm.shape[0]} x {cfg['n']} particles (fast field)", fontsize=9)
     ax2.legend(fontsize=7)
-    return _save(fig, out_dir, "fastsum_lagrangian_clusters_sphere")
+    return save_figure(fig, out_dir, "fastsum_lagrangian_clusters_sphere")

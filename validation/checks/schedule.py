@@ -33,7 +33,7 @@ from particles.ensemble import ensemble_states
 
 from ..records import CheckResult, Comparison
 from ..suites import check
-from .convergence import _save
+from .common import save_figure
 
 SWITCHES = (0.0, 0.4, 0.8)
 """Start times of the three layers."""
@@ -153,7 +153,7 @@ def check_schedule_gaussian_layers(*, seed: int, out_dir: Path, suite: str) -> C
     ax.set_ylabel("eigenvalues of Sigma(t)")
     ax.set_title("Three layers as a schedule: Sigma(t) layer by layer")
     ax.legend(fontsize=8)
-    figure = _save(fig, out_dir, "schedule_gaussian_layers")
+    figure = save_figure(fig, out_dir, "schedule_gaussian_layers")
     data = xr.Dataset({"eig_solver": (("time", "k"), lam),
                        "rel_error": (("time",), rel)}, coords={"time": times})
     return CheckResult(

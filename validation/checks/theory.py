@@ -5,7 +5,6 @@
    check_growth_rates
    check_orthogonal_start
    check_wendel
-   hemisphere_direction
    collapse_rate
    check_cone_collapse
    check_noise_threshold
@@ -27,7 +26,7 @@ from meanfield.figures import angle_axis, subplots
 
 from ..records import CheckResult, Comparison
 from ..suites import check
-from .convergence import _save
+from .common import hemisphere_direction, save_figure
 
 REFERENCE_RATES = {
     ("circle", "softmax", 4.0): (0.21588, 0.56824, 0.66439),
@@ -130,7 +129,7 @@ def _growth_rates_figure(rows: list[dict[str, Any]], out_dir: Path) -> str:
     ax.set_xlabel("|error| / tolerance (pass < 1)")
     ax.set_ylabel("comparison")
     ax.set_title("growth rates gamma_l: formula vs references, PDE vs formula", fontsize=10)
-    return _save(fig, out_dir, "growth_rates")
+    return save_figure(fig, out_dir, "growth_rates")
 
 
 @check("theory.orthogonal_start")
@@ -177,7 +176,7 @@ def check_orthogonal_start(*, seed: int, out_dir: Path, suite: str) -> CheckResu
     ax.set_ylabel("<x_i(t), x_j(t)>")
     ax.set_title(f"orthogonal start, n = {n}, d = {d} (dots: all pairs)")
     ax.legend(fontsize=7)
-    figure = _save(fig, out_dir, "orthogonal_start")
+    figure = save_figure(fig, out_dir, "orthogonal_start")
     labels = list(curves)
     data = xr.Dataset(
         {"gamma": (("model", "time"), np.array([curves[k][0] for k in labels])),
@@ -247,7 +246,7 @@ def check_wendel(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
     ax.set_xlabel("n uniform points on the sphere in R^d")
     ax.set_ylabel("P(all in one open hemisphere)")
     ax.legend(fontsize=7)
-    figure = _save(fig, out_dir, "wendel")
+    figure = save_figure(fig, out_dir, "wendel")
     data = xr.Dataset({k: ("case", [r[k] for r in rows])
                        for k in ("n", "d", "exact", "frequency", "lo", "hi")},
                       attrs={"draws": M})
@@ -260,22 +259,6 @@ def check_wendel(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
         data=data,
         figure=figure,
     )
-
-
-def hemisphere_direction(x: np.ndarray) -> tuple[np.ndarray, float]:
-    """``(w, margin)``: the unit ``w`` maximising ``min_i <x_i, w>`` over the box
-    ``|w_k| <= 1`` (a linear program), and that minimum after normalising ``w``. The points lie
-    in the open hemisphere about ``w`` iff ``margin > 0``."""
-    n, d = x.shape
-    cost = np.zeros(d + 1)
-    cost[-1] = -1.0  # maximise s subject to <x_i, w> >= s
-    res = optimize.linprog(cost, A_ub=np.hstack([-x, np.ones((n, 1))]), b_ub=np.zeros(n),
-                           bounds=[(-1.0, 1.0)] * d + [(None, None)])
-    norm = float(np.linalg.norm(res.x[:d])) if res.success else 0.0
-    if norm == 0.0:  # 0 is in the convex hull: no hemisphere
-        return np.zeros(d), -np.inf
-    w = res.x[:d] / norm
-    return w, float(np.min(x @ w))
 
 
 def collapse_rate(attention: str, beta: float) -> float:
@@ -386,7 +369,7 @@ def check_cone_collapse(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
     ax.set_ylabel("diameter 1 - min <x_i, x_j>")
     ax.set_title("tokens in an open hemisphere collapse (Lemma 6.4), beta = 1")
     ax.legend(fontsize=7)
-    figure = _save(fig, out_dir, "cone_collapse")
+    figure = save_figure(fig, out_dir, "cone_collapse")
     data = xr.Dataset(
         {key: ("case", [r[key] for r in rows])
          for key in ("n", "d", "attention", "expected_rate", "rate_min", "rate_max",
@@ -435,7 +418,7 @@ def check_noise_threshold(*, seed: int, out_dir: Path, suite: str) -> CheckResul
     ax.set_xlabel("sigma")
     ax.set_ylabel("growth rate")
     ax.legend(fontsize=7)
-    figure = _save(fig, out_dir, "noise_threshold")
+    figure = save_figure(fig, out_dir, "noise_threshold")
     data = xr.Dataset({"rate": ("sigma", rates)}, coords={"sigma": sig}, attrs={"sigma_c": sc})
     return CheckResult(
         name="theory.noise_threshold",
@@ -492,7 +475,7 @@ def check_wrapped_cauchy(*, seed: int, out_dir: Path, suite: str) -> CheckResult
     angle_axis(ax.xaxis, r"$\theta$")
     ax.set_ylabel("density (dashed: exact)")
     ax.legend(fontsize=7)
-    figure = _save(fig, out_dir, "wrapped_cauchy")
+    figure = save_figure(fig, out_dir, "wrapped_cauchy")
     return CheckResult(
         name="theory.wrapped_cauchy",
         quantity="beta = 0 PDE vs the exact wrapped Cauchy solution (max relative error)",
