@@ -183,12 +183,9 @@ def rings(f: Callable[[np.ndarray], Any], n: int, d: int, *, log: bool = False) 
     s, log_w = gauss_jacobi_log(d, n)
     w, log_rho = _weighted(f, log, s, log_w, d, "s")
     error = start_error(f, n, d, log=log)
-    if error > START_TOL:
-        warnings.warn(f"nodes.rings: the start is not resolved by n = {n} rings: its mass, mean "
-                      f"and second moment of s differ by {error:.2g} between the rules of {n} and "
-                      f"{2 * n} rings (the estimate of the start's quadrature error, above "
-                      f"START_TOL = {START_TOL:g}; docs/lagrangian.md section 8): raise n",
-                      UserWarning, stacklevel=2)
+    _warn_unresolved_start(error, f"nodes.rings: the start is not resolved by n = {n} rings: its mass, mean "
+                           f"and second moment of s differ by {error:.2g} between the rules of {n} and "
+                           f"{2 * n} rings", 8, "raise n")
     return RingNodes(np.arccos(s), w, log_rho, d, cdf=_cdf(f, log, s, d),
                      describe=(f"rings: Gauss-Jacobi ({n}) in s, weight (1-s^2)^((d-3)/2), d={d}, "
                                f"start error estimate {error:.2g}"))
@@ -201,6 +198,15 @@ measure is from the density ``f`` asked for, and every comparison with ``f``'s f
 it. Below ``1e-3`` it is the user's accuracy choice (recorded in ``describe``, hence in the
 run's settings; the d = 4, 5 field tests use 7 rings at ``~3e-6``); above, the moments of
 the start are visibly wrong (the concentrated starts the rings miss give ``O(1)``)."""
+
+
+def _warn_unresolved_start(error: float, what: str, section: int, remedy: str) -> None:
+    """A ``UserWarning`` (at the caller of the node constructor) where the start's error estimate
+    ``error`` exceeds :data:`START_TOL`: ``what`` the estimate in words."""
+    if error > START_TOL:
+        warnings.warn(f"{what} (the estimate of the start's quadrature error, above START_TOL = "
+                      f"{START_TOL:g}; docs/lagrangian.md section {section}): {remedy}",
+                      UserWarning, stacklevel=3)
 
 
 def start_error(f: Callable[[np.ndarray], Any], n: int, d: int, *, log: bool = False) -> float:
@@ -528,12 +534,9 @@ def subspace(f: Callable[[np.ndarray], Any], n: int, d: int, k: int, *, angular:
     p, log_w = subspace_rule(n, d, k, angular)
     w, log_rho = _weighted(f, log, p, log_w, d, "p")
     error = subspace_start_error(f, n, d, k, angular, log=log)
-    if error > START_TOL:
-        warnings.warn(f"nodes.subspace: the start is not resolved by {size} nodes: its mass, mean and "
-                      f"second moments of p differ by {error:.2g} from the rule of twice the radial "
-                      f"nodes and degree (the estimate of the start's quadrature error, above START_TOL "
-                      f"= {START_TOL:g}; docs/lagrangian.md section 11): raise n or angular",
-                      UserWarning, stacklevel=2)
+    _warn_unresolved_start(error, f"nodes.subspace: the start is not resolved by {size} nodes: its mass, "
+                           f"mean and second moments of p differ by {error:.2g} from the rule of twice "
+                           "the radial nodes and degree", 11, "raise n or angular")
     rule = "trapezoid" if k == 2 else "sphere_rule"
     return SubspaceNodes(p, w, log_rho, d, describe=(
         f"subspace k={k}: Gauss-Jacobi ({n}) in |p|^2 x {rule} degree "
