@@ -352,7 +352,7 @@ def _assemble(saved: list, model: Model, settings: dict[str, Any], tab: ButcherT
         settings=settings, scheme=tab.name, controller=type(controller).__name__,
         rtol=controller.rtol, atol=controller.atol,
         dt=controller.dt if isinstance(controller, ConstantStep) else None,
-        stats={**sol.stats(), "num_refinements": settings["num_refinements"]},
+        stats=sol.stats(),
         stop_reason=sol.message, successful=sol.successful, t_reached=sol.t_reached,
         wall_time_s=sol.wall_time_s,
     ))
