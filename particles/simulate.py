@@ -49,7 +49,7 @@ from meanfield.integrate import (
     check_step_count,
     finish,
     integrate,
-    result_attrs,
+    run_attrs,
 )
 from meanfield.kernels import DEFAULT_MEMORY_LIMIT
 from meanfield.memory import check_particles_memory
@@ -415,13 +415,12 @@ def _settings(
                                 "field_method": field_method, "field_tol": float(field_tol),
                                 "memory_limit": int(memory_limit), "seed": seed,
                                 "backend": (backend or bk.Backend()).label(), **(extra or {})}
-    ds.attrs.update(result_attrs(
-        title=f"particles.simulate ({method})", solver="particles.simulate",
+    ds.attrs.update(run_attrs(
+        sol, title=f"particles.simulate ({method})", solver="particles.simulate",
         model=model.to_json(), settings=settings, scheme=METHODS[method]["scheme"],
         controller="PIController" if adaptive else "ConstantStep",
         rtol=rtol if adaptive else None, atol=atol if adaptive else None,
-        dt=None if dt is None else float(dt), stats=sol.stats(), stop_reason=sol.message,
-        successful=sol.successful, t_reached=sol.t_reached, wall_time_s=sol.wall_time_s,
+        dt=None if dt is None else float(dt),
     ))
 
 

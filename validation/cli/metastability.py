@@ -37,12 +37,13 @@ def _write_partial(parts: list[Any], args: argparse.Namespace, stage: str, why: 
     says so."""
     import xarray as xr
 
+    from meanfield.integrate import mark_unsuccessful
     from meanfield.io import write_netcdf
 
     if not parts:
         return f"during the {stage}; nothing was finished, nothing is written to {args.out}"
     ds = xr.merge(parts, combine_attrs="override")
-    ds.attrs.update(successful=0, stop_reason=f"{why} during the {stage}")
+    mark_unsuccessful(ds.attrs, f"{why} during the {stage}")
     write_netcdf(ds, args.out)
     kept = ", ".join(sorted(str(v) for v in ds.data_vars))
     return f"during the {stage}; the parts computed ({kept}) are written to {args.out}"
@@ -53,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     what was finished."""
     import xarray as xr
 
-    from meanfield.integrate import IntegrationError, Interrupted
+    from meanfield.integrate import IntegrationError, Interrupted, mark_unsuccessful
     from meanfield.io import write_netcdf
     from validation.cli.phase_diagram import in_options
     from validation.metastability import cluster_counts, pde_cluster_counts, trajectories
@@ -95,9 +96,8 @@ def run(args: argparse.Namespace) -> int:
     lost = json.loads(traj.attrs.get("failed_betas", "{}"))
     if lost:  # --on-failure record met a failed trajectory: the file says so
         said = "; ".join(lost.values())
-        before = "" if int(ds.attrs["successful"]) else f"{ds.attrs['stop_reason']}; "
-        ds.attrs.update(successful=0, stop_reason=f"{before}the trajectories of {len(lost)} "
-                        f"beta(s) failed and are NaN: {said}")
+        mark_unsuccessful(ds.attrs, f"the trajectories of {len(lost)} beta(s) failed and are "
+                          f"NaN: {said}")
     write_netcdf(ds, args.out)
     print(f"wrote {args.out}")
     for beta in args.beta:
