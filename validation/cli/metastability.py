@@ -17,7 +17,6 @@ phase-diagram`` does.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
@@ -92,12 +91,9 @@ def run(args: argparse.Namespace) -> int:
         said = _write_partial(parts, args, stage, f"failed: {exc}")
         exc.args = (f"{in_options(str(exc))}; {said}",)  # names --out: not written again
         raise
-    ds = xr.merge(parts, combine_attrs="override")
-    lost = json.loads(traj.attrs.get("failed_betas", "{}"))
-    if lost:  # --on-failure record met a failed trajectory: the file says so
-        said = "; ".join(lost.values())
-        mark_unsuccessful(ds.attrs, f"the trajectories of {len(lost)} beta(s) failed and are "
-                          f"NaN: {said}")
+    ds = xr.merge(parts, combine_attrs="override")  # the counts' attrs
+    if not int(traj.attrs["successful"]):  # --on-failure record met a failed trajectory
+        mark_unsuccessful(ds.attrs, traj.attrs["stop_reason"])
     write_netcdf(ds, args.out)
     print(f"wrote {args.out}")
     for beta in args.beta:
