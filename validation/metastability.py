@@ -39,7 +39,7 @@ import xarray as xr
 from meanfield import Schedule
 from meanfield.attention import require
 from meanfield.finite import note_nonfinite, note_variables
-from meanfield.integrate import Interrupted, StopReason, finish, result_attrs
+from meanfield.integrate import Interrupted, StopReason, finish, result_attrs, revise_attrs
 from meanfield.integrate.schema import STATS
 from particles import count_clusters_angles
 from particles.ensemble import EnsembleError, simulate_ensemble
@@ -288,10 +288,10 @@ def _counts_result(out: xr.Dataset, extra: dict[str, Any], attention: str,
         "first_time": NEVER_CLUSTERED})
     settings = json.loads(out.attrs["settings"])
     settings.update(extra)
-    out.attrs.update(title="cluster counts on the circle (metastability, Problem 1)",
-                     solver="validation.metastability", settings=json.dumps(settings),
-                     scheme="rk4", controller="ConstantStep", dt=float(dt),
-                     model=json.dumps(model_record(attention, schedule)))
+    out.attrs.update(revise_attrs(
+        out.attrs, title="cluster counts on the circle (metastability, Problem 1)",
+        solver="validation.metastability", settings=settings, scheme="rk4",
+        controller="ConstantStep", dt=float(dt), model=json.dumps(model_record(attention, schedule))))
     return out
 
 

@@ -24,7 +24,14 @@ from __future__ import annotations
 from .controllers import ConstantStep, PIController, rms_norm
 from .driver import IntegrationError, Interrupted, Monitor, Replace, Solution, Stop, StopReason, integrate
 from .finish import finish, mark_unsuccessful, run_attrs
-from .schema import RESULT_ATTRS, check_result_attrs, result_attrs, setting_of, settings_of
+from .schema import (
+    RESULT_ATTRS,
+    check_result_attrs,
+    result_attrs,
+    revise_attrs,
+    setting_of,
+    settings_of,
+)
 from .stability import STABILITY_RADIUS, StepSizeMonitor, check_step_count, stability_radius
 from .steppers import EulerMaruyama, RungeKutta
 from .tableaus import BOSH3, DOPRI5, EULER, RK4, SCHEMES, ButcherTableau, get_scheme, register_scheme
@@ -44,6 +51,6 @@ __all__ = [
     "ProgressTracker", "Replace", "RungeKutta", "Solution", "SteadyStateTracker", "Stop",
     "StopReason", "Tracker", "TrackerBase", "get_scheme", "integrate", "register_scheme",
     "check_result_attrs", "check_step_count", "finish", "mark_unsuccessful", "result_attrs",
-    "rms_norm", "run_attrs", "setting_of", "settings_of",
+    "revise_attrs", "rms_norm", "run_attrs", "setting_of", "settings_of",
     "stability_radius",
 ]

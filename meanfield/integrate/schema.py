@@ -3,6 +3,7 @@
 .. autosummary::
    RESULT_ATTRS
    result_attrs
+   revise_attrs
    check_result_attrs
    settings_of
    setting_of
@@ -98,6 +99,34 @@ def result_attrs(*, title: str, solver: str, model: str, settings: dict[str, Any
     return out
 
 
+def revise_attrs(attrs: Any, **changes: Any) -> dict[str, Any]:
+    """``attrs`` (the schema's, of a result being completed: a sweep's cells made into a
+    study) with ``changes``, made again by :func:`result_attrs` (checked and typed; ``created``
+    is the time of the revision). ``changes`` are arguments of :func:`result_attrs`
+    (``settings`` a dict, ``stats`` the counters to change).
+
+    Raises:
+        ValueError: ``attrs`` lacks a key of the schema, or ``changes`` names something that
+            is not an argument of :func:`result_attrs`.
+    """
+    missing = sorted(set(RESULT_ATTRS) - set(attrs))
+    if missing:
+        msg = f"attrs must hold the keys of RESULT_ATTRS to be revised, missing {missing}"
+        raise ValueError(msg)
+    fields: dict[str, Any] = {k: attrs[k] for k in (
+        "title", "solver", "model", "scheme", "controller", "rtol", "atol", "dt", "stop_reason",
+        "t_reached", "wall_time_s")}
+    fields.update(settings=json.loads(attrs["settings"]), successful=bool(attrs["successful"]),
+                  stats={k: int(attrs[k]) for k in STATS})
+    unknown = sorted(set(changes) - set(fields))
+    if unknown:
+        msg = f"changes must be arguments of result_attrs {sorted(fields)}, got {unknown!r}"
+        raise ValueError(msg)
+    stats = dict(fields["stats"], **changes.pop("stats", {}))
+    fields.update(changes, stats=stats)
+    return result_attrs(**fields)
+
+
 def check_result_attrs(attrs: Any) -> None:
     """Check that ``attrs`` follow the schema: exactly the keys of :data:`RESULT_ATTRS`, each
     of its type, ``successful`` 0 or 1, ``model`` and ``settings`` JSON (``settings`` an object).
@@ -166,5 +195,5 @@ def setting_of(ds: Any, key: str, default: Any = _MISSING) -> Any:
     return default
 
 
-__all__ = ["RESULT_ATTRS", "STATS", "check_result_attrs", "result_attrs", "setting_of",
-           "settings_of"]
+__all__ = ["RESULT_ATTRS", "STATS", "check_result_attrs", "result_attrs", "revise_attrs",
+           "setting_of", "settings_of"]

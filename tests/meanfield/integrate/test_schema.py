@@ -16,6 +16,7 @@ from meanfield.integrate import (
     StopReason,
     check_result_attrs,
     result_attrs,
+    revise_attrs,
     setting_of,
     settings_of,
 )
@@ -96,6 +97,23 @@ def test_check_result_attrs_names_what_is_wrong():
         check_result_attrs({**good, "settings": "[1]"})
     with pytest.raises(ValueError, match="model.*must be JSON"):
         check_result_attrs({**good, "model": "all-MiniLM-L6-v2"})
+
+
+def test_revise_attrs_changes_what_it_is_told_and_keeps_the_rest():
+    """A sweep's attrs made into a study's: the changes go through result_attrs again."""
+    base = _attrs(stats={"num_steps": 4, "num_accepted": 3, "num_rejected": 1},
+                  successful=False, stop_reason="1 of 4 cells failed")
+    out = revise_attrs(base, title="study", settings={"b": 2}, stats={"num_evaluations": 9})
+    check_result_attrs(out)
+    assert out["title"] == "study" and json.loads(out["settings"]) == {"b": 2}
+    assert (out["num_steps"], out["num_accepted"], out["num_rejected"],
+            out["num_evaluations"]) == (4, 3, 1, 9)
+    assert out["successful"] == 0 and out["stop_reason"] == "1 of 4 cells failed"
+    assert out["dt"] == 0.1 and out["solver"] == "s"
+    with pytest.raises(ValueError, match="changes must be arguments.*'version'"):
+        revise_attrs(base, version="1")
+    with pytest.raises(ValueError, match="missing \\['title'\\]"):
+        revise_attrs({k: v for k, v in base.items() if k != "title"}, solver="x")
 
 
 def test_setting_of_reads_settings_then_an_older_attribute():
