@@ -41,12 +41,15 @@ from __future__ import annotations
 
 import json
 import math
+import time as _time
 from typing import Any, Callable, Sequence
 
 import numpy as np
 import xarray as xr
 
 from .domains.base import Domain
+from .integrate import Interrupted, StopReason, result_attrs, setting_of
+from .integrate.schema import STATS
 from .io import domain_of
 from .memory import check_solve_memory
 from .model import Model
@@ -132,7 +135,13 @@ def self_convergence(
         finest), ``order_resolution``, ``t_resolved``, ``steps_resolution``,
         ``resolution_needed`` (where a level stopped early, the resolution its monitor's
         estimate asks for: :meth:`Domain.degree_needed`) and their ``*_tolerance``
-        counterparts; the settings in ``attrs``.
+        counterparts; the ``attrs`` of the result schema
+        (:data:`meanfield.integrate.RESULT_ATTRS`): ``rtol`` and ``atol`` of the resolution
+        study, the runs' ``scheme`` and ``controller``, their step counters summed,
+        ``t_reached`` the latest time a run reached, ``successful = 1`` once every run was
+        made (a run that stopped early is data: ``t_resolved``), and in ``settings`` the
+        coarsest ``domain``, ``tolerance_resolution``, ``form``, ``tail_tol`` and each
+        resolution's ``stop_reasons``.
 
     Raises:
         meanfield.integrate.Interrupted: on ``KeyboardInterrupt``; its ``.dataset`` is the
@@ -146,6 +155,7 @@ def self_convergence(
     if tols.size and (np.any(tols <= 0) or np.any(np.diff(tols) >= 0)):
         msg = f"tolerances must be positive and strictly decreasing, got {list(tolerances)!r}"
         raise ValueError(msg)
+    wall0 = _time.perf_counter()
     times = np.atleast_1d(np.asarray(t, dtype=float))
     resolutions = [domain.resolution * 2**j for j in range(int(levels))]
     domains = [domain.with_resolution(r) for r in resolutions]
@@ -163,6 +173,7 @@ def self_convergence(
     steps_q = np.zeros(tols.size, dtype=int)
     tok_q = np.full(tols.size, np.nan)
     res_tol = None
+    runs: list[dict[str, Any]] = []  # the attrs of every run made, for the study's own
     try:
         for dom in domains:
             try:
@@ -180,6 +191,7 @@ def self_convergence(
                 reasons.append(str(exc))
                 needed.append(2 * dom.resolution)
                 continue
+            runs.append(dict(ds.attrs))
             coefs.append(_coefficients_at(ds, dom, fine, times))
             t_ok.append(float(ds.attrs["t_reached"]))
             steps.append(int(ds.attrs["num_accepted"]))
@@ -199,12 +211,11 @@ def self_convergence(
                        rtol=float(tol), atol=float(tol) * 1e-4,
                        max_resolution=res_tol.resolution, throw=False, form=form,
                        **solve_kwargs)
+            runs.append(dict(ds.attrs))
             cq.append(_coefficients_at(ds, res_tol, res_tol, times))
             steps_q[j] = int(ds.attrs["num_accepted"])
             tok_q[j] = float(ds.attrs["t_reached"])
     except KeyboardInterrupt as exc:  # the finished runs kept, the others NaN and named
-        from .integrate import Interrupted
-
         missing = [str(r) for r in resolutions[len(coefs):]]
         missing_q = [f"{tol:g}" for tol in tols[len(cq):]]
         running = (f"resolution {missing[0]}" if missing else
@@ -226,21 +237,24 @@ def self_convergence(
             needed.append(0)
         partial = _study(model, domain, times, resolutions, fine, coefs, t_ok, steps, ok_flags,
                          reasons, needed, tols, cq, steps_q, tok_q,
-                         res_tol if res_tol is not None else domain, rtol, atol, form, tail_tol)
-        partial.attrs.update(successful=0, stop_reason=f"interrupted by the user: {msg}")
+                         res_tol if res_tol is not None else domain, rtol, atol, form, tail_tol,
+                         runs, wall0, interrupted=msg)
         raise Interrupted(msg, partial) from exc
     assert res_tol is not None
     return _study(model, domain, times, resolutions, fine, coefs, t_ok, steps, ok_flags, reasons,
-                  needed, tols, cq, steps_q, tok_q, res_tol, rtol, atol, form, tail_tol)
+                  needed, tols, cq, steps_q, tok_q, res_tol, rtol, atol, form, tail_tol, runs,
+                  wall0)
 
 
 def _study(model: Model, domain: Domain, times: np.ndarray, resolutions: list[int],
            fine: Domain, coefs: list[np.ndarray], t_ok: list[float], steps: list[int],
            ok_flags: list[int], reasons: list[str], needed: list[int], tols: np.ndarray,
            cq: list[np.ndarray], steps_q: np.ndarray, tok_q: np.ndarray, res_tol: Domain,
-           rtol: float, atol: float, form: str, tail_tol: float) -> xr.Dataset:
+           rtol: float, atol: float, form: str, tail_tol: float, runs: list[dict[str, Any]],
+           wall0: float, interrupted: str | None = None) -> xr.Dataset:
     """The Dataset of :func:`self_convergence` from its runs (the tolerance runs ``cq``: the
-    first ones of ``tols``; the others, not run, are NaN)."""
+    first ones of ``tols``; the others, not run, are NaN; ``runs`` the attrs of the runs made;
+    ``interrupted`` the message of an interrupted study)."""
     L = len(resolutions)
     diff_r = np.full((L, times.size), np.nan)
     err_r = np.full((L, times.size), np.nan)
@@ -291,17 +305,20 @@ def _study(model: Model, domain: Domain, times: np.ndarray, resolutions: list[in
             "time": ("time", times, {"units": "1"}),
         },
     )
-    ds.attrs.update({
-        "title": "self-convergence study (meanfield.convergence)",
-        "model": model.to_json(),
-        "domain": domain.state_json(),
-        "rtol": float(rtol),
-        "atol": float(atol),
-        "tolerance_resolution": int(res_tol.resolution),
-        "form": form,
-        "stop_reasons": json.dumps(reasons),
-        "solve_settings": json.dumps({"tail_tol": tail_tol}),
-    })
+    reached = [float(r["t_reached"]) for r in runs if math.isfinite(float(r["t_reached"]))]
+    ds.attrs.update(result_attrs(
+        title="self-convergence study (meanfield.convergence)",
+        solver="meanfield.convergence", model=model.to_json(),
+        settings={"domain": domain.state(), "tolerance_resolution": int(res_tol.resolution),
+                  "form": form, "tail_tol": float(tail_tol), "stop_reasons": list(reasons)},
+        scheme=runs[0]["scheme"] if runs else "",
+        controller=runs[0]["controller"] if runs else "", rtol=rtol, atol=atol, dt=None,
+        stats={k: sum(int(r[k]) for r in runs) for k in STATS},
+        stop_reason=(StopReason.SUCCESS.value if interrupted is None
+                     else f"{StopReason.INTERRUPTED.value}: {interrupted}"),
+        successful=interrupted is None,
+        t_reached=max(reached) if reached else float(times[0]),
+        wall_time_s=_time.perf_counter() - wall0))
     return ds
 
 
@@ -312,6 +329,13 @@ def _needed(ds: xr.Dataset, tail_tol: float) -> int:
         return int(dom.resolution)
     c = dom.forward(np.asarray(ds["density"].values[-1], dtype=float))
     return int(max(dom.degree_needed(c, tail_tol), 2 * dom.resolution))
+
+
+def _tail_tol(ds: xr.Dataset) -> float:
+    """The study's ``tail_tol`` (NaN where it is not recorded); a file written before it moved
+    into ``settings`` holds it in the attribute ``solve_settings``."""
+    old = json.loads(ds.attrs.get("solve_settings", "{}")).get("tail_tol", math.nan)
+    return float(setting_of(ds, "tail_tol", old))
 
 
 def table_time(ds: xr.Dataset) -> float | None:
@@ -333,7 +357,7 @@ def diagnose(ds: xr.Dataset) -> str | None:
     t_res = np.asarray(ds["t_resolved"].values, dtype=float)
     listing = ", ".join(f"{r}: {t:.3g}" if np.isfinite(t) else f"{r}: start unresolved"
                         for r, t in zip(res, t_res))
-    tail = float(json.loads(ds.attrs.get("solve_settings", "{}")).get("tail_tol", math.nan))
+    tail = _tail_tol(ds)
     tail_txt = f" (now {tail:g})" if np.isfinite(tail) else ""
     if not np.any(np.isfinite(t_res)):
         return (f"the initial density is not resolved at any resolution of the study "
@@ -364,7 +388,7 @@ def diagnose(ds: xr.Dataset) -> str | None:
     if ds.sizes.get("tolerance", 0):
         t_tol = float(np.nanmin(ds["t_resolved_tolerance"].values))
         if not t_tol >= t_end * (1 - 1e-12):
-            return (f"the tolerance study at resolution {ds.attrs['tolerance_resolution']} is "
+            return (f"the tolerance study at resolution {setting_of(ds, 'tolerance_resolution')} is "
                     f"resolved only to t = {t_tol:.3g} of t = {t_end:.3g}: give a finer "
                     "tolerance_resolution, or lower --t-max")
     return None
@@ -397,7 +421,8 @@ def convergence_table(ds: xr.Dataset, time: float | None = None, *, note: bool =
         )
     if ds.sizes.get("tolerance", 0):
         lines += ["",
-                  f"Tolerance study at resolution {ds.attrs['tolerance_resolution']}, t = {times[i]:.4g}",
+                  f"Tolerance study at resolution {setting_of(ds, 'tolerance_resolution')}, "
+                  f"t = {times[i]:.4g}",
                   "",
                   "| rtol | diff. to next | error to tightest | observed order | steps |",
                   "|---:|---:|---:|---:|---:|"]

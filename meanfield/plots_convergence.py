@@ -14,6 +14,7 @@ import numpy as np
 import xarray as xr
 
 from .figures import finish, new_figure
+from .integrate.schema import setting_of
 
 
 def _positive(values: np.ndarray) -> np.ndarray:
@@ -56,7 +57,7 @@ def plot_convergence(ds: xr.Dataset, path: str | Path | None = None) -> Any:
             ax_q.loglog(tol, ref[k[0]] * tol / tol[k[0]], "k--", lw=0.8, label="slope 1")
         ax_q.set_xlabel("rtol (compared with the next, tighter one)")
         ax_q.set_ylabel("L² difference")
-        ax_q.set_title(f"tolerance study at resolution {ds.attrs.get('tolerance_resolution', '?')}")
+        ax_q.set_title(f"tolerance study at resolution {setting_of(ds, 'tolerance_resolution', '?')}")
     else:
         ax_q.set_axis_off()
         ax_q.text(0.5, 0.5, "no tolerance study", ha="center", va="center",

@@ -27,6 +27,7 @@ import xarray as xr
 
 from .checks import output_times
 from .integrate.driver import IntegrationError, Interrupted
+from .integrate.schema import STATS, revise_attrs
 from .model import Model
 
 
@@ -189,14 +190,10 @@ def run_schedule(schedule: Schedule, t: Any, start: Any,
         keep = np.isin(reached, times)
         keep[-1] = keep[-1] or not bool(dss[-1].attrs.get("successful", 1))
         ds = ds.isel(time=np.flatnonzero(keep))
-        ds.attrs = dict(dss[-1].attrs)
-        ds.attrs["model"] = schedule.to_json()
-        for key in ("num_steps", "num_accepted", "num_rejected", "num_evaluations"):
-            if key in ds.attrs:
-                ds.attrs[key] = int(sum(int(p.attrs.get(key, 0)) for p in dss))
-        if "wall_time_s" in ds.attrs:
-            ds.attrs["wall_time_s"] = float(sum(float(p.attrs.get("wall_time_s", 0.0))
-                                                for p in dss))
+        ds.attrs = revise_attrs(
+            dss[-1].attrs, model=schedule.to_json(),
+            stats={key: sum(int(p.attrs[key]) for p in dss) for key in STATS},
+            wall_time_s=sum(float(p.attrs["wall_time_s"]) for p in dss))
         return ds
 
     with _once_per_schedule():

@@ -42,7 +42,7 @@ from .integrate import (
     finish,
     get_scheme,
     integrate,
-    result_attrs,
+    run_attrs,
 )
 from .memory import check_solve_memory
 from .model import Model
@@ -347,14 +347,11 @@ def _assemble(saved: list, model: Model, settings: dict[str, Any], tab: ButcherT
         coords=coords,
     )
     settings = dict(settings, domain=final.state())
-    ds.attrs.update(result_attrs(
-        title=f"meanfield solve on {final.name}", solver="meanfield.solve", model=model.to_json(),
-        settings=settings, scheme=tab.name, controller=type(controller).__name__,
-        rtol=controller.rtol, atol=controller.atol,
+    ds.attrs.update(run_attrs(
+        sol, title=f"meanfield solve on {final.name}", solver="meanfield.solve",
+        model=model.to_json(), settings=settings, scheme=tab.name,
+        controller=type(controller).__name__, rtol=controller.rtol, atol=controller.atol,
         dt=controller.dt if isinstance(controller, ConstantStep) else None,
-        stats={**sol.stats(), "num_refinements": settings["num_refinements"]},
-        stop_reason=sol.message, successful=sol.successful, t_reached=sol.t_reached,
-        wall_time_s=sol.wall_time_s,
     ))
     return ds
 

@@ -9,7 +9,6 @@ one table :mod:`meanfield.cli.options`. This module also draws particle files fo
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -50,21 +49,11 @@ def _initial(args: argparse.Namespace, rng: np.random.Generator) -> np.ndarray:
     return sample_sphere(args.n, args.d, rng, batch=batch)
 
 
-def _write(ds: Any, args: argparse.Namespace) -> None:
-    """Record the command's seed and start in ``settings`` and write ``ds`` to ``--out``."""
-    from meanfield.io import write_netcdf
-
-    settings = json.loads(ds.attrs["settings"])
-    # settings["field_method"] is what simulate chose; the request ("auto") is kept beside it
-    settings.update(seed=int(args.seed), init=args.init, field_method_requested=args.field_method)
-    ds.attrs["settings"] = json.dumps(settings, sort_keys=True)
-    write_netcdf(ds, args.out)
-
-
 def run(args: argparse.Namespace) -> int:
     """Simulate, write, report; see the module docstring."""
     from meanfield import Model
     from meanfield.integrate import Interrupted
+    from meanfield.io import write_netcdf
 
     from .simulate import simulate
 
@@ -85,14 +74,18 @@ def run(args: argparse.Namespace) -> int:
             observables=not args.no_observables, rng=rng, progress=args.progress, throw=False,
             backend=args.backend, device=args.device, dtype=args.dtype,
             field_method=args.field_method,
+            # the command's seed and start; settings["field_method"] is what simulate chose,
+            # the request ("auto") is kept beside it
+            settings={"seed": int(args.seed), "init": args.init,
+                      "field_method_requested": args.field_method},
         )
     except Interrupted as exc:  # Ctrl-C: the states up to then are written, as solve does
         if exc.dataset is None:
             raise
-        _write(exc.dataset, args)
+        write_netcdf(exc.dataset, args.out)
         msg = f"{exc}; partial results written to {args.out}"
         raise Interrupted(msg, exc.dataset) from None
-    _write(ds, args)
+    write_netcdf(ds, args.out)
     print(f"wrote {args.out}: {ds.sizes['time']} times, n = {args.n}, d = {args.d}, "
           f"{ds.attrs['num_steps']} steps in {ds.attrs['wall_time_s']:.3g} s")
     if not ds.attrs["successful"]:  # kept up to the last accepted state; say so, exit 1

@@ -32,6 +32,7 @@ a ``UserWarning`` with the measured ``h L``.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Mapping
 from typing import Any, Callable
 
 import numpy as np
@@ -48,7 +49,7 @@ from meanfield.integrate import (
     check_step_count,
     finish,
     integrate,
-    result_attrs,
+    run_attrs,
 )
 from meanfield.kernels import DEFAULT_MEMORY_LIMIT
 from meanfield.memory import check_particles_memory
@@ -144,6 +145,7 @@ def simulate(
     dtype: Any = None,
     field_method: str = "auto",
     field_tol: float = fastsum.DEFAULT_TOL,
+    settings: Mapping[str, Any] | None = None,
 ) -> xr.Dataset:
     """Evolve tokens under the model's self-attention dynamics (docs/equations.md section 2).
 
@@ -181,6 +183,9 @@ def simulate(
             exceeds it are summed directly, so a clustered cloud at ``1e-12`` sends many back
             to the ``O(n)`` direct sum per point; ``1e-9`` keeps a run through clustering fast.
             Recorded in ``settings``.
+        settings: more entries for ``attrs["settings"]``, recorded with the run's own (the
+            command line's seed and how it drew ``x0``); none may change what the run records
+            itself, except ``seed`` where ``rng`` is not a seed (a ``ValueError`` names the key).
 
     Returns:
         ``xarray.Dataset`` with ``x``, ``energy``, ``dissipation`` (and ``theta`` for
@@ -207,6 +212,8 @@ def simulate(
                             lambda ds: ds["x"].values[-1].astype(where.dtype))
     check_geometry(geometry)
     _check_method(method)
+    seed = rng if isinstance(rng, (int, np.integer)) else None
+    extra = _extra_settings(settings, seed)
     bkd = bk.get_backend(backend, device, dtype, like=x0)
     if method == "dop853" and (not bkd.is_numpy or bkd.dtype != "float64"):
         msg = ("method='dop853' (scipy's solve_ivp) is the NumPy float64 reference: it needs "
@@ -241,7 +248,6 @@ def simulate(
     if field_method not in fastsum.METHODS:
         msg = f"field_method must be one of {fastsum.METHODS}, got {field_method!r}"
         raise ValueError(msg)
-    seed = rng if isinstance(rng, (int, np.integer)) else None
     if method == "angles":
         if not sphere or x0.shape[-1] != 2:
             msg = (
@@ -296,7 +302,7 @@ def simulate(
                        monitors=monitors)
         ds = _dataset(model, times, xs, batched, geometry, observables, memory_limit, esummed)
     _settings(ds, model, method, geometry, dt, rtol, atol, memory_limit, sol, seed, bkd,
-              summed, field_tol)
+              summed, field_tol, extra)
     return _finish(ds, sol, throw)
 
 
@@ -365,6 +371,27 @@ def _finish(ds: xr.Dataset, sol: Any, throw: bool) -> xr.Dataset:
     return finish(sol, ds, name="particles", error=SimulationError, throw=throw)
 
 
+_OWN_SETTINGS = ("method", "geometry", "field_method", "field_tol", "memory_limit", "seed",
+                  "backend")
+"""The entries of ``attrs["settings"]`` that :func:`simulate` records itself."""
+
+
+def _extra_settings(settings: Mapping[str, Any] | None, seed: Any) -> dict[str, Any]:
+    """``simulate``'s ``settings`` argument, checked (before the run): a dict of JSON-able
+    entries, none of :data:`_OWN_SETTINGS` (but ``seed`` where the run has none)."""
+    if settings is None:
+        return {}
+    if not isinstance(settings, Mapping):
+        msg = f"settings must be a mapping, got {settings!r}"
+        raise ValueError(msg)
+    own = [k for k in settings if k in _OWN_SETTINGS and not (k == "seed" and seed is None)]
+    if own:
+        msg = (f"settings must not change what simulate records itself, got {own[0]!r} = "
+               f"{settings[own[0]]!r}")
+        raise ValueError(msg)
+    return dict(settings)
+
+
 def _settings(
     ds: xr.Dataset,
     model: Any,
@@ -379,20 +406,21 @@ def _settings(
     backend: bk.Backend | None = None,
     field_method: str = "direct",
     field_tol: float = fastsum.DEFAULT_TOL,
+    extra: Mapping[str, Any] | None = None,
 ) -> None:
-    """Fill ``attrs`` with the result schema (NetCDF-safe)."""
+    """Fill ``attrs`` with the result schema (NetCDF-safe); ``extra``: checked by
+    :func:`_extra_settings`."""
     adaptive = METHODS[method]["adaptive"]
     settings: dict[str, Any] = {"method": method, "geometry": geometry,
                                 "field_method": field_method, "field_tol": float(field_tol),
                                 "memory_limit": int(memory_limit), "seed": seed,
-                                "backend": (backend or bk.Backend()).label()}
-    ds.attrs.update(result_attrs(
-        title=f"particles.simulate ({method})", solver="particles.simulate",
+                                "backend": (backend or bk.Backend()).label(), **(extra or {})}
+    ds.attrs.update(run_attrs(
+        sol, title=f"particles.simulate ({method})", solver="particles.simulate",
         model=model.to_json(), settings=settings, scheme=METHODS[method]["scheme"],
         controller="PIController" if adaptive else "ConstantStep",
         rtol=rtol if adaptive else None, atol=atol if adaptive else None,
-        dt=None if dt is None else float(dt), stats=sol.stats(), stop_reason=sol.message,
-        successful=sol.successful, t_reached=sol.t_reached, wall_time_s=sol.wall_time_s,
+        dt=None if dt is None else float(dt),
     ))
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,7 +39,8 @@ import xarray as xr
 from meanfield import Schedule
 from meanfield.attention import require
 from meanfield.finite import note_nonfinite, note_variables
-from meanfield.integrate import Interrupted, finish
+from meanfield.integrate import Interrupted, StopReason, finish, result_attrs, revise_attrs
+from meanfield.integrate.schema import STATS
 from particles import count_clusters_angles
 from particles.ensemble import EnsembleError, simulate_ensemble
 
@@ -86,13 +88,16 @@ def trajectories(betas: Sequence[float] = (4.0, 9.0), n: int = 32, t_max: float 
     The same start for every ``beta`` (drawn from ``seed``), integrated by the batched RK4 of
     :mod:`validation.phase_diagram` (checked against ``particles``). Returns ``theta``
     (beta, time, token), unwrapped in time, and ``clusters`` (beta, time), ``delta = 1e-3``.
-    ``backend``, ``device``, ``dtype``: the array backend of the runs (recorded in ``attrs``).
+    ``backend``, ``device``, ``dtype``: the array backend of the runs (recorded in
+    ``settings``). The ``attrs`` are the result schema's (:data:`meanfield.integrate.RESULT_ATTRS`:
+    the runs' counters summed; ``n``, ``seed``, ``attention``, ``dt``, ``backend`` and
+    ``failed_betas`` in ``settings``).
 
     A ``beta`` whose run did not reach ``t_max`` raises
     :class:`particles.ensemble.EnsembleError` (``on_failure="stop"``) or, with
-    ``on_failure="record"``, is NaN (``clusters`` becomes float) and named with its reason
-    in ``attrs["failed_betas"]`` (JSON ``{beta: reason}``, ``"{}"`` when none failed); every
-    ``beta`` failing raises the first error.
+    ``on_failure="record"``, is NaN (``clusters`` becomes float), named with its reason in
+    ``settings["failed_betas"]`` (``{beta: reason}``, empty when none failed) and in
+    ``stop_reason``, with ``successful = 0``; every ``beta`` failing raises the first error.
 
     ``schedule``: layers with their own weights, as in
     :func:`validation.phase_diagram.phase_diagram` (piece ``k`` at ``beta * model_k.beta``,
@@ -102,6 +107,7 @@ def trajectories(betas: Sequence[float] = (4.0, 9.0), n: int = 32, t_max: float 
     if on_failure not in ON_FAILURE:
         msg = f"on_failure must be one of {ON_FAILURE}, got {on_failure!r}"
         raise ValueError(msg)
+    wall0 = time.perf_counter()
     _check(n=n, t_max=t_max, times=times, betas=betas)
     where = check_backend(backend, device, dtype)
     t = np.linspace(0.0, float(t_max), int(times))
@@ -111,6 +117,7 @@ def trajectories(betas: Sequence[float] = (4.0, 9.0), n: int = 32, t_max: float 
     x0 = sample_tokens(np.random.default_rng(seed), 1, int(n), 2)
     theta = np.empty((len(betas), t.size, int(n)))
     failed: dict[int, str] = {}
+    counted = dict.fromkeys(STATS, 0)
     for b, beta in enumerate(betas):
         def record(k: int, _t: float, x: np.ndarray, b: int = b) -> None:
             theta[b, k] = _angles(x[0])
@@ -118,6 +125,8 @@ def trajectories(betas: Sequence[float] = (4.0, 9.0), n: int = 32, t_max: float 
         run, step = _cell_run(float(beta), schedule, dt, attention)
         sol = simulate_ensemble(x0, run, t, record, attention=attention, dt=step,
                                 backend=where.name, device=where.device, dtype=where.dtype)
+        for key, count in sol.stats().items():
+            counted[key] += count
         try:
             finish(sol, None, name=f"trajectories at beta = {float(beta):g}",
                    error=EnsembleError)
@@ -132,17 +141,23 @@ def trajectories(betas: Sequence[float] = (4.0, 9.0), n: int = 32, t_max: float 
         theta[list(failed)] = np.nan
         clusters = clusters.astype(float)
         clusters[list(failed)] = np.nan
+    lost = {f"{float(betas[b]):g}": why for b, why in failed.items()}
     return xr.Dataset(
         {"theta": (("beta", "time", "token"), theta, {"long_name": "angle theta_i(t)"}),
          "clusters": (("beta", "time"), clusters)},
         coords={"beta": ("beta", np.asarray(betas, dtype=float)), "time": ("time", t),
                 "token": np.arange(int(n))},
-        attrs={"n": int(n), "seed": int(seed), "attention": attention, "dt": float(dt),
-               "backend": where.label(),
-               "model": json.dumps(model_record(attention, schedule)),
-               "failed_betas": json.dumps({f"{float(betas[b]):g}": why
-                                           for b, why in failed.items()}),
-               "title": "trajectories on the circle (Figure 4 of arXiv 2312.10794)"})
+        attrs=result_attrs(
+            title="trajectories on the circle (Figure 4 of arXiv 2312.10794)",
+            solver="validation.metastability.trajectories",
+            model=json.dumps(model_record(attention, schedule)),
+            settings={"n": int(n), "seed": int(seed), "attention": attention, "dt": float(dt),
+                      "backend": where.label(), "failed_betas": lost},
+            scheme="rk4", controller="ConstantStep", rtol=None, atol=None, dt=float(dt),
+            stats=counted,
+            stop_reason=(f"the trajectories of {len(lost)} beta(s) failed and are NaN: "
+                         f"{'; '.join(lost.values())}" if lost else StopReason.SUCCESS.value),
+            successful=not lost, t_reached=float(t[-1]), wall_time_s=time.perf_counter() - wall0))
 
 
 def metastability_cell(beta: float, rng: np.random.Generator, *, n: int, seeds: int,
@@ -273,10 +288,10 @@ def _counts_result(out: xr.Dataset, extra: dict[str, Any], attention: str,
         "first_time": NEVER_CLUSTERED})
     settings = json.loads(out.attrs["settings"])
     settings.update(extra)
-    out.attrs.update(title="cluster counts on the circle (metastability, Problem 1)",
-                     solver="validation.metastability", settings=json.dumps(settings),
-                     scheme="rk4", controller="ConstantStep", dt=float(dt),
-                     model=json.dumps(model_record(attention, schedule)))
+    out.attrs.update(revise_attrs(
+        out.attrs, title="cluster counts on the circle (metastability, Problem 1)",
+        solver="validation.metastability", settings=settings, scheme="rk4",
+        controller="ConstantStep", dt=float(dt), model=json.dumps(model_record(attention, schedule))))
     return out
 
 

@@ -52,7 +52,7 @@ from meanfield import Model, Schedule, theory
 from meanfield import attention as attention_registry
 from meanfield import backend as bk
 from meanfield.finite import note_nonfinite, note_variables
-from meanfield.integrate import Interrupted, check_step_count, finish, result_attrs
+from meanfield.integrate import Interrupted, check_step_count, finish, revise_attrs
 from meanfield.special import check_exp_beta
 from particles.ensemble import EnsembleError, simulate_ensemble
 
@@ -698,14 +698,11 @@ def _phase_result(out: xr.Dataset, time_grid: np.ndarray, ds_: np.ndarray, d: An
                     method="RK4 + projection, cubic Hermite output (particles.ensemble)",
                     **{k: a for k, a in kwargs.items() if k != "schedule"})
     model = model_record(attention, schedule, qk=qk, v=v)
-    out.attrs.update(result_attrs(
-        title="phase diagram of clustering (Figure 3 of arXiv 2312.10794)",
+    out.attrs.update(revise_attrs(
+        out.attrs, title="phase diagram of clustering (Figure 3 of arXiv 2312.10794)",
         solver="validation.phase_diagram", model=json.dumps(model), settings=settings,
-        scheme="rk4", controller="ConstantStep", rtol=None, atol=None, dt=float(dt),
-        stats={"num_steps": out.attrs["num_steps"], "num_accepted": out.attrs["num_accepted"],
-               "num_rejected": out.attrs["num_rejected"]},
-        stop_reason=out.attrs["stop_reason"], successful=bool(out.attrs["successful"]),
-        t_reached=float(time_grid[-1]), wall_time_s=out.attrs["wall_time_s"]))
+        scheme="rk4", controller="ConstantStep", dt=float(dt),
+        t_reached=float(time_grid[-1])))
     if np.ndim(d) == 0:
         out = out.squeeze("d")
     return out

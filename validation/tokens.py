@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+import time
 from collections.abc import Sequence
 from importlib import resources
 from typing import Any
@@ -45,9 +46,9 @@ import xarray as xr
 from scipy.optimize import minimize_scalar
 from scipy.stats import wasserstein_distance
 
-from meanfield import Model, Schedule, __version__
+from meanfield import Model, Schedule
 from meanfield.finite import energy_variables, note_nonfinite
-from meanfield.integrate import ConstantStep, RungeKutta, integrate
+from meanfield.integrate import ConstantStep, RungeKutta, StopReason, integrate, result_attrs
 from meanfield.metrics import kernel_distance_particle_sets
 from particles import count_clusters, pairwise_inner_products, project_tangent, simulate
 from particles.integrators import normalize_rows
@@ -208,8 +209,9 @@ def token_study(
         passage's ``n_tokens``), ``tokens`` (passage, token), ``histogram`` (passage, layer,
         bin), ``mean_inner_product``, ``fraction_above``, ``clusters``, ``effective_rank``,
         ``norm`` (mean token norm before normalisation) (passage, layer) and ``energy``
-        (passage, layer, beta); ``attrs`` say how it was made.
+        (passage, layer, beta); ``attrs`` say how it was made (:func:`_attrs`).
     """
+    wall0 = time.perf_counter()
     _check_options(bins, betas, delta)
     passages = _passages(passages)
     states = [encoder.hidden_states(p) for p in _bar(passages, "tokens", progress)]
@@ -265,16 +267,38 @@ def token_study(
             **_bin_coords(bins),
         },
     )
-    ds.attrs.update({
-        "study": "token_study",
-        "model": getattr(encoder, "name", "encoder"),
-        "normalisation": "y_i = x_i / |x_i| (unit sphere), special tokens included",
-        "settings": json.dumps({"bins": int(bins), "betas": [float(b) for b in betas],
-                                "delta": float(delta)}),
-        "source": "validation.tokens.token_study",
-        "version": __version__,
-    })
+    ds.attrs.update(_attrs("token_study", encoder, L1 - 1, {
+        "bins": int(bins), "betas": [float(b) for b in betas], "delta": float(delta),
+        "normalisation": "y_i = x_i / |x_i| (unit sphere), special tokens included"}, wall0))
     return ds
+
+
+def _attrs(study: str, encoder: Any, layers: int, settings: dict[str, Any], wall0: float, *,
+           dynamics: dict[str, Any] | None = None, scheme: str = "", dt: float | None = None
+           ) -> dict[str, Any]:
+    """The ``attrs`` of a study, from the result schema (:func:`meanfield.integrate.result_attrs`):
+    ``model`` the JSON ``{"encoder": name}`` (with the ``dynamics`` run, where there are),
+    ``t_reached`` the last layer (one layer = one unit of time), no step counters (0), no
+    tolerances; ``scheme`` and ``dt`` those of the dynamics (fixed steps), where there are."""
+    name = getattr(encoder, "name", "encoder")
+    model = {"encoder": name} if dynamics is None else {"encoder": name, "dynamics": dynamics}
+    return result_attrs(
+        title=f"{study} of {name} (validation.tokens)", solver=f"validation.tokens.{study}",
+        model=json.dumps(model), settings=settings, scheme=scheme,
+        controller="ConstantStep" if scheme else "", rtol=None, atol=None, dt=dt, stats={},
+        stop_reason=StopReason.SUCCESS.value, successful=True, t_reached=float(layers),
+        wall_time_s=time.perf_counter() - wall0)
+
+
+def _encoder_name(ds: xr.Dataset) -> str:
+    """The encoder a study's Dataset was made with: ``model``'s ``encoder`` (a file written
+    before the result schema held the bare name in ``model``)."""
+    raw = str(ds.attrs.get("model", ""))
+    try:
+        model = json.loads(raw)
+    except ValueError:
+        return raw
+    return str(model.get("encoder", "")) if isinstance(model, dict) else raw
 
 
 def _toy_cloud(y0: np.ndarray, beta: float, dt: float) -> np.ndarray:
@@ -396,8 +420,10 @@ def dynamics_study(
         ``fraction_above``, ``clusters``, ``effective_rank``, ``w1`` (W1 between the
         ``<y_i, y_j>`` distributions of the variant and the real layer), ``kernel_distance``
         (between the clouds), ``explained`` (``(m - m_0) / (m_real - m_0)`` for the mean inner
-        product ``m``); and over (passage, layer): ``toy_beta``, ``toy_w1``.
+        product ``m``); and over (passage, layer): ``toy_beta``, ``toy_w1``; ``attrs`` say how
+        it was made (:func:`_attrs`; the dynamics of each variant in ``model``).
     """
+    wall0 = time.perf_counter()
     _check_options(bins, (1.0,), delta)
     if not (math.isfinite(dt) and 0 < dt <= 1):
         msg = f"dt must lie in (0, 1], got {dt!r}"
@@ -475,21 +501,17 @@ def dynamics_study(
                 "layer": ("layer", np.arange(L + 1), {"long_name": "layer (0: embedding output)"}),
                 **_bin_coords(bins)},
     )
-    ds.attrs.update({
-        "study": "dynamics_study",
-        "model": getattr(encoder, "name", "encoder"),
-        "dynamics": json.dumps({
+    continuous = any(not v.startswith("post_ln") for v in variants)  # RK4 steps dt, else Euler 1
+    ds.attrs.update(_attrs("dynamics_study", encoder, L, {
+        "bins": int(bins), "delta": float(delta), "dt": float(dt),
+        "kernel_beta": float(kernel_beta), "fit_beta": bool(fit_beta),
+        "fit_dt": DEFAULTS["fit_dt"], "beta_bounds": list(DEFAULTS["beta_bounds"])}, wall0,
+        dynamics={
             "layer model": "layer l's trained multi-head attention on the unit sphere (biases "
                            "dropped, beta = 1/sqrt(d_head), Q_h = r_l W_q^h, K_h = r_l W_k^h, "
                            "V_h = W_o^h W_v^h, r_l the mean norm of the real layer-l input)",
-            **{v: DYNAMICS[v] for v in variants}}),
-        "settings": json.dumps({"bins": int(bins), "delta": float(delta), "dt": float(dt),
-                                "kernel_beta": float(kernel_beta), "fit_beta": bool(fit_beta),
-                                "fit_dt": DEFAULTS["fit_dt"],
-                                "beta_bounds": list(DEFAULTS["beta_bounds"])}),
-        "source": "validation.tokens.dynamics_study",
-        "version": __version__,
-    })
+            **{v: DYNAMICS[v] for v in variants}},
+        scheme="rk4" if continuous else "euler", dt=float(dt) if continuous else 1.0))
     return ds
 
 
@@ -557,7 +579,7 @@ def plot_figure1(tokens: xr.Dataset, passage: int = 0) -> Any:
         _inner_product_axis(ax)
     np.atleast_1d(axes)[0].set_ylabel("density")
     np.atleast_1d(axes)[-1].legend(fontsize=7, loc="upper left")
-    fig.suptitle(f"{tokens.attrs.get('model', '')}: pairwise inner products of the normalised "
+    fig.suptitle(f"{_encoder_name(tokens)}: pairwise inner products of the normalised "
                  "tokens, layer by layer", fontsize=10)
     fig.tight_layout()
     return fig
@@ -585,7 +607,7 @@ def plot_summary(tokens: xr.Dataset) -> Any:
     axes[-1].set_xlabel("layer")
     axes[-1].set_ylabel(r"$E_\beta$")
     axes[-1].legend(fontsize=7)
-    fig.suptitle(f"{tokens.attrs.get('model', '')}: {tokens.sizes['passage']} passages "
+    fig.suptitle(f"{_encoder_name(tokens)}: {tokens.sizes['passage']} passages "
                  "(mean ± std)", fontsize=10)
     fig.tight_layout()
     return fig
@@ -639,7 +661,7 @@ def plot_dynamics(dynamics: xr.Dataset, passage: int = 0) -> Any:
     ax.set_title(r"toy model $Q=K=V=I$")
     ax.set_xlabel("layer")
     ax.set_ylabel(r"fitted $\beta$")
-    fig.suptitle(f"{dynamics.attrs.get('model', '')}: real tokens against the dynamics with "
+    fig.suptitle(f"{_encoder_name(dynamics)}: real tokens against the dynamics with "
                  "the model's own attention", fontsize=10)
     fig.tight_layout()
     return fig

@@ -23,8 +23,15 @@ from __future__ import annotations
 
 from .controllers import ConstantStep, PIController, rms_norm
 from .driver import IntegrationError, Interrupted, Monitor, Replace, Solution, Stop, StopReason, integrate
-from .finish import finish
-from .schema import RESULT_ATTRS, result_attrs, settings_of
+from .finish import finish, mark_unsuccessful, run_attrs
+from .schema import (
+    RESULT_ATTRS,
+    check_result_attrs,
+    result_attrs,
+    revise_attrs,
+    setting_of,
+    settings_of,
+)
 from .stability import STABILITY_RADIUS, StepSizeMonitor, check_step_count, stability_radius
 from .steppers import EulerMaruyama, RungeKutta
 from .tableaus import BOSH3, DOPRI5, EULER, RK4, SCHEMES, ButcherTableau, get_scheme, register_scheme
@@ -43,6 +50,7 @@ __all__ = [
     "Interrupted", "Interrupts", "Monitor", "PIController",
     "ProgressTracker", "Replace", "RungeKutta", "Solution", "SteadyStateTracker", "Stop",
     "StopReason", "Tracker", "TrackerBase", "get_scheme", "integrate", "register_scheme",
-    "check_step_count", "finish", "result_attrs", "rms_norm", "settings_of",
+    "check_result_attrs", "check_step_count", "finish", "mark_unsuccessful", "result_attrs",
+    "revise_attrs", "rms_norm", "run_attrs", "setting_of", "settings_of",
     "stability_radius",
 ]

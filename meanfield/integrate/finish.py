@@ -2,6 +2,8 @@
 
 .. autosummary::
    finish
+   run_attrs
+   mark_unsuccessful
 
 Every solver (:func:`meanfield.solve`, :func:`meanfield.solve_lagrangian`,
 ``particles.simulate``) and every ensemble cell (``validation.phase_diagram``,
@@ -11,6 +13,11 @@ Every solver (:func:`meanfield.solve`, :func:`meanfield.solve_lagrangian`,
 with ``throw=False``, returns its partial result, whose ``attrs`` (``successful = 0``,
 ``stop_reason``) say so. The rules for a sweep of such runs are those of
 :func:`validation.sweep.sweep`.
+
+The ``attrs`` that say how a run ended (its counters, ``stop_reason``, ``successful``,
+``t_reached``, ``wall_time_s``) come from the engine's :class:`Solution` through one helper,
+:func:`run_attrs`; a result assembled from parts one of which failed is marked by
+:func:`mark_unsuccessful`.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .driver import IntegrationError, Interrupted, Solution, StopReason
+from .schema import result_attrs
 
 
 def finish(sol: Solution, result: Any, *, name: str,
@@ -66,4 +74,26 @@ def finish(sol: Solution, result: Any, *, name: str,
     return result
 
 
-__all__ = ["finish"]
+def run_attrs(sol: Solution, *, title: str, solver: str, model: str, settings: dict[str, Any],
+              scheme: str, controller: str, rtol: float | None, atol: float | None,
+              dt: float | None) -> dict[str, Any]:
+    """The result schema's ``attrs`` (:func:`meanfield.integrate.result_attrs`) of a run that
+    ended as ``sol``: the counters, ``stop_reason`` (the message and its detail),
+    ``successful``, ``t_reached`` and ``wall_time_s`` from the engine; what the run was from
+    the caller."""
+    return result_attrs(title=title, solver=solver, model=model, settings=settings,
+                        scheme=scheme, controller=controller, rtol=rtol, atol=atol, dt=dt,
+                        stats=sol.stats(), stop_reason=sol.message, successful=sol.successful,
+                        t_reached=sol.t_reached, wall_time_s=sol.wall_time_s)
+
+
+def mark_unsuccessful(attrs: Any, reason: str) -> None:
+    """Mark a result's ``attrs`` (a mapping, changed in place) ``successful = 0`` with
+    ``reason``, after the reason it already gave where it had failed already (a result
+    assembled from parts, one of which failed)."""
+    before = "" if int(attrs.get("successful", 1)) else f"{attrs.get('stop_reason', '')}; "
+    attrs["successful"] = 0
+    attrs["stop_reason"] = f"{before}{reason}"
+
+
+__all__ = ["finish", "mark_unsuccessful", "run_attrs"]

@@ -7,9 +7,10 @@ import re
 import numpy as np
 import pytest
 
-from meanfield import Circle, Model
+from meanfield import Circle, Domain, Model
 from meanfield.cli import main
 from meanfield.convergence import convergence_table, diagnose, self_convergence, table_time
+from meanfield.integrate import Interrupted, StopReason, check_result_attrs, settings_of
 from meanfield.io import read_netcdf
 
 
@@ -29,7 +30,51 @@ def test_dataset_layout(study) -> None:
     assert study["difference_resolution"].dims == ("resolution", "time")
     assert study["order_tolerance"].dims == ("tolerance", "time")
     assert np.all(study["t_resolved"].values == pytest.approx(1.2))
-    assert "model" in study.attrs and "domain" in study.attrs
+    assert Model.from_state(study.attrs["model"]) == Model(beta=4.0, attention="softmax")
+
+
+def test_attrs_come_from_the_result_schema(study) -> None:
+    """Exactly the schema's keys and types (``meanfield_version``, never a hand-built
+    ``version``); the study's own settings in ``settings``; the counters the sum over its
+    3 resolution and 4 tolerance runs (each run's ``num_accepted`` is its ``steps_*``)."""
+    check_result_attrs(study.attrs)
+    s = settings_of(study)
+    assert Domain.from_state(s["domain"]) == Circle(32)
+    assert s["tolerance_resolution"] == 32 and s["form"] == "continuity" and s["tail_tol"] == 1e-2
+    assert len(s["stop_reasons"]) == 3
+    assert study.attrs["solver"] == "meanfield.convergence"
+    assert study.attrs["successful"] == 1 and study.attrs["stop_reason"] == StopReason.SUCCESS.value
+    assert study.attrs["t_reached"] == 1.2 and study.attrs["scheme"] == "dopri5"
+    assert study.attrs["rtol"] == 1e-10 and study.attrs["atol"] == 1e-14
+    steps = int(study["steps_resolution"].sum() + study["steps_tolerance"].sum())
+    assert study.attrs["num_accepted"] == steps > 0
+
+
+def test_an_interrupted_study_keeps_the_schema(monkeypatch) -> None:
+    """Ctrl-C during the second run: the partial study's attrs are the schema's, unsuccessful,
+    with the runs finished counted."""
+    import meanfield.convergence as conv
+
+    calls = [0]
+    real = conv.solve
+
+    def solve(*args, **kwargs):
+        calls[0] += 1
+        if calls[0] == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(conv, "solve", solve)
+    with pytest.raises(Interrupted) as info:
+        self_convergence(Model(beta=1.0), Circle(32), _rho0, [0.0, 0.2], levels=2,
+                         tolerances=(1e-6,), tail_tol=1e-2)
+    ds = info.value.dataset
+    check_result_attrs(ds.attrs)
+    assert ds.attrs["successful"] == 0
+    assert ds.attrs["stop_reason"].startswith(
+        "interrupted by the user: self_convergence interrupted while running resolution 64")
+    assert ds.attrs["num_accepted"] == int(ds["steps_resolution"].values[0]) > 0
+    assert ds.attrs["t_reached"] == 0.2
 
 
 def test_resolution_differences_fall_spectrally(study) -> None:

@@ -11,6 +11,7 @@ import pytest
 import particles
 from meanfield import Model, solve_gaussian
 from meanfield.gaussian import BlowUpError, layered_covariance
+from meanfield.integrate import check_result_attrs
 from meanfield.schedule import Schedule
 
 M1 = Model(beta=1.0)
@@ -63,7 +64,9 @@ def test_particles_schedule_equals_the_composition_bitwise(method: str) -> None:
     np.testing.assert_array_equal(ds["x"].values[:2], a["x"].values[:2])
     np.testing.assert_array_equal(ds["x"].values[2:], b["x"].values[1:])
     assert ds.attrs["model"] == s.to_json() and ds.attrs["successful"] == 1
-    assert ds.attrs["num_steps"] == a.attrs["num_steps"] + b.attrs["num_steps"]
+    for key in ("num_steps", "num_accepted", "num_evaluations"):  # summed over the pieces
+        assert ds.attrs[key] == a.attrs[key] + b.attrs[key]
+    check_result_attrs(ds.attrs)  # the joined attrs, made again by the schema
     # and the switch matters: one model throughout is another run
     one = particles.simulate(M1, x0, t, method=method, dt=0.05)
     assert np.abs(one["x"].values[-1] - ds["x"].values[-1]).max() > 1e-3

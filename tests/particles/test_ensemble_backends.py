@@ -150,7 +150,7 @@ def test_metastability_on_torch():
     kw = dict(betas=(4.0,), n=8, t_max=3.0, times=7)
     ref, out = trajectories(**kw), trajectories(**kw, backend="torch")
     np.testing.assert_allclose(out["theta"].values, ref["theta"].values, atol=FLOAT64)
-    assert out.attrs["backend"] == "torch cpu float64"
+    assert json.loads(out.attrs["settings"])["backend"] == "torch cpu float64"
     counts = cluster_counts(**kw, seeds=16, progress=False, backend="torch", dtype="float32")
     np.testing.assert_array_equal(counts["clusters"].values,
                                   cluster_counts(**kw, seeds=16, progress=False)["clusters"].values)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import xarray as xr
 
 import particles.cli as pcli
 from meanfield.cli import GROUP, build_parser, main
+from meanfield.integrate import RESULT_ATTRS, check_result_attrs
 from meanfield.testing import interrupt_command
 from particles.simulate import METHODS
 
@@ -43,6 +45,34 @@ def test_run_with_the_one_spelling(tmp_path: Path) -> None:
     ds = xr.load_dataset(out, engine="h5netcdf")
     assert ds.x.shape == (3, 4, 3) and pcli.accepts(ds)
     assert not pcli.accepts(ds.drop_vars("x"))
+    # the command's seed and start went through the schema with the run's own settings
+    assert set(ds.attrs) == set(RESULT_ATTRS)
+    settings = json.loads(ds.attrs["settings"])
+    assert settings["seed"] == 1 and settings["init"] == "sphere"
+    assert settings["field_method_requested"] == "auto" and settings["method"] == "rk4"
+
+
+def test_the_command_passes_its_settings_to_simulate(tmp_path: Path, monkeypatch) -> None:
+    """Through ``simulate(settings=...)``, not by editing the JSON after the fact: the
+    Dataset simulate returns already holds them."""
+    import importlib
+
+    psim = importlib.import_module("particles.simulate")  # the module, not the function
+
+    seen = {}
+    real = psim.simulate
+
+    def spy(*args, **kwargs):
+        seen["ds"] = real(*args, **kwargs)
+        return seen["ds"]
+
+    monkeypatch.setattr(psim, "simulate", spy)
+    assert main(["particles", "--n", "3", "--d", "4", "--t-max", "0.1", "--times", "2",
+                 "--seed", "7", "--init", "orthogonal", "--no-progress",
+                 "--out", str(tmp_path / "q.nc")]) == 0
+    check_result_attrs(seen["ds"].attrs)
+    settings = json.loads(seen["ds"].attrs["settings"])
+    assert settings["seed"] == 7 and settings["init"] == "orthogonal"
 
 
 def test_gaussian_start_needs_euclidean(tmp_path: Path, capsys) -> None:

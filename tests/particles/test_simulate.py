@@ -286,6 +286,26 @@ def test_result_attrs_are_netcdf_safe_and_round_trip(tmp_path: Path) -> None:
     assert back.attrs["model"] == ds.attrs["model"]
 
 
+def test_extra_settings_are_recorded_and_cannot_change_the_runs_own() -> None:
+    """``settings=`` adds entries to ``attrs["settings"]`` through the schema; an entry the
+    run records itself is refused before the run (``seed`` only where the run has none: a
+    Generator ``rng``)."""
+    from meanfield.integrate import check_result_attrs
+
+    x0 = particles.sample_sphere(3, 2, 0)
+    ds = particles.simulate(Model(beta=1.0), x0, [0.0, 0.1], rng=np.random.default_rng(5),
+                            settings={"seed": 5, "init": "sphere"})
+    check_result_attrs(ds.attrs)
+    settings = json.loads(ds.attrs["settings"])
+    assert settings["seed"] == 5 and settings["init"] == "sphere" and settings["method"] == "rk4"
+    with pytest.raises(ValueError, match="settings.*'method'"):
+        particles.simulate(Model(beta=1.0), x0, [0.0, 0.1], settings={"method": "euler"})
+    with pytest.raises(ValueError, match="settings.*'seed'"):
+        particles.simulate(Model(beta=1.0), x0, [0.0, 0.1], rng=3, settings={"seed": 4})
+    with pytest.raises(ValueError, match="settings must be a mapping"):
+        particles.simulate(Model(beta=1.0), x0, [0.0, 0.1], settings=[("init", "x")])
+
+
 def test_simulate_angles() -> None:
     th0 = np.random.default_rng(17).uniform(0, 2 * np.pi, (2, 9))
     model = Model(beta=4.0)

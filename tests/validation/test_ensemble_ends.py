@@ -113,6 +113,27 @@ def test_metastability_never_counts_from_uninitialised_memory():
     assert ds.attrs["successful"] == 0 and ds.attrs["num_rejected"] == 1
 
 
+def test_metastability_trajectories_attrs_follow_the_schema():
+    """The trajectories' attrs come from the result schema: their own entries (the backend,
+    failed_betas) in settings; a beta recorded as failed (1e300: non-finite states) makes the
+    result unsuccessful, named in stop_reason; the counters are the runs' sums (t_max / dt
+    = 20 RK4 steps for a beta that runs to its end, fewer for one that stops early)."""
+    from meanfield.integrate import check_result_attrs, settings_of
+    from validation.metastability import trajectories
+
+    kw = dict(n=8, t_max=2.0, times=3)
+    ok = trajectories(betas=[4.0], **kw)
+    check_result_attrs(ok.attrs)
+    assert ok.attrs["successful"] == 1 and ok.attrs["num_accepted"] == 20
+    assert settings_of(ok)["failed_betas"] == {} and settings_of(ok)["backend"].startswith("numpy")
+    with np.errstate(all="ignore"):
+        ds = trajectories(betas=[4.0, 1e300], on_failure="record", **kw)
+    check_result_attrs(ds.attrs)
+    assert ds.attrs["successful"] == 0 and list(settings_of(ds)["failed_betas"]) == ["1e+300"]
+    assert ds.attrs["stop_reason"].startswith("the trajectories of 1 beta(s) failed and are NaN")
+    assert 20 <= ds.attrs["num_accepted"] < 40
+
+
 def test_a_step_that_cannot_finish_is_refused_up_front():
     """USA at beta_max = 1e3 steps dt e^{-beta}: it used to say 'dt must be > 0, got 0.0'
     from inside a cell; now the estimate comes before any cell, in logarithms."""

@@ -7,11 +7,13 @@ needed); one runs the CLI on the real model and skips, naming the extra, when it
 from __future__ import annotations
 
 import importlib.util
+import json
 
 import numpy as np
 import pytest
 
 from meanfield import Model
+from meanfield.integrate import RESULT_ATTRS, check_result_attrs, settings_of
 from meanfield.io import read_netcdf, write_netcdf
 from particles import energy, sample_sphere
 from particles.trained import MODELS_EXTRA, random_encoder
@@ -78,9 +80,16 @@ def test_token_study_dataset(tiny, tmp_path):
     widths = np.diff(np.linspace(-1, 1, 9))
     np.testing.assert_allclose((ds.histogram * widths[0]).sum("bin"), 1.0, rtol=1e-12)
     assert ds.energy.dims == ("passage", "layer", "beta")
-    assert {"model", "settings", "normalisation", "version"} <= set(ds.attrs)
     path = write_netcdf(ds, tmp_path / "tokens.nc")
     back = read_netcdf(path)
+    check_result_attrs(ds.attrs)  # the schema's keys alone: meanfield_version, never version
+    assert set(back.attrs) == set(RESULT_ATTRS)  # also as read back
+    assert ds.attrs["solver"] == "validation.tokens.token_study" and ds.attrs["successful"] == 1
+    assert json.loads(ds.attrs["model"]) == {"encoder": "random"}
+    assert ds.attrs["t_reached"] == tiny.num_layers and ds.attrs["scheme"] == ""
+    settings = settings_of(ds)
+    assert settings.pop("normalisation").startswith("y_i = x_i / |x_i|")
+    assert settings == {"bins": 8, "betas": [1.0, 9.0], "delta": 0.1}
     assert back.tokens.values[0, 1] == "one"
     np.testing.assert_array_equal(back.clusters.values, ds.clusters.values)
 
@@ -130,7 +139,13 @@ def test_dynamics_study_dataset(tiny):
     lo, hi = T.DEFAULTS["beta_bounds"]
     assert np.all((ds.toy_beta.isel(layer=slice(1, None)) >= lo)
                   & (ds.toy_beta.isel(layer=slice(1, None)) <= hi))
-    assert "dynamics" in ds.attrs and "settings" in ds.attrs
+    check_result_attrs(ds.attrs)
+    model = json.loads(ds.attrs["model"])
+    assert model["encoder"] == "random" and set(model["dynamics"]) == {
+        "layer model", "attention", "attention+ff", "post_ln", "post_ln+ff"}
+    assert ds.attrs["solver"] == "validation.tokens.dynamics_study"
+    assert ds.attrs["scheme"] == "rk4" and ds.attrs["dt"] == 0.125
+    assert settings_of(ds)["dt"] == 0.125 and ds.attrs["t_reached"] == tiny.num_layers
     with pytest.raises(ValueError, match="dt"):
         T.dynamics_study(tiny, PASSAGES, dt=0.0)
     with pytest.raises(ValueError, match="variants"):
@@ -226,4 +241,4 @@ def test_cli_on_the_real_model(tmp_path):
         assert (out / name).is_file()
     ds = read_netcdf(out / "tokens.nc")
     assert ds.sizes["passage"] == 2 and ds.sizes["layer"] == 7 and ds.sizes["dim"] == 384
-    assert ds.attrs["model"] == "all-MiniLM-L6-v2"
+    assert json.loads(ds.attrs["model"]) == {"encoder": "all-MiniLM-L6-v2"}

@@ -28,6 +28,7 @@ from scipy import special, stats
 
 from meanfield import theory
 from meanfield.figures import angle_axis, plain_log_ticks, subplots
+from meanfield.integrate import setting_of
 
 from ..records import CheckResult, Comparison
 from ..suites import check
@@ -491,7 +492,7 @@ def _self_convergence_figure(ds: xr.Dataset, err: np.ndarray, tails: Sequence[fl
     a2.loglog(tt, ds["error_tolerance"].values[-2, -1] * tt / tt[-2], "--", color="gray", label="slope 1")
     a2.set_xlabel("rtol")
     a2.set_ylabel(f"L2 error to the tightest rtol at t = {t_end:g}")
-    a2.set_title(f"tolerance tightening (N = {int(ds.attrs.get('tolerance_resolution', N[0]))})",
+    a2.set_title(f"tolerance tightening (N = {int(setting_of(ds, 'tolerance_resolution', N[0]))})",
                  fontsize=10)
     a2.legend(fontsize=7)
     return save_figure(fig, out_dir, "pde_self_convergence")

@@ -17,7 +17,6 @@ phase-diagram`` does.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
@@ -37,12 +36,13 @@ def _write_partial(parts: list[Any], args: argparse.Namespace, stage: str, why: 
     says so."""
     import xarray as xr
 
+    from meanfield.integrate import mark_unsuccessful
     from meanfield.io import write_netcdf
 
     if not parts:
         return f"during the {stage}; nothing was finished, nothing is written to {args.out}"
     ds = xr.merge(parts, combine_attrs="override")
-    ds.attrs.update(successful=0, stop_reason=f"{why} during the {stage}")
+    mark_unsuccessful(ds.attrs, f"{why} during the {stage}")
     write_netcdf(ds, args.out)
     kept = ", ".join(sorted(str(v) for v in ds.data_vars))
     return f"during the {stage}; the parts computed ({kept}) are written to {args.out}"
@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     what was finished."""
     import xarray as xr
 
-    from meanfield.integrate import IntegrationError, Interrupted
+    from meanfield.integrate import IntegrationError, Interrupted, mark_unsuccessful
     from meanfield.io import write_netcdf
     from validation.cli.phase_diagram import in_options
     from validation.metastability import cluster_counts, pde_cluster_counts, trajectories
@@ -91,13 +91,9 @@ def run(args: argparse.Namespace) -> int:
         said = _write_partial(parts, args, stage, f"failed: {exc}")
         exc.args = (f"{in_options(str(exc))}; {said}",)  # names --out: not written again
         raise
-    ds = xr.merge(parts, combine_attrs="override")
-    lost = json.loads(traj.attrs.get("failed_betas", "{}"))
-    if lost:  # --on-failure record met a failed trajectory: the file says so
-        said = "; ".join(lost.values())
-        before = "" if int(ds.attrs["successful"]) else f"{ds.attrs['stop_reason']}; "
-        ds.attrs.update(successful=0, stop_reason=f"{before}the trajectories of {len(lost)} "
-                        f"beta(s) failed and are NaN: {said}")
+    ds = xr.merge(parts, combine_attrs="override")  # the counts' attrs
+    if not int(traj.attrs["successful"]):  # --on-failure record met a failed trajectory
+        mark_unsuccessful(ds.attrs, traj.attrs["stop_reason"])
     write_netcdf(ds, args.out)
     print(f"wrote {args.out}")
     for beta in args.beta:

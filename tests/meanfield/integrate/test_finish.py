@@ -21,8 +21,11 @@ from meanfield.integrate import (
     Interrupted,
     Solution,
     StopReason,
+    check_result_attrs,
     check_step_count,
     finish,
+    mark_unsuccessful,
+    run_attrs,
     stability_radius,
 )
 from meanfield.io import read_netcdf
@@ -39,6 +42,30 @@ def _sol(reason: StopReason, t: float = 0.5, detail: str = "") -> Solution:
 
 def _ds(successful: bool) -> xr.Dataset:
     return xr.Dataset({"y": ("time", [0.0, 1.0])}, attrs={"successful": int(successful)})
+
+
+def test_run_attrs_take_how_the_run_ended_from_the_engine():
+    """One helper writes the end of every run's attrs: counters, message, success, time."""
+    sol = Solution(reason=StopReason.MAX_STEPS, detail="max_steps=3", t_reached=0.25,
+                   y=np.zeros(1), context=None, num_steps=3, num_accepted=2, num_rejected=1,
+                   num_evaluations=19, wall_time_s=0.5)
+    attrs = run_attrs(sol, title="t", solver="s", model="{}", settings={"k": 1}, scheme="rk4",
+                      controller="ConstantStep", rtol=None, atol=None, dt=0.1)
+    check_result_attrs(attrs)
+    assert (attrs["num_steps"], attrs["num_accepted"], attrs["num_rejected"],
+            attrs["num_evaluations"]) == (3, 2, 1, 19)
+    assert attrs["stop_reason"] == f"{StopReason.MAX_STEPS.value}: max_steps=3"
+    assert attrs["successful"] == 0 and attrs["t_reached"] == 0.25
+    assert attrs["wall_time_s"] == 0.5 and attrs["dt"] == 0.1 and np.isnan(attrs["rtol"])
+
+
+def test_mark_unsuccessful_keeps_an_earlier_reason():
+    ok = {"successful": 1, "stop_reason": StopReason.SUCCESS.value}
+    mark_unsuccessful(ok, "interrupted during the PDE peaks")
+    assert ok == {"successful": 0, "stop_reason": "interrupted during the PDE peaks"}
+    mark_unsuccessful(ok, "the trajectories of 1 beta(s) failed")
+    assert ok["successful"] == 0 and ok["stop_reason"] == (
+        "interrupted during the PDE peaks; the trajectories of 1 beta(s) failed")
 
 
 def test_success_returns_and_writes(tmp_path):

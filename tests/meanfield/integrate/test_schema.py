@@ -10,7 +10,16 @@ import pytest
 
 import meanfield as mf
 import particles
-from meanfield.integrate import RESULT_ATTRS, Interrupted, StopReason
+from meanfield.integrate import (
+    RESULT_ATTRS,
+    Interrupted,
+    StopReason,
+    check_result_attrs,
+    result_attrs,
+    revise_attrs,
+    setting_of,
+    settings_of,
+)
 from validation.phase_diagram import phase_diagram
 from validation.sweep import sweep
 
@@ -43,6 +52,80 @@ def test_every_solver_writes_the_same_attrs_keys_and_types():
         assert ds.attrs["successful"] == 1 and ds.attrs["stop_reason"] == StopReason.SUCCESS.value
         json.loads(ds.attrs["settings"])
         json.loads(ds.attrs["model"])
+        check_result_attrs(ds.attrs)
+
+
+def _attrs(**change: object) -> dict:
+    kw: dict = dict(title="t", solver="s", model="{}", settings={"a": 1}, scheme="rk4",
+                    controller="ConstantStep", rtol=None, atol=None, dt=0.1,
+                    stats={"num_steps": 2}, stop_reason=StopReason.SUCCESS.value,
+                    successful=True, t_reached=1.0, wall_time_s=0.0)
+    kw.update(change)
+    return result_attrs(**kw)
+
+
+def test_result_attrs_refuses_a_number_it_would_drop():
+    """The counters are the schema's four; a solver's own number (``num_refinements``) passed
+    as a counter used to vanish without a word: it belongs in ``settings``."""
+    attrs = _attrs()
+    assert attrs["num_steps"] == 2 and attrs["num_accepted"] == 0  # not counted: 0
+    with pytest.raises(ValueError, match="num_refinements"):
+        _attrs(stats={"num_steps": 2, "num_refinements": 1})
+
+
+def test_solve_records_its_refinements_in_settings():
+    """``solve``'s refinement count is a setting of the run (it was also passed, and dropped,
+    as a counter): 32 -> 64 at least once for this start (test_circle_solver)."""
+    circle = mf.Circle(32)
+    rho = lambda th: np.exp(2.0 * np.cos(th)) + np.exp(2.0 * np.cos(th - 3.0))  # noqa: E731
+    ds = mf.solve(mf.Model(5.0), circle, rho, [0, 1.5], rtol=1e-11, atol=1e-15)
+    check_result_attrs(ds.attrs)
+    assert settings_of(ds)["num_refinements"] >= 1 and "num_refinements" not in ds.attrs
+
+
+def test_check_result_attrs_names_what_is_wrong():
+    good = _attrs()
+    check_result_attrs(good)
+    hand = {k: v for k, v in good.items() if k != "meanfield_version"}
+    with pytest.raises(ValueError, match=r"missing \['meanfield_version'\], extra \['version'\]"):
+        check_result_attrs({**hand, "version": good["meanfield_version"]})
+    with pytest.raises(ValueError, match="attrs\\['num_steps'\\] must be a int"):
+        check_result_attrs({**good, "num_steps": 2.0})
+    with pytest.raises(ValueError, match="successful.*0 or 1"):
+        check_result_attrs({**good, "successful": 2})
+    with pytest.raises(ValueError, match="settings.*JSON object"):
+        check_result_attrs({**good, "settings": "[1]"})
+    with pytest.raises(ValueError, match="model.*must be JSON"):
+        check_result_attrs({**good, "model": "all-MiniLM-L6-v2"})
+
+
+def test_revise_attrs_changes_what_it_is_told_and_keeps_the_rest():
+    """A sweep's attrs made into a study's: the changes go through result_attrs again."""
+    base = _attrs(stats={"num_steps": 4, "num_accepted": 3, "num_rejected": 1},
+                  successful=False, stop_reason="1 of 4 cells failed")
+    out = revise_attrs(base, title="study", settings={"b": 2}, stats={"num_evaluations": 9})
+    check_result_attrs(out)
+    assert out["title"] == "study" and json.loads(out["settings"]) == {"b": 2}
+    assert (out["num_steps"], out["num_accepted"], out["num_rejected"],
+            out["num_evaluations"]) == (4, 3, 1, 9)
+    assert out["successful"] == 0 and out["stop_reason"] == "1 of 4 cells failed"
+    assert out["dt"] == 0.1 and out["solver"] == "s"
+    with pytest.raises(ValueError, match="changes must be arguments.*'version'"):
+        revise_attrs(base, version="1")
+    with pytest.raises(ValueError, match="missing \\['title'\\]"):
+        revise_attrs({k: v for k, v in base.items() if k != "title"}, solver="x")
+
+
+def test_setting_of_reads_settings_then_an_older_attribute():
+    import xarray as xr
+
+    new = xr.Dataset(attrs={"settings": json.dumps({"tolerance_resolution": 32})})
+    old = xr.Dataset(attrs={"tolerance_resolution": 16})  # before it moved into settings
+    assert setting_of(new, "tolerance_resolution") == 32
+    assert setting_of(old, "tolerance_resolution") == 16
+    assert setting_of(new, "form", "continuity") == "continuity"
+    with pytest.raises(KeyError, match="form"):
+        setting_of(new, "form")
 
 
 def test_solve_max_steps_keeps_partial_results():
