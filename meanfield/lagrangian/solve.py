@@ -49,7 +49,7 @@ from ..integrate import (
     finish,
     get_scheme,
     integrate,
-    result_attrs,
+    run_attrs,
     stability_radius,
 )
 from ..kernels import DEFAULT_MEMORY_LIMIT
@@ -307,14 +307,12 @@ def solve_lagrangian(
             y[:, :d] /= np.linalg.norm(y[:, :d], axis=1)[:, None]
     ds = _assemble(saved, model, nodes, weights, labels, d, memory_limit,
                    "fast" if fast else "direct")
-    ds.attrs.update(result_attrs(
-        title="meanfield solve_lagrangian (characteristics)",
+    ds.attrs.update(run_attrs(
+        sol, title="meanfield solve_lagrangian (characteristics)",
         solver="meanfield.solve_lagrangian", model=model.to_json(), settings=settings,
         scheme=tab.name, controller=type(controller).__name__,
         rtol=rtol if tab.adaptive else None, atol=atol if tab.adaptive else None,
-        dt=None if dt is None else float(dt), stats=sol.stats(), stop_reason=sol.message,
-        successful=sol.successful, t_reached=sol.t_reached, wall_time_s=sol.wall_time_s,
-    ))
+        dt=None if dt is None else float(dt)))
     if handover is not None:
         ds["handover_time"] = ((), float(handover["t"]), {
             "long_name": f"time at which this run took over from {handover.get('from', 'another run')}"})
