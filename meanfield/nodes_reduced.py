@@ -38,9 +38,8 @@ import numpy as np
 from scipy.special import logsumexp
 
 from .checks import count, read_only
-from .domains.zonal_sphere import gauss_jacobi_log
+from .domains.zonal_sphere import gauss_jacobi_log, sphere_rule, sphere_rule_size
 from .special import log_sphere_area
-from .sphere_rules import sphere_rule, sphere_rule_size
 
 
 def _checked_weights(weights: Any, log_density: Any,

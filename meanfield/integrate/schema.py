@@ -183,8 +183,7 @@ def setting_of(ds: Any, key: str, default: Any = _MISSING) -> Any:
     Raises:
         KeyError: none of these holds ``key`` and no ``default`` is given.
     """
-    raw = ds.attrs.get("settings")
-    settings = json.loads(raw) if raw is not None else {}
+    settings = settings_of(ds) if "settings" in ds.attrs else {}
     if key in settings:
         return settings[key]
     if key in ds.attrs:

@@ -6,6 +6,7 @@ resolved runs stay silent; the null-rule estimator on known functions."""
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import numpy as np
 import pytest
@@ -102,18 +103,26 @@ def test_null_rule_and_extrapolation() -> None:
     assert mon.estimate(y) < 1e-15
 
 
-def test_thresholds_decide_and_samples_are_not_monitored() -> None:
-    r = _two_poles(8)
-    y = np.stack([np.log(np.tan(0.5 * np.asarray(r.theta))), np.zeros(r.n)], axis=1)
-    P = SphereQuadratureMonitor(Model(4.0), r, 1.0).estimate(y)
+def _assert_thresholds_decide(rule: Any, y: np.ndarray) -> float:
+    """The estimate ``P`` of ``rule`` at the state ``y`` (positive); a monitor whose limits lie
+    above it records it and stays silent, one whose limits lie below it stops the run with
+    ``UNRESOLVED_NODES``. Returns ``P``."""
+    P = SphereQuadratureMonitor(Model(4.0), rule, 1.0).estimate(y)
     assert P > 0
-    silent = SphereQuadratureMonitor(Model(4.0), r, 1.0, warn=1.01 * P, stop=1.02 * P)
+    silent = SphereQuadratureMonitor(Model(4.0), rule, 1.0, warn=1.01 * P, stop=1.02 * P)
     silent.check(1.0, y, None, None)
     assert silent.worst == (pytest.approx(P), 1.0)
-    stopping = SphereQuadratureMonitor(Model(4.0), r, 1.0, warn=0.98 * P, stop=0.99 * P)
+    stopping = SphereQuadratureMonitor(Model(4.0), rule, 1.0, warn=0.98 * P, stop=0.99 * P)
     with pytest.raises(Stop) as info:
         stopping.check(1.0, y, None, None)
     assert info.value.reason is StopReason.UNRESOLVED_NODES
+    return P
+
+
+def test_thresholds_decide_and_samples_are_not_monitored() -> None:
+    r = _two_poles(8)
+    y = np.stack([np.log(np.tan(0.5 * np.asarray(r.theta))), np.zeros(r.n)], axis=1)
+    _assert_thresholds_decide(r, y)
     x = np.random.default_rng(3).standard_normal((50, 3))
     samples = nodes.from_samples(x / np.linalg.norm(x, axis=1)[:, None])
     assert SphereQuadratureMonitor(Model(4.0), samples, 1.0).basis is None
@@ -213,18 +222,10 @@ def test_subspace_beta0_estimate_is_zero(k: int, radial: int, angular: int) -> N
 def test_subspace_thresholds_decide_and_other_node_sets_are_not_monitored() -> None:
     sn = nodes.subspace(_clusters(3), 3, 16, 3, angular=11, log=True)
     y = np.concatenate([subspace_state(np.asarray(sn.p)), np.zeros((sn.n, 1))], axis=1)
-    P = SphereQuadratureMonitor(Model(4.0), sn, 1.0).estimate(y)
-    assert P > 0
-    silent = SphereQuadratureMonitor(Model(4.0), sn, 1.0, warn=1.01 * P, stop=1.02 * P)
-    silent.check(1.0, y, None, None)
-    assert silent.worst == (pytest.approx(P), 1.0)
+    P = _assert_thresholds_decide(sn, y)
     warning = SphereQuadratureMonitor(Model(4.0), sn, 1.0, warn=0.98 * P, stop=1.02 * P)
     with pytest.warns(UserWarning, match="near the limit"):
         warning.check(1.0, y, None, None)
-    stopping = SphereQuadratureMonitor(Model(4.0), sn, 1.0, warn=0.98 * P, stop=0.99 * P)
-    with pytest.raises(Stop) as info:
-        stopping.check(1.0, y, None, None)
-    assert info.value.reason is StopReason.UNRESOLVED_NODES
     # nodes that are no product rule (random points of the ball): no degree, not monitored
     p = np.random.default_rng(5).uniform(-0.5, 0.5, (40, 2))
     scattered = nodes.SubspaceNodes(p, np.full(40, 1 / 40), np.zeros(40), 16)

@@ -14,6 +14,7 @@ section 4.
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 from typing import Any
 
@@ -195,8 +196,6 @@ def rings_against_pairs(model: Model, kappa: float, d: int, n: int, *, dt: float
     particles' mean (``ks_fitted``, level ``q/sqrt(n/2)``); ``E[s]`` of the particles at each
     time, the fitted ``kappa`` and the particles' wall time. Shared by :func:`check_rings_particles`
     and ``benchmarks/bench_rings.py``."""
-    import time
-
     from meanfield.lagrangian.rings import cdf_s
 
     from ..pairs import kolmogorov, kolmogorov_levels, pair_flips, simulate_mirrored, symmetric_pairs
