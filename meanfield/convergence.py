@@ -49,7 +49,7 @@ import xarray as xr
 
 from .domains.base import Domain
 from .integrate import Interrupted, StopReason, result_attrs, setting_of
-from .integrate.schema import STATS
+from .integrate.schema import summed_stats
 from .io import domain_of
 from .memory import check_solve_memory
 from .model import Model
@@ -313,7 +313,7 @@ def _study(model: Model, domain: Domain, times: np.ndarray, resolutions: list[in
                   "form": form, "tail_tol": float(tail_tol), "stop_reasons": list(reasons)},
         scheme=runs[0]["scheme"] if runs else "",
         controller=runs[0]["controller"] if runs else "", rtol=rtol, atol=atol, dt=None,
-        stats={k: sum(int(r[k]) for r in runs) for k in STATS},
+        stats=summed_stats(runs),
         stop_reason=(StopReason.SUCCESS.value if interrupted is None
                      else f"{StopReason.INTERRUPTED.value}: {interrupted}"),
         successful=interrupted is None,

@@ -27,7 +27,7 @@ import xarray as xr
 
 from .checks import output_times
 from .integrate.driver import IntegrationError, Interrupted
-from .integrate.schema import STATS, revise_attrs
+from .integrate.schema import revise_attrs, summed_stats
 from .model import Model
 
 
@@ -192,7 +192,7 @@ def run_schedule(schedule: Schedule, t: Any, start: Any,
         ds = ds.isel(time=np.flatnonzero(keep))
         ds.attrs = revise_attrs(
             dss[-1].attrs, model=schedule.to_json(),
-            stats={key: sum(int(p.attrs[key]) for p in dss) for key in STATS},
+            stats=summed_stats(p.attrs for p in dss),
             wall_time_s=sum(float(p.attrs["wall_time_s"]) for p in dss))
         return ds
 

@@ -40,7 +40,7 @@ from meanfield import Schedule
 from meanfield.attention import require
 from meanfield.finite import note_nonfinite, note_variables
 from meanfield.integrate import Interrupted, StopReason, finish, result_attrs, revise_attrs
-from meanfield.integrate.schema import STATS
+from meanfield.integrate.schema import summed_stats
 from particles import count_clusters_angles
 from particles.ensemble import EnsembleError, simulate_ensemble
 
@@ -117,7 +117,7 @@ def trajectories(betas: Sequence[float] = (4.0, 9.0), n: int = 32, t_max: float 
     x0 = sample_tokens(np.random.default_rng(seed), 1, int(n), 2)
     theta = np.empty((len(betas), t.size, int(n)))
     failed: dict[int, str] = {}
-    counted = dict.fromkeys(STATS, 0)
+    runs: list[dict[str, int]] = []
     for b, beta in enumerate(betas):
         def record(k: int, _t: float, x: np.ndarray, b: int = b) -> None:
             theta[b, k] = _angles(x[0])
@@ -125,8 +125,7 @@ def trajectories(betas: Sequence[float] = (4.0, 9.0), n: int = 32, t_max: float 
         run, step = _cell_run(float(beta), schedule, dt, attention)
         sol = simulate_ensemble(x0, run, t, record, attention=attention, dt=step,
                                 backend=where.name, device=where.device, dtype=where.dtype)
-        for key, count in sol.stats().items():
-            counted[key] += count
+        runs.append(sol.stats())
         try:
             finish(sol, None, name=f"trajectories at beta = {float(beta):g}",
                    error=EnsembleError)
@@ -154,7 +153,7 @@ def trajectories(betas: Sequence[float] = (4.0, 9.0), n: int = 32, t_max: float 
             settings={"n": int(n), "seed": int(seed), "attention": attention, "dt": float(dt),
                       "backend": where.label(), "failed_betas": lost},
             scheme="rk4", controller="ConstantStep", rtol=None, atol=None, dt=float(dt),
-            stats=counted,
+            stats=summed_stats(runs),
             stop_reason=(f"the trajectories of {len(lost)} beta(s) failed and are NaN: "
                          f"{'; '.join(lost.values())}" if lost else StopReason.SUCCESS.value),
             successful=not lost, t_reached=float(t[-1]), wall_time_s=time.perf_counter() - wall0))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
@@ -53,6 +54,17 @@ RESULT_ATTRS: dict[str, type] = {
 STATS: tuple[str, ...] = ("num_steps", "num_accepted", "num_rejected", "num_evaluations")
 """The counters of :data:`RESULT_ATTRS` (:meth:`meanfield.integrate.Solution.stats`); a missing
 one is 0 (not counted)."""
+
+
+def summed_stats(parts: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """The counters :data:`STATS` summed over ``parts`` (results' ``attrs`` or
+    :meth:`meanfield.integrate.Solution.stats`; a missing counter counts 0): the ``stats`` of a
+    result made of several runs."""
+    total = dict.fromkeys(STATS, 0)
+    for part in parts:
+        for key in STATS:
+            total[key] += int(part.get(key, 0))
+    return total
 
 
 def _float(v: Any) -> float:
@@ -195,4 +207,4 @@ def setting_of(ds: Any, key: str, default: Any = _MISSING) -> Any:
 
 
 __all__ = ["RESULT_ATTRS", "STATS", "check_result_attrs", "result_attrs", "revise_attrs",
-           "setting_of", "settings_of"]
+           "setting_of", "settings_of", "summed_stats"]
