@@ -19,7 +19,7 @@ import numpy as np
 import pyfftw
 
 import meanfield as mf
-from meanfield.initial import von_mises
+from meanfield.spectral.initial import von_mises
 
 
 def best(fn, number: int, repeat: int) -> float:

@@ -1,4 +1,4 @@
-"""Benchmark of the fast attention field (meanfield.fastsum) against the direct sum; run as a
+"""Benchmark of the fast attention field (meanfield.kernels.fastsum) against the direct sum; run as a
 plain script:
 
     python benchmarks/bench_fastsum.py [--quick] [--repeat R] [--direct-max N] [--json FILE]
@@ -13,12 +13,12 @@ plain script:
     ratio fast / floor says how much the rest costs and is robust to the machine's load.
 (b) The crossover: the smallest ``n`` of a grid (powers of 2 from 16 to 4096) from which on
     the fast velocity beats the direct one at every larger ``n`` of the grid
-    (``meanfield.fastsum.CROSSOVER`` is this, rounded up).
-(c) General weights (``meanfield.fastsum_general``): the same field with ``Q = I + 0.3 G``,
+    (``meanfield.kernels.fastsum.CROSSOVER`` is this, rounded up).
+(c) General weights (``meanfield.kernels.fastsum_general``): the same field with ``Q = I + 0.3 G``,
     ``K = I``, ``V = G'`` (Gaussian, fixed seed; ``A = Q^T K`` anisotropic, so a Chebyshev
     expansion in ``|A y|``), direct and fast, with the points the error estimate sent back to
     the direct sum and the Chebyshev terms; and its crossover on the grid 512 ... 8192
-    (``meanfield.fastsum.CROSSOVER_GENERAL``).
+    (``meanfield.kernels.fastsum.CROSSOVER_GENERAL``).
 
 Times are the minimum over ``--repeat`` runs (wall clock; ducc0 with all hardware threads,
 numpy's BLAS with its own). Prints Markdown tables.
@@ -36,7 +36,8 @@ from typing import Any, Callable
 import ducc0
 import numpy as np
 
-from meanfield import Model, fastsum
+from meanfield import Model
+from meanfield.kernels import fastsum
 from meanfield.lagrangian.field import weighted_field
 
 BETA = 4.0

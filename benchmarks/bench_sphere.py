@@ -5,7 +5,7 @@ For each ``lmax`` it times, single-threaded and taking the best of several repea
 
 * the floor: one scalar synthesis plus one analysis on the working Gauss–Legendre grid
   (``Sphere.backward`` + ``Sphere.forward``);
-* one evaluation of ``meanfield.flow.make_flow(model, Sphere(lmax)).rhs(c)`` for SA
+* one evaluation of ``meanfield.spectral.flow.make_flow(model, Sphere(lmax)).rhs(c)`` for SA
   (softmax) and USA (unnormalized) attention;
 
 and prints the ratio rhs / floor (target: at most 5). The flow evaluates its drift
@@ -32,8 +32,8 @@ import numpy as np
 
 from meanfield.domains.sphere import Sphere
 from meanfield.domains.zonal_sphere import ZonalSphere
-from meanfield.flow import make_flow
 from meanfield.model import Model
+from meanfield.spectral.flow import make_flow
 
 
 def best_time(fn, repeat: int, budget: float = 2.0) -> float:

@@ -7,15 +7,13 @@ See ``docs/`` and docs/equations.md for the conventions.
 
 from __future__ import annotations
 
-from . import attention, convergence, initial, metrics, nodes
-from ._version import __version__
-from .attention import AttentionKind
-from .convergence import convergence_table, self_convergence
-from .domains import Circle, Domain, Sphere, ZonalSphere
-from .flow import make_flow
-from .gaussian import BlowUpError, solve_gaussian
-from .lagrangian import LagrangianError, solve_lagrangian
-from .metrics import (
+from meanfield import attention, metrics
+from meanfield._version import __version__
+from meanfield.attention import AttentionKind
+from meanfield.domains import Circle, Domain, Sphere, ZonalSphere
+from meanfield.gaussian import BlowUpError, solve_gaussian
+from meanfield.lagrangian import LagrangianError, nodes, solve_lagrangian
+from meanfield.metrics import (
     kernel_distance,
     kernel_distance_particle_sets,
     kernel_distance_particles,
@@ -23,9 +21,12 @@ from .metrics import (
     w1_density_particles,
     w1_particles,
 )
-from .model import ATTENTION_KINDS, Model
-from .schedule import Schedule
-from .solve import ResolutionError, StopReason, solve
+from meanfield.model import ATTENTION_KINDS, Model
+from meanfield.schedule import Schedule
+from meanfield.spectral import convergence, initial
+from meanfield.spectral.convergence import convergence_table, self_convergence
+from meanfield.spectral.flow import make_flow
+from meanfield.spectral.solve import ResolutionError, StopReason, solve
 
 __all__ = [
     "ATTENTION_KINDS",

@@ -36,11 +36,11 @@ import numpy as np
 import xarray as xr
 from scipy.integrate import BDF, DOP853, LSODA, RK23, RK45, OdeSolver, Radau, solve_ivp
 
-from . import attention
-from .checks import output_times
-from .integrate import IntegrationError, Solution, StopReason, finish, result_attrs
-from .model import Model
-from .schedule import Schedule, run_schedule
+from meanfield import attention
+from meanfield.arguments import output_times
+from meanfield.integrate import IntegrationError, Solution, StopReason, finish, result_attrs
+from meanfield.model import Model
+from meanfield.schedule import Schedule, run_schedule
 
 GAUSSIAN_KINDS = attention.names(solver="gaussian")
 """Attention kinds whose mean-field flow keeps Gaussian measures Gaussian (affine field): the

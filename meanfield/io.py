@@ -36,9 +36,9 @@ from typing import Any, Callable
 
 import xarray as xr
 
-from .domains.base import Domain
-from .model import Model
-from .schedule import Schedule
+from meanfield.domains.base import Domain
+from meanfield.model import Model
+from meanfield.schedule import Schedule
 
 
 class WriteError(OSError):
@@ -232,7 +232,7 @@ def model_of(ds: xr.Dataset) -> Model | Schedule:
 
 def domain_of(ds: xr.Dataset) -> Domain:
     """The (final) :class:`Domain` recorded in a result's ``attrs["settings"]``."""
-    from .integrate.schema import settings_of
+    from meanfield.integrate.schema import settings_of
 
     settings = settings_of(ds)
     if "domain" not in settings:

@@ -37,9 +37,9 @@ from typing import Any
 
 import numpy as np
 
-from .checks import finite
-from .domains.base import Domain
-from .domains.circle import Circle
+from meanfield.arguments import finite
+from meanfield.domains.base import Domain
+from meanfield.domains.circle import Circle
 
 _TWO_PI = 2.0 * np.pi
 _GL_NODES = 8

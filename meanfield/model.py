@@ -19,8 +19,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from . import attention as attention_registry
-from . import backend as bk
+from meanfield import attention as attention_registry
+from meanfield import backend as bk
 
 ATTENTION_KINDS = attention_registry.names()
 """The built-in attention kinds (``softmax`` = SA (2.3), ``unnormalized`` = USA, and the

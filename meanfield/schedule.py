@@ -25,10 +25,10 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 import xarray as xr
 
-from .checks import output_times
-from .integrate.driver import IntegrationError, Interrupted
-from .integrate.schema import revise_attrs, summed_stats
-from .model import Model
+from meanfield.arguments import output_times
+from meanfield.integrate.driver import IntegrationError, Interrupted
+from meanfield.integrate.schema import revise_attrs, summed_stats
+from meanfield.model import Model
 
 
 class Schedule:

@@ -195,7 +195,7 @@ def assert_figure_readable(fig: Any) -> None:
 @contextmanager
 def checked_figures() -> Iterator[list[str]]:
     """Within the block, every figure written through :func:`meanfield.io.save_png` (where
-    every figure of the package is written: :func:`meanfield.figures.finish`, the validation
+    every figure of the package is written: :func:`meanfield.plots.figures.finish`, the validation
     checks, the CLI) is first checked by :func:`assert_figure_readable`; yields the list of
     the paths written.
 

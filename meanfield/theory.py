@@ -196,7 +196,7 @@ def zonal_quadrature(d: int, n: int) -> tuple[np.ndarray, np.ndarray]:
     Gauss–Jacobi (:func:`meanfield.domains.zonal_sphere.gauss_jacobi`) for ``d >= 3``."""
     if d == 2:
         return np.cos((np.arange(n) + 0.5) * np.pi / n), np.full(n, 2 * np.pi / n)
-    from .domains.zonal_sphere import gauss_jacobi
+    from meanfield.domains.zonal_sphere import gauss_jacobi
 
     return gauss_jacobi(d, n)
 
@@ -212,7 +212,7 @@ def noise_threshold(d: int, attention: str, beta: float) -> float:
 def _zonal_ratios(d: int, attention: str, beta: float, sigma: float, degree: int) -> np.ndarray:
     """``mu_l = sigma_l / sigma`` for ``l = 0..degree``: USA ``lambda_l / (|S| beta sigma)``; SA
     ``p nu_l``, ``p = 1/(beta sigma)``, ``nu_l = lambda_l / lambda_0``."""
-    from .special import scaled_kernel_multipliers
+    from meanfield.special import scaled_kernel_multipliers
 
     m = scaled_kernel_multipliers(np.arange(degree + 1), beta, d)
     if attention == "softmax":
@@ -395,7 +395,7 @@ def mobius_log_density(theta: ArrayLike, log_q: ArrayLike, d: int) -> np.ndarray
     ``w = omega e``, ``q = (1 - omega)/(1 + omega) = exp(log_q)``: with ``1 - s = 2
     sin^2(theta/2)``, ``|x - w|^2 = (1 - omega)^2 + 2 omega (1 - s)``, so
     ``log rho = (d - 1) log((1 - omega^2) / |x - w|^2) - log |S^{d-1}|`` without cancellation."""
-    from .special import log_sphere_area
+    from meanfield.special import log_sphere_area
 
     th = np.asarray(theta, dtype=float)
     q = np.exp(np.asarray(log_q, dtype=float))
@@ -448,7 +448,7 @@ def mobius_log_density_at(x: ArrayLike, w: ArrayLike) -> np.ndarray:
     ``rho_w(x) = ((1 - |w|^2)/|x - w|^2)^{d-1} / |S^{d-1}|`` at points ``x`` (``(..., d)``, on
     ``S^{d-1}``) for any ``w`` (``(d,)``, ``|w| < 1``, off-axis allowed); docs/equations.md
     section 4. ``|x - w|^2 = (1 - |w|)^2 + 2 |w| (1 - <x, w/|w|>)`` avoids cancellation."""
-    from .special import log_sphere_area
+    from meanfield.special import log_sphere_area
 
     wv = np.asarray(w, dtype=float)
     pts = np.asarray(x, dtype=float)

@@ -28,10 +28,9 @@ from meanfield.kernels import (
     get_kernel,
     registered_kernels,
 )
-
-from .angles import angle_velocity, from_angles, to_angles
-from .integrators import normalize_rows
-from .observables import (
+from particles.angles import angle_velocity, from_angles, to_angles
+from particles.integrators import normalize_rows
+from particles.observables import (
     count_clusters,
     count_clusters_angles,
     dissipation,
@@ -45,9 +44,9 @@ from .observables import (
     pairwise_inner_products,
     partition,
 )
-from .samplers import orthogonal, sample_density, sample_gaussian, sample_sphere
-from .simulate import METHODS, SimulationError, simulate, simulate_angles
-from .velocity import attention, attention_weights, project_tangent, velocity
+from particles.samplers import orthogonal, sample_density, sample_gaussian, sample_sphere
+from particles.simulate import METHODS, SimulationError, simulate, simulate_angles
+from particles.velocity import attention, attention_weights, project_tangent, velocity
 
 __all__ = [
     "DEFAULT_MEMORY_LIMIT",

@@ -23,8 +23,7 @@ import numpy as np
 from meanfield import attention as attention_registry
 from meanfield import backend as bk
 from meanfield.kernels import DEFAULT_MEMORY_LIMIT, Tiling
-
-from .inputs import as_angles
+from particles.inputs import as_angles
 
 
 def check_angle_model(model: Any) -> None:

@@ -16,8 +16,7 @@ from typing import Any
 import numpy as np
 
 from meanfield.cli import options
-
-from .simulate import METHODS
+from particles.simulate import METHODS
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -39,7 +38,7 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def _initial(args: argparse.Namespace, rng: np.random.Generator) -> np.ndarray:
-    from .samplers import orthogonal, sample_gaussian, sample_sphere
+    from particles.samplers import orthogonal, sample_gaussian, sample_sphere
 
     batch = args.batch or None
     if args.init == "orthogonal":
@@ -54,8 +53,7 @@ def run(args: argparse.Namespace) -> int:
     from meanfield import Model
     from meanfield.integrate import Interrupted
     from meanfield.io import write_netcdf
-
-    from .simulate import simulate
+    from particles.simulate import simulate
 
     _check(args)
     model = Model(args.beta, attention=args.attention, value=args.value, noise=args.noise,
@@ -96,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         code = 0
     if args.plot is not None:
-        from .plots import plot_trajectories
+        from particles.plots import plot_trajectories
 
         plot_trajectories(ds, args.plot)
         print(f"wrote {args.plot}")
@@ -110,7 +108,7 @@ def accepts(ds: Any) -> bool:
 
 def draw(ds: Any, out: Path, at: list[float] | None = None) -> None:
     """Draw a particle file to the PNG ``out`` (for ``meanfield plot``)."""
-    from .plots import plot_result
+    from particles.plots import plot_result
 
     plot_result(ds, out)
 

@@ -50,8 +50,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from meanfield import backend as bk
+from meanfield.arguments import output_times
 from meanfield.attention import require
-from meanfield.checks import output_times
 from meanfield.integrate import (
     ConstantStep,
     IntegrationError,
@@ -66,8 +66,7 @@ from meanfield.integrate import (
 from meanfield.integrate.stability import WARN_FACTOR
 from meanfield.model import Model
 from meanfield.schedule import Schedule
-
-from .integrators import RK4, normalize_rows_inplace
+from particles.integrators import RK4, normalize_rows_inplace
 
 
 def ensemble_velocity(x: Any, beta: float, softmax: bool, bilinear: Any = None,

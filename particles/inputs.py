@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from meanfield.checks import count, finite
+from meanfield.arguments import count, finite
 
 GEOMETRIES = ("sphere", "euclidean")
 """``sphere``: layer normalisation, tokens on ``S^{d-1}`` (docs/equations.md section 2);

@@ -40,8 +40,7 @@ from meanfield.integrate.stability import (
     WARN_FACTOR,
     StepSizeMonitor,
 )
-
-from .observables import energy, fast_energy_error
+from particles.observables import energy, fast_energy_error
 
 
 def has_energy(model: Any) -> bool:

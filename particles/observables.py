@@ -33,8 +33,8 @@ reports them.
 
 On ``S^1`` and ``S^2`` (SA or USA, ``Q = K = I``, no mask) the energy can also be summed in
 ``O(n)`` from the harmonic coefficients of the empirical measure
-(:func:`meanfield.fastsum.energy`): ``method="fast"`` or ``"auto"`` (the velocity's choice,
-:func:`meanfield.fastsum.use_fast`); ``"direct"``, the ``O(n^2)`` sum, is the default and the
+(:func:`meanfield.kernels.fastsum.energy`): ``method="fast"`` or ``"auto"`` (the velocity's choice,
+:func:`meanfield.kernels.fastsum.use_fast`); ``"direct"``, the ``O(n^2)`` sum, is the default and the
 reference. Its error is at most :func:`fast_energy_error`.
 """
 
@@ -56,9 +56,8 @@ from meanfield.lagrangian.energy import (
     times_exp,
     use_fast_energy,
 )
-
-from .inputs import as_tokens, check_geometry
-from .velocity import _apply, _as_batch, velocity
+from particles.inputs import as_tokens, check_geometry
+from particles.velocity import _apply, _as_batch, velocity
 
 
 def _shape_out(x: np.ndarray, values: np.ndarray) -> Any:
@@ -71,16 +70,16 @@ def _factors(model: Any, d: int) -> list[tuple[np.ndarray, np.ndarray]]:
 
 
 ENERGY_KINDS = ("softmax", "unnormalized")
-"""The attention kinds whose energy :func:`meanfield.fastsum.energy` sums (with ``Q = K = I``)."""
+"""The attention kinds whose energy :func:`meanfield.kernels.fastsum.energy` sums (with ``Q = K = I``)."""
 
 
 def fast_energy_error(model: Any) -> float:
-    """The bound of :func:`meanfield.fastsum.energy`'s absolute error, ``2 eps e^beta`` with
+    """The bound of :func:`meanfield.kernels.fastsum.energy`'s absolute error, ``2 eps e^beta`` with
     ``eps`` its coefficients' relative accuracy (``max(DEFAULT_TOL / 8, NUFFT_EPS_MIN)``,
     ``3e-13``): the coefficients' error enters the quadratic form twice, and the weights of
-    the modes sum to at most 1 (see :func:`meanfield.fastsum.energy`); ``inf`` where
+    the modes sum to at most 1 (see :func:`meanfield.kernels.fastsum.energy`); ``inf`` where
     ``e^beta`` overflows."""
-    from meanfield import fastsum
+    from meanfield.kernels import fastsum
 
     eps = max(fastsum.DEFAULT_TOL / 8, fastsum.NUFFT_EPS_MIN)
     with np.errstate(over="ignore"):
@@ -117,7 +116,7 @@ def energies(
     :func:`log_energy`).
 
     ``method``: ``"direct"`` (the tiled ``O(n^2)`` sum, the reference), ``"fast"`` (tokens on
-    ``S^1``/``S^2``: :func:`meanfield.fastsum.energy`, ``O(n)``, absolute error at most
+    ``S^1``/``S^2``: :func:`meanfield.kernels.fastsum.energy`, ``O(n)``, absolute error at most
     :func:`fast_energy_error`; ``ValueError`` where it does not apply or the tokens are off the
     sphere) or ``"auto"`` (fast where the velocity would be, :func:`use_fast_energy`, and the
     tokens are unit vectors). A batch whose fast energy is not finite and positive (``e^beta``
@@ -131,7 +130,7 @@ def energies(
             msg = f"method='fast' needs tokens on the sphere: max ||x_i| - 1| = {off:.3g} > 1e-12"
             raise ValueError(msg)
         if off <= 1e-12:
-            from meanfield import fastsum
+            from meanfield.kernels import fastsum
 
             e = np.atleast_1d(fastsum.energy(model, xb))
             if np.all(np.isfinite(e)) and np.all(e > 0):

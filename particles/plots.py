@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from meanfield.figures import angle_axis, finish, new_figure
+from meanfield.plots.figures import angle_axis, finish, new_figure
 
 
 def _ticks(values: list[float]) -> Any:
@@ -113,7 +113,7 @@ def plot_inner_product_histograms(
 ) -> Any:
     """Histograms of ``{<x_i(t), x_j(t)>}_{i<j}`` at ``times`` output times (Figure 1),
     pooled over the batch unless ``batch`` picks a system."""
-    from .observables import inner_product_histogram
+    from particles.observables import inner_product_histogram
 
     x = ds["x"]
     if batch is not None and "batch" in x.dims:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .inputs import as_count, as_rng
+from particles.inputs import as_count, as_rng
 
 
 def sample_sphere(n: int, d: int, rng: Any = None, batch: int | None = None) -> np.ndarray:

@@ -39,9 +39,7 @@ import numpy as np
 import xarray as xr
 
 from meanfield import backend as bk
-from meanfield import fastsum
-from meanfield.blowup import BlowupMonitor
-from meanfield.checks import output_times
+from meanfield.arguments import output_times
 from meanfield.finite import DISSIPATION_NOTE, NOTE, energy_variables, note_nonfinite
 from meanfield.integrate import (
     IntegrationError,
@@ -51,16 +49,16 @@ from meanfield.integrate import (
     integrate,
     run_attrs,
 )
-from meanfield.kernels import DEFAULT_MEMORY_LIMIT
+from meanfield.integrate.blowup import BlowupMonitor
+from meanfield.kernels import DEFAULT_MEMORY_LIMIT, fastsum
 from meanfield.memory import check_particles_memory
 from meanfield.schedule import Schedule, run_schedule
-
-from .angles import angle_velocity, check_angle_model, from_angles, to_angles
-from .inputs import as_angles, as_count, as_rng, as_tokens, check_geometry
-from .integrators import METHODS, integrate_reference, make_stepper, normalize_rows
-from .monitors import STABILITY_RADIUS, EnergyMonitor, StepSizeMonitor, has_energy
-from .observables import dissipation, energies, fast_energy_reason
-from .velocity import attention, velocity
+from particles.angles import angle_velocity, check_angle_model, from_angles, to_angles
+from particles.inputs import as_angles, as_count, as_rng, as_tokens, check_geometry
+from particles.integrators import METHODS, integrate_reference, make_stepper, normalize_rows
+from particles.monitors import STABILITY_RADIUS, EnergyMonitor, StepSizeMonitor, has_energy
+from particles.observables import dissipation, energies, fast_energy_reason
+from particles.velocity import attention, velocity
 
 
 class SimulationError(IntegrationError):
@@ -174,7 +172,7 @@ def simulate(
         dtype: ``"float64"`` or ``"float32"`` for the whole state; default: ``x0``'s for a
             torch tensor, else ``"float64"``.
         field_method: how the velocity is summed (:func:`particles.velocity`'s ``method``):
-            ``"direct"``, ``"fast"`` (fast summation on ``S^1``/``S^2``, :mod:`meanfield.fastsum`)
+            ``"direct"``, ``"fast"`` (fast summation on ``S^1``/``S^2``, :mod:`meanfield.kernels.fastsum`)
             or ``"auto"``; recorded in ``settings``. Where the field is fast, the energy (of the
             monitor and of ``energy``) is too (:func:`particles.observables.energies`, ``O(n)``;
             SA/USA with ``Q = K = I``, float64); the dissipation and other observables stay direct.
@@ -192,7 +190,7 @@ def simulate(
         ``angles``; ``log_energy`` where the energy overflows float64, every NaN or inf with
         a ``note``: docs/results.md), up to the last time reached. Tokens in ``R^d``
         (``geometry="euclidean"``) that grow past the model's bound or become non-finite stop
-        the run with :attr:`StopReason.BLOWUP` (:mod:`meanfield.blowup`).
+        the run with :attr:`StopReason.BLOWUP` (:mod:`meanfield.integrate.blowup`).
 
     Raises:
         ValueError: on bad input, or when the run would not fit in the available memory

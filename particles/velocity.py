@@ -21,11 +21,9 @@ from typing import Any
 import numpy as np
 
 from meanfield import backend as bk
-from meanfield import fastsum
-from meanfield.kernels import DEFAULT_MEMORY_LIMIT, Kernel, Tiling
+from meanfield.kernels import DEFAULT_MEMORY_LIMIT, Kernel, Tiling, fastsum
 from meanfield.lagrangian.field import _apply, _fast_field, ambient_field, project_tangent
-
-from .inputs import as_tokens, check_geometry
+from particles.inputs import as_tokens, check_geometry
 
 
 def _as_batch(x: Any) -> Any:
@@ -104,9 +102,9 @@ def velocity(
         memory_limit: bytes allowed for the temporary ``n x n`` attention tiles.
         check: validate ``x`` (the integrators validate once and skip it).
         method: ``"direct"`` (the tiled sum, the reference), ``"fast"`` (fast summation on
-            ``S^1``/``S^2``, :mod:`meanfield.fastsum`; ``ValueError`` naming the reason where it
+            ``S^1``/``S^2``, :mod:`meanfield.kernels.fastsum`; ``ValueError`` naming the reason where it
             does not apply) or ``"auto"`` (fast where it applies and pays, the measured
-            crossover :data:`meanfield.fastsum.CROSSOVER`).
+            crossover :data:`meanfield.kernels.fastsum.CROSSOVER`).
         fast_tol: the fast field's relative accuracy per point (points it cannot vouch for
             are recomputed directly).
 

@@ -96,12 +96,12 @@ def _check_data() -> xr.Dataset:
 
 def _figures(files: dict[str, xr.Dataset]) -> dict[str, Any]:
     """Every plotting entry point of the package, drawn (no file written)."""
-    from meanfield.gaussian_plots import plot_eigenvalues, plot_ellipses
-    from meanfield.lagrangian.plots import plot_lagrangian
-    from meanfield.plots import plot_circle
-    from meanfield.plots_convergence import plot_convergence
-    from meanfield.plots_dataset import plot_dataset
-    from meanfield.plots_sphere import plot_sphere, plot_zonal
+    from meanfield.plots.convergence import plot_convergence
+    from meanfield.plots.dataset import plot_dataset
+    from meanfield.plots.density import plot_circle
+    from meanfield.plots.gaussian import plot_eigenvalues, plot_ellipses
+    from meanfield.plots.lagrangian import plot_lagrangian
+    from meanfield.plots.sphere import plot_sphere, plot_zonal
     from particles import plots as pp
     from validation import tokens as study
     from validation.lagrangian_metastability import plot_cluster_counts_vs_particles
@@ -199,7 +199,7 @@ def test_check_figures_from_synthetic_results_are_readable(tmp_path: Path) -> No
 
 
 def _axes(**kw: Any) -> tuple[Any, Any]:
-    from meanfield.figures import subplots
+    from meanfield.plots.figures import subplots
 
     return subplots(**kw)
 
@@ -218,7 +218,7 @@ def test_checker_finds_overlapping_tick_labels() -> None:
 def test_checker_finds_the_log_axis_minor_labels_of_the_issue() -> None:
     """matplotlib's default log axis over 32..512 (a decade and a bit) labels its minor ticks
     ``3x10^1``, ``4x10^1``, ...: they collide on a 4.5-inch figure (the particles_* checks)."""
-    from meanfield.figures import plain_log_ticks
+    from meanfield.plots.figures import plain_log_ticks
 
     n = [32, 64, 128, 256, 512]
     fig, ax = _axes(figsize=(4.5, 3.5))

@@ -6,13 +6,13 @@
 * parameter sweeps on Dask (:func:`sweep`).
 """
 
-from .metastability import cluster_counts, pde_cluster_counts, trajectories
-from .phase_diagram import phase_diagram  # noqa: E402  (the function shadows the module name)
-from .records import CheckResult, Comparison
-from .report import write_report
-from .runner import exit_code, run_check, run_suite, status_of
-from .suites import REGISTRY, BrokenModule, Check, Registry, SuiteEntry, check, get_suite, select
-from .sweep import sweep
+from validation.metastability import cluster_counts, pde_cluster_counts, trajectories
+from validation.phase_diagram import phase_diagram  # noqa: E402  (the function shadows the module name)
+from validation.records import CheckResult, Comparison
+from validation.report import write_report
+from validation.runner import exit_code, run_check, run_suite, status_of
+from validation.suites import REGISTRY, BrokenModule, Check, Registry, SuiteEntry, check, get_suite, select
+from validation.sweep import sweep
 
 __all__ = [
     "REGISTRY",

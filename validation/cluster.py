@@ -50,7 +50,7 @@ from typing import Any
 
 from distributed import WorkerPlugin
 
-from meanfield.checks import count
+from meanfield.arguments import count
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                     "BLIS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")

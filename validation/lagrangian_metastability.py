@@ -123,7 +123,7 @@ def plot_cluster_counts_vs_particles(ds: xr.Dataset, path: str | os.PathLike[str
     level Figure 4). Right: the number of clusters against time, Lagrangian and particles
     (median and quartiles over seeds; dashed: ``particles.count_clusters`` of every
     cluster)."""
-    from meanfield.figures import angle_axis, finish, new_figure
+    from meanfield.plots.figures import angle_axis, finish, new_figure
 
     settings = json.loads(ds.attrs.get("settings", "{}"))
     t = ds["time"].values

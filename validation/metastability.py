@@ -43,8 +43,7 @@ from meanfield.integrate import Interrupted, StopReason, finish, result_attrs, r
 from meanfield.integrate.schema import summed_stats
 from particles import count_clusters_angles
 from particles.ensemble import EnsembleError, simulate_ensemble
-
-from .phase_diagram import (
+from validation.phase_diagram import (
     _cell_run,
     _largest_betas,
     cell_cost,
@@ -55,7 +54,7 @@ from .phase_diagram import (
     model_record,
     sample_tokens,
 )
-from .sweep import ON_FAILURE, SweepError, sweep
+from validation.sweep import ON_FAILURE, SweepError, sweep
 
 NEVER_CLUSTERED = "NaN where the seed never had at most that many clusters up to the last time"
 """The note on ``first_time`` (:mod:`meanfield.finite`)."""

@@ -55,8 +55,7 @@ from meanfield.finite import note_nonfinite, note_variables
 from meanfield.integrate import Interrupted, check_step_count, finish, revise_attrs
 from meanfield.special import check_exp_beta
 from particles.ensemble import EnsembleError, simulate_ensemble
-
-from .sweep import SweepError, sweep
+from validation.sweep import SweepError, sweep
 
 QK_ENSEMBLES = ("identity", "ginibre", "goe")
 """Laws of the bilinear form ``B = Qᵀ K``: identity; ``Q, K`` independent real Ginibre

@@ -7,7 +7,7 @@
 
 Each function takes the Dataset of :func:`validation.phase_diagram.phase_diagram` or of
 :mod:`validation.metastability` and returns the Figure (written to ``path`` as PNG when
-given; see :mod:`meanfield.figures`).
+given; see :mod:`meanfield.plots.figures`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from meanfield.figures import angle_axis, finish, new_figure
+from meanfield.plots.figures import angle_axis, finish, new_figure
 
 _COLOURBAR = {
     "probability": r"$P(\langle x_1(t), x_2(t)\rangle \geq 1 - \delta)$",

@@ -20,11 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from meanfield.io import write_text
-
-from .records import KINDS, CheckResult, Comparison
-from .runner import load_record, status_of
-from .runner import summary as one_line
-from .suites import SuiteEntry
+from validation.records import KINDS, CheckResult, Comparison
+from validation.runner import load_record, status_of
+from validation.runner import summary as one_line
+from validation.suites import SuiteEntry
 
 
 def _doc(entry: SuiteEntry) -> str:

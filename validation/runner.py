@@ -37,8 +37,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, TextIO
 
-from .records import CheckResult, json_safe
-from .suites import SuiteEntry
+from validation.records import CheckResult, json_safe
+from validation.suites import SuiteEntry
 
 STATUSES = ("pass", "FAIL", "ERROR")
 """The statuses of a record; only ``"pass"`` lets the run succeed."""
@@ -370,7 +370,7 @@ def _run_dask(pending: list[SuiteEntry], finish: Callable[..., None], *, out_dir
               suite: str, workers: int, scheduler: str | None) -> None:
     from distributed import as_completed
 
-    from .cluster import dask_client
+    from validation.cluster import dask_client
 
     with dask_client(workers=workers, scheduler=scheduler or None) as client:
         _submit_all(client, as_completed, pending, finish, out_dir=out_dir, seed=seed, suite=suite)

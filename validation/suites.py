@@ -32,7 +32,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence, Union
 
-from .records import CheckResult
+from validation.records import CheckResult
 
 SUITE_NAMES: tuple[str, ...] = ("quick", "full")
 """``quick``: ``meanfield validate`` with no arguments (minutes on 2 cores); ``full``:

@@ -148,7 +148,7 @@ def task_chunks(todo: Sequence[int], workers: int, cells_per_task: int | None = 
     most expensive first: the longest-processing-time-first rule, whose last tasks, the
     ones that may leave a worker idle at the end, are the cheapest.
     """
-    from meanfield.checks import count
+    from meanfield.arguments import count
 
     count(workers, "workers")
     todo = list(todo)
@@ -391,7 +391,7 @@ def sweep(
     wall0 = time.perf_counter()
     grid_ = _canonical_grid(grid)
     kwargs_ = dict(kwargs or {})
-    from meanfield.checks import count
+    from meanfield.arguments import count
 
     count(workers, "workers")
     count(seed, "seed", minimum=0)
@@ -540,7 +540,7 @@ def _run_distributed(func: Callable[..., Any], grid: dict[str, np.ndarray], seed
     before it are kept, then its exception is raised."""
     from distributed import as_completed
 
-    from .cluster import dask_client
+    from validation.cluster import dask_client
 
     with dask_client(workers=workers, scheduler=scheduler, processes=processes,
                      device=device) as client:

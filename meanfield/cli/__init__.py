@@ -25,8 +25,8 @@ from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..integrate import IntegrationError
-from .options import check_required
+from meanfield.cli.options import check_required
+from meanfield.integrate import IntegrationError
 
 GROUP = "meanfield.commands"
 """Entry-point group of the subcommands: ``name = "package.module"``."""
@@ -59,7 +59,7 @@ def _broken(sub: Any, name: str, value: str, exc: BaseException) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The top-level parser with every registered subcommand."""
-    from .. import __version__
+    from meanfield import __version__
 
     parser = argparse.ArgumentParser(
         prog="meanfield",
@@ -116,7 +116,7 @@ def _check_outputs(args: argparse.Namespace) -> None:
     any computation (``meanfield.io.check_writable``: not a folder, not under a file, writable,
     not already there unless ``--overwrite``, or ``--resume`` of the run whose partial result
     it is)."""
-    from ..io import check_writable, figure_format
+    from meanfield.io import check_writable, figure_format
 
     if "overwrite" not in vars(args):
         return
@@ -155,7 +155,7 @@ def _keep(args: argparse.Namespace | None, exc: BaseException) -> str:
     if (ds is None or not hasattr(ds, "to_netcdf") or not isinstance(out, Path)
             or "out" in getattr(args, FOLDER_KEY, ()) or str(out) in str(exc)):
         return ""
-    from ..io import write_netcdf
+    from meanfield.io import write_netcdf
 
     try:
         write_netcdf(ds, out)

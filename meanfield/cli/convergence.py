@@ -4,7 +4,7 @@ tolerance tightening), printed as a table and written as NetCDF.
 The run is given by its model (``--beta --attention --value --noise``), domain
 (``--domain circle|sphere|zonal --resolution R [--d D]``), initial density (``--init``,
 or ``--rho0 FILE``: a ``.npy`` of grid values, or a NetCDF result whose first ``density``
-is used) and final time. See :func:`meanfield.convergence.self_convergence` and
+is used) and final time. See :func:`meanfield.spectral.convergence.self_convergence` and
 ``docs/validation.md``. Exit code 0 when two resolutions (and the tolerance study) stayed
 resolved to the final time; 1 otherwise, with a sentence saying what to change (a finer
 ``--resolution``, an earlier ``--t-max``, a larger ``--tail-tol``), and no table at all when
@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from . import options
+from meanfield.cli import options
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -33,19 +33,19 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _domain(args: argparse.Namespace) -> Any:
-    from ..domains import Domain
+    from meanfield.domains import Domain
 
     return Domain.registry[args.domain].from_options(args.resolution, args.d)
 
 
 def _initial(args: argparse.Namespace, domain: Any) -> np.ndarray:
-    from .. import initial
+    from meanfield.spectral import initial
 
     if args.rho0 is not None:
         path = Path(args.rho0)
         if path.suffix == ".npy":
             return initial.from_array(domain, np.load(path))
-        from ..io import domain_of, read_netcdf
+        from meanfield.io import domain_of, read_netcdf
 
         ds = read_netcdf(path)
         src = domain_of(ds)
@@ -63,9 +63,9 @@ def _initial(args: argparse.Namespace, domain: Any) -> np.ndarray:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..convergence import convergence_table, diagnose, self_convergence, table_time
-    from ..io import write_netcdf
-    from ..model import Model
+    from meanfield.io import write_netcdf
+    from meanfield.model import Model
+    from meanfield.spectral.convergence import convergence_table, diagnose, self_convergence, table_time
 
     model = Model(beta=args.beta, attention=args.attention, value=args.value, noise=args.noise)
     domain = _domain(args)

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from . import options
+from meanfield.cli import options
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -30,7 +30,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _model(args: argparse.Namespace) -> Any:
-    from ..model import Model
+    from meanfield.model import Model
 
     if args.model is not None:
         return Model.from_state(args.model.read_text())
@@ -47,16 +47,16 @@ def _model(args: argparse.Namespace) -> Any:
 
 def draw(ds: Any, path: Path) -> None:
     """Draw a Gaussian result to the PNG ``path``: ellipses for ``d = 2``, else eigenvalues."""
-    from ..gaussian_plots import plot_eigenvalues, plot_ellipses
-    from ..io import save_png
+    from meanfield.io import save_png
+    from meanfield.plots.gaussian import plot_eigenvalues, plot_ellipses
 
     save_png(plot_ellipses(ds) if ds.sizes["dim"] == 2 else plot_eigenvalues(ds), path)
 
 
 def run(args: argparse.Namespace) -> int:
     """Solve, report the final state, write the outputs; see the module docstring."""
-    from ..gaussian import GaussianFlowError, solve_gaussian
-    from ..io import write_netcdf
+    from meanfield.gaussian import GaussianFlowError, solve_gaussian
+    from meanfield.io import write_netcdf
 
     model = _model(args)
     times = np.linspace(0.0, args.t_max, args.times)

@@ -21,7 +21,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from .. import attention as attention_registry
+from meanfield import attention as attention_registry
 
 REQUIRED_KEY = "_meanfield_required"
 """Namespace attribute listing ``(dest, flag)`` of the options a command requires."""
@@ -119,7 +119,7 @@ def _kinds(*solvers: str) -> Callable[[], tuple[str, ...]]:
 
 def _domains() -> tuple[str, ...]:
     """The ``--domain`` choices, read from the domain registry when a parser is built."""
-    from ..domains import command_line_domains
+    from meanfield.domains import command_line_domains
 
     return command_line_domains()
 
@@ -218,7 +218,7 @@ OPTIONS: dict[str, Option] = {
                               _float, 256.0, _POSITIVE, "must be finite and > 0"),
     "field_method": Option(
         "--field-method", "how the attention field is summed: direct (the O(n^2) sum, the "
-        "reference), fast (fast summation on S^1/S^2, meanfield.fastsum; refused where it does "
+        "reference), fast (fast summation on S^1/S^2, meanfield.kernels.fastsum; refused where it does "
         "not apply), auto (fast where it applies and pays, direct otherwise); the choice made "
         "is recorded in the output's settings", str, "auto", choices=("auto", "direct", "fast")),
     "no_observables": Option("--no-observables",

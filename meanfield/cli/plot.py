@@ -17,8 +17,8 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from ..io import check_writable, figure_format
-from . import options
+from meanfield.cli import options
+from meanfield.io import check_writable, figure_format
 
 GROUP = "meanfield.plotters"
 """Entry-point group of the drawers of other packages' files: ``name = "package.module"``."""
@@ -89,19 +89,19 @@ def run(args: argparse.Namespace) -> int:
     figure_format(out, "--out")  # the format its extension names, or refused before drawing
     check_writable(out, overwrite=args.overwrite, name="--out")  # the default name too
     if "log_jacobian" in ds:
-        from meanfield.lagrangian.plots import plot_lagrangian
+        from meanfield.plots.lagrangian import plot_lagrangian
 
         plot_lagrangian(ds, out, times=args.at)
     elif "density" in ds:
-        from meanfield.plots import plot_result
+        from meanfield.plots.density import plot_result
 
         plot_result(ds, out, times=args.at)
     elif {"mean", "cov"} <= set(ds.data_vars):
-        from .gaussian import draw
+        from meanfield.cli.gaussian import draw
 
         draw(ds, out)
     elif "difference_resolution" in ds.data_vars:
-        from meanfield.plots_convergence import plot_convergence
+        from meanfield.plots.convergence import plot_convergence
 
         plot_convergence(ds, out)
     else:

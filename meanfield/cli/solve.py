@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from . import options
+from meanfield.cli import options
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -15,7 +15,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p = options.add_parser(
         sub, "solve", help="evolve a density under the mean-field PDE", func=run,
         description="Evolve a density under the mean-field PDE (docs/equations.md section 3).")
-    from ..domains import command_line_domains
+    from meanfield.domains import command_line_domains
 
     p.add_argument("domain", choices=[*command_line_domains(), "lagrangian"],
                    help="spectral domain, or lagrangian: the characteristics solver on nodes "
@@ -32,7 +32,7 @@ def _domain(args: argparse.Namespace) -> Any:
 
 
 def _initial(domain: Any, kind: str) -> np.ndarray:
-    from meanfield import initial
+    from meanfield.spectral import initial
 
     if kind == "uniform":
         return initial.uniform(domain)
@@ -53,7 +53,7 @@ def _initial(domain: Any, kind: str) -> np.ndarray:
 def _nodes(args: argparse.Namespace) -> Any:
     """The starting nodes of ``meanfield solve lagrangian`` (docs/lagrangian.md)."""
     import meanfield
-    from meanfield import nodes
+    from meanfield.lagrangian import nodes
 
     if args.geometry == "euclidean":
         if args.d not in (2, 3):
@@ -88,7 +88,7 @@ def run_lagrangian(args: argparse.Namespace, model: Any, t: np.ndarray) -> int:
     print(f"wrote {args.out}: {ds.sizes['time']} times, {ds.sizes['node']} nodes, "
           f"{ds.attrs['num_accepted']} steps; {ds.attrs['stop_reason']}")
     if args.plot is not None:
-        from meanfield.lagrangian.plots import plot_lagrangian
+        from meanfield.plots.lagrangian import plot_lagrangian
 
         plot_lagrangian(ds, args.plot)
         print(f"wrote {args.plot}")
@@ -98,7 +98,7 @@ def run_lagrangian(args: argparse.Namespace, model: Any, t: np.ndarray) -> int:
 def run(args: argparse.Namespace) -> int:
     """Solve, write, report; exit 1 when the run stopped before ``--t-max``."""
     import meanfield
-    from meanfield.solve import ResolutionError
+    from meanfield.spectral.solve import ResolutionError
 
     model = meanfield.Model(args.beta, attention=args.attention, value=args.value, noise=args.noise)
     if args.domain == "lagrangian":
@@ -136,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"wrote {args.out}: {ds.sizes['time']} times, final resolution "
           f"{int(ds['resolution'][-1])}, {ds.attrs['num_accepted']} steps; {ds.attrs['stop_reason']}")
     if args.plot is not None:
-        from meanfield.plots import plot_result
+        from meanfield.plots.density import plot_result
 
         plot_result(ds, args.plot)
         print(f"wrote {args.plot}")

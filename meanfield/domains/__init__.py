@@ -6,11 +6,11 @@ The imports of the domain modules below are the registry's entries: a class with
 registers itself in ``Domain.registry`` when its module is imported (files, command line,
 contract test); a new domain is its module and one line here."""
 
-from .base import Domain, FusedDrift, NodeRule, command_line_domains
-from .circle import Circle
-from .geometry import SphereGeometry
-from .sphere import Sphere
-from .zonal_sphere import ZonalSphere
+from meanfield.domains.base import Domain, FusedDrift, NodeRule, command_line_domains
+from meanfield.domains.circle import Circle
+from meanfield.domains.geometry import SphereGeometry
+from meanfield.domains.sphere import Sphere
+from meanfield.domains.zonal_sphere import ZonalSphere
 
 __all__ = ["Circle", "Domain", "FusedDrift", "NodeRule", "Sphere", "SphereGeometry", "ZonalSphere",
            "command_line_domains"]

@@ -6,7 +6,7 @@
 
 A domain is a spectral basis with its grid on a space whose geometry
 (:class:`~meanfield.domains.geometry.SphereGeometry`: area, Laplacian spectrum, Funk–Hecke
-multipliers) it composes rather than reimplements. The flow (:mod:`meanfield.flow`) and the
+multipliers) it composes rather than reimplements. The flow (:mod:`meanfield.spectral.flow`) and the
 solver are written once against this interface; everything they call is declared here,
 either abstract or with a documented default, so that nothing is probed with ``hasattr``:
 
@@ -24,7 +24,7 @@ either abstract or with a documented default, so that nothing is probed with ``h
   ``prolong``; files: ``state`` and :meth:`Domain.from_state`;
 * the solver's users: ``point_count`` (and ``transform_bytes``) for the memory estimate of
   :mod:`meanfield.memory`, :meth:`Domain.node_rule` for the Lagrangian continuation of a
-  spectral result (:func:`meanfield.nodes.from_dataset`), :meth:`Domain.from_options` for
+  spectral result (:func:`meanfield.lagrangian.nodes.from_dataset`), :meth:`Domain.from_options` for
   the command line (``--resolution``, ``--d``) and :meth:`Domain.examples`, the small
   instances the contract test runs. The last three refuse by name unless a domain defines
   them.
@@ -44,8 +44,8 @@ from typing import Any, Callable, ClassVar, Protocol
 
 import numpy as np
 
-from ..checks import finite
-from .geometry import SphereGeometry
+from meanfield.arguments import finite
+from meanfield.domains.geometry import SphereGeometry
 
 
 class FusedDrift(Protocol):
@@ -350,7 +350,7 @@ class Domain(ABC):
 
     def node_rule(self) -> NodeRule:
         """The quadrature of ``S^{d-1}`` on this grid that starts a Lagrangian run from a
-        density of this domain (:func:`meanfield.nodes.from_dataset`). The default refuses:
+        density of this domain (:func:`meanfield.lagrangian.nodes.from_dataset`). The default refuses:
         ``ValueError`` naming the domain."""
         msg = f"no node rule for the domain {self!r} (Domain.node_rule)"
         raise ValueError(msg)

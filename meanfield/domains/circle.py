@@ -21,9 +21,9 @@ import ducc0
 import numpy as np
 import pyfftw
 
-from .base import Domain, NodeRule
-from .circle_drift import CircleDrift
-from .geometry import SphereGeometry
+from meanfield.domains.base import Domain, NodeRule
+from meanfield.domains.circle_drift import CircleDrift
+from meanfield.domains.geometry import SphereGeometry
 
 _PLANNER_FLAGS = ("FFTW_ESTIMATE", "FFTW_DESTROY_INPUT")
 """FFTW plans by estimate, not measurement: a measured plan depends on timings, so two
@@ -153,7 +153,7 @@ class Circle(Domain):
         return self.N
 
     def node_rule(self) -> NodeRule:
-        """The trapezoid rule on the ``N`` grid angles (:func:`meanfield.nodes.circle`)."""
+        """The trapezoid rule on the ``N`` grid angles (:func:`meanfield.lagrangian.nodes.circle`)."""
         return self.grid_node_rule(f"circle: trapezoid, N={self.N}")
 
     @classmethod

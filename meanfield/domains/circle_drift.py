@@ -3,7 +3,7 @@
 .. autosummary::
    CircleDrift
 
-The generic flow (:mod:`meanfield.flow`) asks its domain for one transform at a time, which
+The generic flow (:mod:`meanfield.spectral.flow`) asks its domain for one transform at a time, which
 is clear but costs about 25 NumPy calls per evaluation: at ``N <= 1024``, where one FFT pair
 takes 1–3 µs, that interpreter overhead dominated (benchmarks/bench_circle.py). Here the same drift
 is one batched inverse FFT, two elementwise products, one forward FFT and one product:

@@ -25,7 +25,7 @@ from functools import cached_property
 
 import numpy as np
 
-from ..special import (
+from meanfield.special import (
     constant_mode_energy_factor,
     kernel_multipliers_over_beta,
     log_sphere_area,

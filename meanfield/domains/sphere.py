@@ -31,10 +31,10 @@ from typing import Any, Callable, NamedTuple
 import ducc0
 import numpy as np
 
-from ..checks import count
-from .base import Domain, NodeRule
-from .geometry import SphereGeometry
-from .sphere_drift import SphereDrift
+from meanfield.arguments import count
+from meanfield.domains.base import Domain, NodeRule
+from meanfield.domains.geometry import SphereGeometry
+from meanfield.domains.sphere_drift import SphereDrift
 
 _SQRT4PI = math.sqrt(4.0 * math.pi)
 _EPS_GENERAL = 1e-12  # NUFFT accuracy of ducc0's synthesis_general (double precision floor 2e-13)
@@ -193,7 +193,7 @@ class Sphere(Domain):
         return self.ntheta * self.nphi
 
     def node_rule(self) -> NodeRule:
-        """Gauss–Legendre x trapezoid: the grid (:func:`meanfield.nodes.sphere`)."""
+        """Gauss–Legendre x trapezoid: the grid (:func:`meanfield.lagrangian.nodes.sphere`)."""
         return self.grid_node_rule(f"sphere: Gauss-Legendre x trapezoid, lmax={self.lmax}, "
                                    f"{self.ntheta} x {self.nphi}")
 

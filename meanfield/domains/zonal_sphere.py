@@ -39,10 +39,10 @@ import numpy as np
 from scipy.linalg import eigh_tridiagonal
 from scipy.special import gammaln
 
-from ..checks import count
-from ..special import log_sphere_area, sphere_area
-from .base import Domain, NodeRule
-from .geometry import SphereGeometry
+from meanfield.arguments import count
+from meanfield.domains.base import Domain, NodeRule
+from meanfield.domains.geometry import SphereGeometry
+from meanfield.special import log_sphere_area, sphere_area
 
 _MIN_LOG_AREA = -650.0  # |S^{d-1}| > e^-650 ~ 1e-282: densities 1/|S| stay below 1e282
 _ROUNDOFF = 3e-13  # relative l2 error of coefficients (measured <= 4e-14; ZonalSphere.roundoff)
@@ -150,18 +150,18 @@ _ZONAL_BYTES_PER_COORD = 8 * 4  # x, its broadcast product, the normalised copy,
 
 
 def check_zonal_size(d: int, degree: int, angular: int) -> None:
-    """Refuse :meth:`ZonalSphere.node_rule` (:func:`meanfield.nodes.zonal`) before building it
+    """Refuse :meth:`ZonalSphere.node_rule` (:func:`meanfield.lagrangian.nodes.zonal`) before building it
     when its ``(degree + 1) x sphere_rule_size(d - 1, angular)`` nodes of ``d`` coordinates do
     not fit in the available memory (:func:`meanfield.memory.check_memory`): ``ValueError``
     with the node count, the estimate and the way out (fewer degrees, or
-    :func:`meanfield.nodes.rings`, ``degree + 1`` nodes in any ``d``)."""
-    from ..memory import check_memory
+    :func:`meanfield.lagrangian.nodes.rings`, ``degree + 1`` nodes in any ``d``)."""
+    from meanfield.memory import check_memory
 
     n = (degree + 1) * sphere_rule_size(d - 1, angular)
     check_memory(float(n) * d * _ZONAL_BYTES_PER_COORD,
                  f"nodes.zonal(d={d}, degree={degree}, angular={angular}): {n:.4g} nodes "
                  f"({degree + 1} x {sphere_rule_size(d - 1, angular):.4g} on S^{d - 2})",
-                 "lower degree or angular, or use meanfield.nodes.rings (the exact zonal "
+                 "lower degree or angular, or use meanfield.lagrangian.nodes.rings (the exact zonal "
                  "reduction, one node per ring: docs/lagrangian.md section 8)")
 
 
@@ -270,7 +270,7 @@ class ZonalSphere(Domain):
     def node_rule(self, angular: int | None = None) -> NodeRule:
         """``x = s_j e_d + sqrt(1 - s_j^2) (u_k, 0)``: the grid's Gauss–Jacobi nodes ``s_j``
         times :func:`sphere_rule` on ``S^{d-2}`` exact to degree ``angular`` (default
-        ``2 degree + 1``), weights ``W_j v_k / |S^{d-2}|`` (:func:`meanfield.nodes.zonal`);
+        ``2 degree + 1``), weights ``W_j v_k / |S^{d-2}|`` (:func:`meanfield.lagrangian.nodes.zonal`);
         refused before it is built when it does not fit in memory (:func:`check_zonal_size`)."""
         angular = 2 * self.degree + 1 if angular is None else count(angular, "angular", 0)
         check_zonal_size(self.d, self.degree, angular)

@@ -21,10 +21,19 @@ on it.
 
 from __future__ import annotations
 
-from .controllers import ConstantStep, PIController, rms_norm
-from .driver import IntegrationError, Interrupted, Monitor, Replace, Solution, Stop, StopReason, integrate
-from .finish import finish, mark_unsuccessful, run_attrs
-from .schema import (
+from meanfield.integrate.controllers import ConstantStep, PIController, rms_norm
+from meanfield.integrate.driver import (
+    IntegrationError,
+    Interrupted,
+    Monitor,
+    Replace,
+    Solution,
+    Stop,
+    StopReason,
+    integrate,
+)
+from meanfield.integrate.finish import finish, mark_unsuccessful, run_attrs
+from meanfield.integrate.schema import (
     RESULT_ATTRS,
     check_result_attrs,
     result_attrs,
@@ -32,10 +41,24 @@ from .schema import (
     setting_of,
     settings_of,
 )
-from .stability import STABILITY_RADIUS, StepSizeMonitor, check_step_count, stability_radius
-from .steppers import EulerMaruyama, RungeKutta
-from .tableaus import BOSH3, DOPRI5, EULER, RK4, SCHEMES, ButcherTableau, get_scheme, register_scheme
-from .trackers import (
+from meanfield.integrate.stability import (
+    STABILITY_RADIUS,
+    StepSizeMonitor,
+    check_step_count,
+    stability_radius,
+)
+from meanfield.integrate.steppers import EulerMaruyama, RungeKutta
+from meanfield.integrate.tableaus import (
+    BOSH3,
+    DOPRI5,
+    EULER,
+    RK4,
+    SCHEMES,
+    ButcherTableau,
+    get_scheme,
+    register_scheme,
+)
+from meanfield.integrate.trackers import (
     FinishedSimulation,
     Interrupts,
     ProgressTracker,

@@ -24,7 +24,7 @@ output time. It ends on every path with a :class:`StopReason`:
   are silenced, since the loop handles them and its stop message says so in words;
 * a monitor's explanation of a non-finite state or of a collapsing step
   (``explain_non_finite``, ``explain_small_step``; e.g. the blow-up monitor of tokens in
-  ``R^d``, :mod:`meanfield.blowup`: :attr:`StopReason.BLOWUP`);
+  ``R^d``, :mod:`meanfield.integrate.blowup`: :attr:`StopReason.BLOWUP`);
 * ``KeyboardInterrupt``, reported as :attr:`StopReason.INTERRUPTED` (the caller saves what it
   has and re-raises :class:`Interrupted`).
 
@@ -48,8 +48,8 @@ from typing import Any, Callable, Iterable, Protocol
 
 import numpy as np
 
-from .controllers import ConstantStep, PIController
-from .trackers import FinishedSimulation, Tracker, fire_times
+from meanfield.integrate.controllers import ConstantStep, PIController
+from meanfield.integrate.trackers import FinishedSimulation, Tracker, fire_times
 
 
 class StopReason(enum.Enum):

@@ -25,8 +25,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from .driver import IntegrationError, Interrupted, Solution, StopReason
-from .schema import result_attrs
+from meanfield.integrate.driver import IntegrationError, Interrupted, Solution, StopReason
+from meanfield.integrate.schema import result_attrs
 
 
 def finish(sol: Solution, result: Any, *, name: str,
@@ -57,7 +57,7 @@ def finish(sol: Solution, result: Any, *, name: str,
             ``.t``, ``.reason``).
     """
     if out is not None and result is not None:
-        from ..io import write_netcdf
+        from meanfield.io import write_netcdf
 
         write_netcdf(result, out)
     if sol.reason is StopReason.INTERRUPTED:

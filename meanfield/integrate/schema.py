@@ -9,7 +9,7 @@
    setting_of
 
 Every solver (``solve``, ``solve_gaussian``, ``particles.simulate``, the phase diagram and
-the sweeps) and every study (``meanfield.convergence``, ``validation.tokens``) writes exactly
+the sweeps) and every study (``meanfield.spectral.convergence``, ``validation.tokens``) writes exactly
 these keys, with these types, through :func:`result_attrs`, so that a file alone says how it
 was made and whether it can be trusted (see ``docs/results.md``). Settings particular to one
 solver (the domain, the CFL number, the number of realisations, ...) go into ``settings``, a
@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-from .._version import __version__
+from meanfield._version import __version__
 
 RESULT_ATTRS: dict[str, type] = {
     "title": str,

@@ -36,8 +36,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .. import backend as bk
-from .driver import Stop, StopReason
+from meanfield import backend as bk
+from meanfield.integrate.driver import Stop, StopReason
 
 STABILITY_RADIUS = {"rk4": 2.785, "angles": 2.785, "euler_maruyama": 2.0, "euler": 2.0}
 """Half-width of the real stability interval ``[-r, 0]`` of each fixed-step scheme

@@ -19,8 +19,7 @@ from typing import Any, Callable
 import numpy as np
 
 from meanfield import backend as bk
-
-from .tableaus import ButcherTableau, get_scheme
+from meanfield.integrate.tableaus import ButcherTableau, get_scheme
 
 Rhs = Callable[[np.ndarray], np.ndarray]
 

@@ -15,9 +15,9 @@ measure they carry; the density is carried along them through ``d/dt log J = div
 
 from __future__ import annotations
 
-from .continuation import continue_lagrangian
-from .field import FieldResult, FieldState, field_at, weighted_field
-from .solve import LagrangianError, solve_lagrangian
+from meanfield.lagrangian.continuation import continue_lagrangian
+from meanfield.lagrangian.field import FieldResult, FieldState, field_at, weighted_field
+from meanfield.lagrangian.solve import LagrangianError, solve_lagrangian
 
 __all__ = ["FieldResult", "FieldState", "LagrangianError", "continue_lagrangian", "field_at",
            "solve_lagrangian", "weighted_field"]

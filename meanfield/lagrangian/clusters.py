@@ -39,7 +39,7 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 from scipy.spatial import cKDTree
 
-from ..checks import finite, nonnegative_weights
+from meanfield.arguments import finite, nonnegative_weights
 
 DENSE_CELL = 32
 """Cells holding at least this many nodes are contracted to one vertex of the graph."""

@@ -5,7 +5,7 @@
 
 The spectral solver stops (:class:`meanfield.ResolutionError`) when the density concentrates
 into clusters faster than refinement can follow. Its last resolved state is still a smooth,
-band-limited density: the quadrature nodes of its own grid (:func:`meanfield.nodes.from_dataset`)
+band-limited density: the quadrature nodes of its own grid (:func:`meanfield.lagrangian.nodes.from_dataset`)
 integrate it spectrally accurately, and the characteristics solver
 (:func:`meanfield.solve_lagrangian`) carries it on, since moving nodes need no resolution.
 The result is one Dataset: the Lagrangian part on the output times from the hand-over on, and
@@ -21,8 +21,8 @@ from typing import Any, Sequence
 import numpy as np
 import xarray as xr
 
-from ..model import Model
-from .solve import solve_lagrangian
+from meanfield.lagrangian.solve import solve_lagrangian
+from meanfield.model import Model
 
 
 def continue_lagrangian(model: Model, spectral: xr.Dataset, t: Sequence[float] | np.ndarray,
@@ -39,7 +39,7 @@ def continue_lagrangian(model: Model, spectral: xr.Dataset, t: Sequence[float] |
     Returns:
         The Lagrangian Dataset from the hand-over time on, with the spectral part attached.
     """
-    from .. import nodes
+    from meanfield.lagrangian import nodes
 
     t_h = float(spectral["time"].values[-1])
     times = np.asarray(t, dtype=float)
@@ -47,15 +47,15 @@ def continue_lagrangian(model: Model, spectral: xr.Dataset, t: Sequence[float] |
     if later.size == 0:
         msg = f"t ends at {times[-1]:g}, not after the spectral run's last time {t_h:g}"
         raise ValueError(msg)
-    from ..domains import ZonalSphere
-    from ..io import domain_of
-    from ..nodes_reduced import rings_from_dataset
+    from meanfield.domains import ZonalSphere
+    from meanfield.io import domain_of
+    from meanfield.lagrangian.nodes_reduced import rings_from_dataset
 
     # a zonal state goes on as rings (docs/lagrangian.md section 8): degree + 1 nodes in any d
     zonal = isinstance(domain_of(spectral), ZonalSphere)
     start = rings_from_dataset(spectral, t_h) if zonal else nodes.from_dataset(spectral, t_h)
     settings = json.loads(spectral.attrs.get("settings", "{}"))
-    handover = {"t": t_h, "from": "meanfield.solve", "domain": settings.get("domain"),
+    handover = {"t": t_h, "from": "meanfield.spectral.solve", "domain": settings.get("domain"),
                 "reason": spectral.attrs.get("stop_reason", "")}
     lag = solve_lagrangian(model, start, np.concatenate([[t_h], later]), handover=handover,
                            **kwargs)

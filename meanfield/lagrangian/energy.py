@@ -19,11 +19,11 @@ error below ``(beta |s|)^3 / 24``), which tends continuously to the ``beta = 0``
 
 **Fast path** (``method="fast"``, or ``"auto"`` where the fast field pays,
 :func:`use_fast_energy`): on ``S^1`` and ``S^2``, for SA and USA with ``Q = K = I``, the
-energy is :func:`meanfield.fastsum.energy` (Parseval on the measure's harmonic coefficients,
+energy is :func:`meanfield.kernels.fastsum.energy` (Parseval on the measure's harmonic coefficients,
 ``O(n + L^2 log L)``, absolute error at most ``2 eps e^beta``, ``eps = 3e-13``) and ``Z_mu`` is
-the zonal sum of :mod:`meanfield.fastsum` (adjoint nonuniform transform, Funk–Hecke
+the zonal sum of :mod:`meanfield.kernels.fastsum` (adjoint nonuniform transform, Funk–Hecke
 multipliers, synthesis at the nodes; absolute error of ``Z`` at most ``e^beta (tail + C_Z eps
-max_i Z_i e^{-beta})``, :data:`meanfield.fastsum.NUFFT_ERROR`): a Lagrangian run of ``2 10^5``
+max_i Z_i e^{-beta})``, :data:`meanfield.kernels.fastsum.NUFFT_ERROR`): a Lagrangian run of ``2 10^5``
 nodes then has its energy and dissipation outputs in seconds, where the tiled sum takes
 ``O(n^2)``.
 """
@@ -36,9 +36,8 @@ from typing import Any
 import numpy as np
 from scipy.special import logsumexp
 
-from .. import fastsum
-from ..kernels import DEFAULT_MEMORY_LIMIT, Tiling, _logits, block_for
-from .field import _apply
+from meanfield.kernels import DEFAULT_MEMORY_LIMIT, Tiling, _logits, block_for, fastsum
+from meanfield.lagrangian.field import _apply
 
 
 def has_energy(model: Any) -> bool:
@@ -64,10 +63,10 @@ def fast_energy_reason(model: Any, d: int) -> str | None:
 
 
 def use_fast_energy(method: str, model: Any, d: int, n: int) -> bool:
-    """The choice point of ``method`` (:data:`meanfield.fastsum.METHODS`) for the energy and
+    """The choice point of ``method`` (:data:`meanfield.kernels.fastsum.METHODS`) for the energy and
     ``Z_mu`` of ``n`` nodes on the sphere: ``"direct"`` never, ``"fast"`` always
     (``ValueError`` naming the reason where it does not apply), ``"auto"`` where it applies
-    and the fast field pays (:func:`meanfield.fastsum.use_fast`, ``n`` points and nodes)."""
+    and the fast field pays (:func:`meanfield.kernels.fastsum.use_fast`, ``n`` points and nodes)."""
     if method not in fastsum.METHODS:
         msg = f"method must be one of {fastsum.METHODS}, got {method!r}"
         raise ValueError(msg)
@@ -85,10 +84,10 @@ def use_fast_energy(method: str, model: Any, d: int, n: int) -> bool:
 def fast_partition(model: Any, x: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """``Z_mu(x_i) - sum_j w_j = sum_j w_j expm1(beta <x_i, x_j>)`` at the nodes ``x`` (B, n,
     d) on ``S^1``/``S^2`` (``weights`` (B, n)) by fast summation (module docstring): the
-    scaled sum ``sum_j w_j e^{beta (<x_i, x_j> - 1)}`` of :mod:`meanfield.fastsum`, times
+    scaled sum ``sum_j w_j e^{beta (<x_i, x_j> - 1)}`` of :mod:`meanfield.kernels.fastsum`, times
     ``e^beta``. Absolute error at most ``e^beta (tail + C_Z eps max_i Z_i e^{-beta})`` (``+inf``
     where ``e^beta`` overflows); no validation (the model must pass :func:`fast_energy_reason`)."""
-    from ..special import exp_beta
+    from meanfield.special import exp_beta
 
     B, n, d = x.shape
     plan = fastsum._plan(model, d, fastsum.DEFAULT_TOL)

@@ -31,9 +31,8 @@ import numpy as np
 
 from meanfield import attention as attention_registry
 from meanfield import backend as bk
-from meanfield import fastsum
-from meanfield.checks import nonnegative_weights
-from meanfield.kernels import DEFAULT_MEMORY_LIMIT, Kernel, Sinkhorn, Softmax, Tiling, prefix_mass
+from meanfield.arguments import nonnegative_weights
+from meanfield.kernels import DEFAULT_MEMORY_LIMIT, Kernel, Sinkhorn, Softmax, Tiling, fastsum, prefix_mass
 
 GEOMETRIES = ("sphere", "euclidean")
 """``sphere``: ``S^{d-1}`` (layer normalisation, the field projected with ``P_x``);
@@ -64,7 +63,7 @@ class FieldResult:
         divergence: ``div_S`` on the sphere, ``div`` in ``R^d``: shape ``(n,)`` or
             ``(B, n)``; ``None`` when not asked for.
         state: the warm start for the next call (:class:`FieldState`).
-        fast: what the fast field used (:class:`meanfield.fastsum.FastSettings`: tolerance,
+        fast: what the fast field used (:class:`meanfield.kernels.fastsum.FastSettings`: tolerance,
             band limit, error estimate, points corrected), ``None`` for the direct sum.
     """
 
@@ -374,9 +373,9 @@ def weighted_field(
         state: the previous call's :attr:`FieldResult.state` (Sinkhorn warm start).
         memory_limit: bytes allowed for the temporary ``n x n`` tiles.
         method: ``"direct"`` (the tiled sum, the reference), ``"fast"`` (fast summation on
-            ``S^1``/``S^2``, :mod:`meanfield.fastsum`, accurate to ``1e-12`` relative per
+            ``S^1``/``S^2``, :mod:`meanfield.kernels.fastsum`, accurate to ``1e-12`` relative per
             point; ``ValueError`` naming the reason where it does not apply) or ``"auto"``
-            (fast where it applies and pays: :data:`meanfield.fastsum.CROSSOVER`).
+            (fast where it applies and pays: :data:`meanfield.kernels.fastsum.CROSSOVER`).
         fast_tol: the fast field's relative accuracy per point (docs/particles.md, "Fast
             field"; the points it cannot vouch for are recomputed directly).
 
@@ -441,11 +440,11 @@ def _fast_field(model: Any, pb: np.ndarray, xb: np.ndarray, w: np.ndarray | None
                 labels: tuple[np.ndarray, np.ndarray] | None = None,
                 state: FieldState | None = None,
                 tol: float = fastsum.DEFAULT_TOL) -> FieldResult:
-    """:func:`field_at` by fast summation (:func:`meanfield.fastsum.fast_field` for the zonal
-    kernels, :func:`meanfield.fastsum_general.general_field` otherwise); the points whose
+    """:func:`field_at` by fast summation (:func:`meanfield.kernels.fastsum.fast_field` for the zonal
+    kernels, :func:`meanfield.kernels.fastsum_general.general_field` otherwise); the points whose
     error estimate exceeds the tolerance by the direct sum. ``w=None``: the particle system
     (equal weights, causal by index)."""
-    from meanfield.fastsum_general import general_field
+    from meanfield.kernels.fastsum_general import general_field
 
     d = xb.shape[-1]
     B, m = xb.shape[:2]

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ..checks import count, finite
+from meanfield.arguments import count, finite
 
 GRID_DEFAULTS = {"circle": (256,), "sphere2": (90, 180), "euclidean1": (256,), "euclidean2": (128, 128)}
 """Default grid shapes per kind of space."""
@@ -224,7 +224,7 @@ def to_grid(source: Any, density: Any = None, *, geometry: str | None = None,
 
     Args:
         source: a Lagrangian Dataset (``x (time, node, dim)``, ``density (time, node)``; every
-            time is interpolated), a :class:`~meanfield.nodes.Nodes`, or positions ``x``
+            time is interpolated), a :class:`~meanfield.lagrangian.nodes.Nodes`, or positions ``x``
             (n, d) or (time, n, d) with ``density`` (n,) or (time, n).
         density: the node densities when ``source`` is an array (or to override a ``Nodes``).
         geometry: ``"sphere"`` or ``"euclidean"`` (default: the Dataset's settings, the

@@ -12,7 +12,7 @@ The field at a node ``x_i`` is a quadrature of the *tilted* measure,
 ``sum_j p_ij V x_j`` with ``p_ij = w_j phi(S_ij) / sum_k w_k phi(S_ik)`` (``phi`` the
 attention weight of the logit ``S_ij``: ``e^S`` for softmax, L2, unnormalised and Sinkhorn,
 ``sigmoid`` for sigmoid; docs/equations.md section 2, docs/lagrangian.md section 10). A rule
-in ``R^d`` (Gauss–Hermite, :func:`meanfield.nodes.gaussian`) has a finite cloud of nodes for
+in ``R^d`` (Gauss–Hermite, :func:`meanfield.lagrangian.nodes.gaussian`) has a finite cloud of nodes for
 an unbounded support: it is accurate only while the tilted integrand decays inside the cloud.
 Near the covariance blow-up of a Gaussian start the tilt ``e^{beta <Q x_i, K y>}`` grows with
 the spread and carries the mass onto the outermost nodes: the rule then truncates the
@@ -57,11 +57,11 @@ from typing import Any
 import numpy as np
 from scipy.special import logsumexp
 
-from .. import attention as attention_registry
-from .. import backend as bk
-from ..integrate import StopReason
-from ..integrate.stability import stop_or_warn_once
-from ..kernels import DEFAULT_MEMORY_LIMIT
+from meanfield import attention as attention_registry
+from meanfield import backend as bk
+from meanfield.integrate import StopReason
+from meanfield.integrate.stability import stop_or_warn_once
+from meanfield.kernels import DEFAULT_MEMORY_LIMIT
 
 TAIL = 1e-3
 """The mass of the rule's outer layer ``T`` (the nodes of least weight)."""
@@ -361,10 +361,11 @@ class SphereQuadratureMonitor:
     ``V x_j - X_i`` is small and another cluster's kernel is ``e^{-beta |x - y|^2 / 2}`` smaller.
 
     Structure read from the nodes: ring nodes (Gauss–Jacobi in ``s``); ``d = 2``, the angle
-    (:func:`meanfield.nodes.circle`, trigonometric); ``d >= 3`` with nodes on shared latitudes
-    ``<y, e_d>`` (:func:`meanfield.nodes.sphere`, :func:`meanfield.nodes.zonal`), the axis
+    (:func:`meanfield.lagrangian.nodes.circle`, trigonometric); ``d >= 3`` with nodes on shared
+    latitudes ``<y, e_d>`` (:func:`meanfield.lagrangian.nodes.sphere`,
+    :func:`meanfield.lagrangian.nodes.zonal`), the axis
     coordinate (the part of ``g`` that depends on ``s`` only: the angular rule is not checked).
-    Subspace nodes (:func:`meanfield.nodes.subspace`, a product of a radial and an angular rule):
+    Subspace nodes (:func:`meanfield.lagrangian.nodes.subspace`, a product of a radial and an angular rule):
     each coordinate of the product, ``|p|`` and the angle (``k = 2``), ``|p|``, the polar angle
     of the shared latitudes and the longitude (``k = 3``), on each of its *slices* (the nodes
     where the other coordinates are fixed, in the orthonormal polynomials of the slice's own
@@ -376,7 +377,7 @@ class SphereQuadratureMonitor:
 
     Args:
         model: the :class:`meanfield.Model`.
-        nodes: the run's :class:`meanfield.nodes.Nodes`, ring or subspace nodes (at the start).
+        nodes: the run's :class:`meanfield.lagrangian.nodes.Nodes`, ring or subspace nodes (at the start).
         t_final: the final time (always checked).
         labels, state, budget, memory_limit: as :class:`QuadratureMonitor`.
         warn, stop: the estimate ``P`` that warns (:data:`SPHERE_WARN`) and stops
@@ -440,7 +441,7 @@ class SphereQuadratureMonitor:
         return q if q.ndim == 2 else q[0]
 
     def _subspace_slices(self, p: np.ndarray) -> list[tuple[str, list[tuple[np.ndarray, np.ndarray]], float]]:
-        """The coordinates of a subspace rule (:func:`meanfield.nodes_reduced.subspace_rule`, a
+        """The coordinates of a subspace rule (:func:`meanfield.lagrangian.nodes_reduced.subspace_rule`, a
         product of a Gauss–Jacobi rule in ``|p|^2`` and one on ``S^{k-1}``) and their slices:
         the radius ``|p|`` (interval; in ``|p|`` the integrand at ``beta = 0``, ``p_j - X``
         and its square, is of degree ``<= 2``, in ``|p|^2`` it would not be a polynomial), the
@@ -499,7 +500,7 @@ class SphereQuadratureMonitor:
         """``g_ij`` (module docstring), shape ``(n, queries, components)``, one per head."""
         sa = attention_registry.resolve(self.model.attention).name != "unnormalized"
         if self.rings:
-            from .rings import log_hyp0f1, ring_coordinates
+            from meanfield.lagrangian.rings import log_hyp0f1, ring_coordinates
 
             s, r = ring_coordinates(y[:, 0])
             beta, nu = float(self.model.beta), 0.5 * (self.d - 3)
@@ -514,7 +515,7 @@ class SphereQuadratureMonitor:
             return [np.transpose(K[:, :, None] * self._with_spread(vals[:, :, None], K)
                                  / Z[:, None, None], (1, 0, 2))]
         if self.reduction == "subspace":
-            from .subspace import ball_coordinates, pair_terms
+            from meanfield.lagrangian.subspace import ball_coordinates, pair_terms
 
             k = y.shape[1] - 1
             p, r2 = ball_coordinates(y[:, :k])

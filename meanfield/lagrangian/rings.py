@@ -36,13 +36,13 @@ import numpy as np
 import xarray as xr
 from scipy.special import gammaln, logsumexp
 
-from .. import attention as attention_registry
-from .. import backend as bk
-from ..finite import DISSIPATION_NOTE, energy_variables, note_nonfinite
-from ..kernels import DEFAULT_MEMORY_LIMIT
-from ..model import Model
-from ..special import log_sphere_area
-from .energy import EXP_SAFE, has_energy
+from meanfield import attention as attention_registry
+from meanfield import backend as bk
+from meanfield.finite import DISSIPATION_NOTE, energy_variables, note_nonfinite
+from meanfield.kernels import DEFAULT_MEMORY_LIMIT
+from meanfield.lagrangian.energy import EXP_SAFE, has_energy
+from meanfield.model import Model
+from meanfield.special import log_sphere_area
 
 RING_KINDS = {"softmax": "softmax", "l2": "softmax", "unnormalized": "unnormalized"}
 """The attention kinds whose ring average is the Bessel form (``l2`` is softmax on the sphere:
@@ -109,12 +109,12 @@ def check_model(model: Model) -> str:
     attention_registry.require(model.attention, "lagrangian")
     if model.attention not in RING_KINDS:
         msg = (f"model.attention={model.attention!r}: ring nodes (the zonal reduction) have the "
-               f"Bessel form only for {tuple(RING_KINDS)}; use meanfield.nodes.zonal (full nodes)")
+               f"Bessel form only for {tuple(RING_KINDS)}; use meanfield.lagrangian.nodes.zonal (full nodes)")
         raise ValueError(msg)
     if not model.is_identity or model.causal:
         what = "causal=True" if model.causal else "Q, K, V, heads or feed-forward"
         msg = (f"model has {what}: ring nodes need Q = K = I, V = +-I (the flow keeps a zonal "
-               "density zonal only then); use meanfield.nodes.zonal or another node set")
+               "density zonal only then); use meanfield.lagrangian.nodes.zonal or another node set")
         raise ValueError(msg)
     return RING_KINDS[model.attention]
 
@@ -331,7 +331,7 @@ def cdf_s(ds: xr.Dataset, time_index: int, s: np.ndarray) -> np.ndarray:
     densities of ``s`` there (``exp(log_density_s)``), linear to the poles (docs/lagrangian.md
     section 8). Between rings the error is that of the cubic, fourth order in the gap."""
     if "cdf" not in ds:
-        msg = "ds has no cdf: make the ring nodes with meanfield.nodes.rings"
+        msg = "ds has no cdf: make the ring nodes with meanfield.lagrangian.nodes.rings"
         raise ValueError(msg)
     sj = np.asarray(ds["s"].isel(time=time_index).values, dtype=float)
     order = np.argsort(sj)

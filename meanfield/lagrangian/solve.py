@@ -5,7 +5,7 @@
    LagrangianError
 
 docs/lagrangian.md derives the method. A quadrature ``sum_j w_j f(y_j)`` of ``int f dmu_0``
-(:mod:`meanfield.nodes`) is pushed forward by the flow: since ``mu_t = Phi_t # mu_0``,
+(:mod:`meanfield.lagrangian.nodes`) is pushed forward by the flow: since ``mu_t = Phi_t # mu_0``,
 ``int f dmu_t = sum_j w_j f(x_j(t))`` with ``x_j(t) = Phi_t(y_j)``. The nodes move with the
 velocity of the weighted measure (:func:`meanfield.lagrangian.field.weighted_field`, every
 attention kind), and the density is carried along each characteristic::
@@ -31,13 +31,11 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import xarray as xr
 
-from .. import attention as attention_registry
-from .. import backend as bk
-from .. import fastsum
-from ..blowup import BlowupMonitor
-from ..checks import output_times
-from ..finite import DISSIPATION_NOTE, energy_variables, note_nonfinite
-from ..integrate import (
+from meanfield import attention as attention_registry
+from meanfield import backend as bk
+from meanfield.arguments import output_times
+from meanfield.finite import DISSIPATION_NOTE, energy_variables, note_nonfinite
+from meanfield.integrate import (
     ConstantStep,
     IntegrationError,
     PIController,
@@ -52,12 +50,13 @@ from ..integrate import (
     run_attrs,
     stability_radius,
 )
-from ..kernels import DEFAULT_MEMORY_LIMIT
-from ..model import Model
-from ..schedule import Schedule, run_schedule
-from .energy import energy_terms, fast_energy_reason, has_energy
-from .field import _fast_field, _finish, ambient_field, check_measure, weighted_field
-from .quadrature import QuadratureMonitor, SphereQuadratureMonitor
+from meanfield.integrate.blowup import BlowupMonitor
+from meanfield.kernels import DEFAULT_MEMORY_LIMIT, fastsum
+from meanfield.lagrangian.energy import energy_terms, fast_energy_reason, has_energy
+from meanfield.lagrangian.field import _fast_field, _finish, ambient_field, check_measure, weighted_field
+from meanfield.lagrangian.quadrature import QuadratureMonitor, SphereQuadratureMonitor
+from meanfield.model import Model
+from meanfield.schedule import Schedule, run_schedule
 
 
 class LagrangianError(IntegrationError):
@@ -65,17 +64,17 @@ class LagrangianError(IntegrationError):
 
 
 def _check_model(model: Model, nodes: Any) -> None:
-    from ..nodes import Nodes
-    from ..nodes_reduced import RingNodes, SubspaceNodes
+    from meanfield.lagrangian.nodes import Nodes
+    from meanfield.lagrangian.nodes_reduced import RingNodes, SubspaceNodes
 
     if not isinstance(model, Model):
         msg = f"model must be a meanfield.Model, got {type(model).__name__}"
         raise ValueError(msg)
     if not isinstance(nodes, (Nodes, RingNodes, SubspaceNodes)):
-        msg = (f"nodes must be a meanfield.nodes.Nodes (positions, weights, density), "
+        msg = (f"nodes must be a meanfield.lagrangian.nodes.Nodes (positions, weights, density), "
                f"RingNodes or SubspaceNodes, got {type(nodes).__name__}; make them with "
-               "meanfield.nodes.circle, sphere, zonal, rings, subspace, gaussian or, from "
-               "samples, meanfield.nodes.from_samples")
+               "meanfield.lagrangian.nodes.circle, sphere, zonal, rings, subspace, gaussian or, from "
+               "samples, meanfield.lagrangian.nodes.from_samples")
         raise ValueError(msg)
     if model.noise > 0:
         msg = (f"model.noise={model.noise} > 0: noise has no Lagrangian (characteristics) form; "
@@ -85,7 +84,7 @@ def _check_model(model: Model, nodes: Any) -> None:
     attention_registry.require(model.attention, "lagrangian")
     if model.causal and nodes.labels is None:
         msg = ("nodes.labels is None, but causal attention needs a position label per node: "
-               "make the nodes with meanfield.nodes.with_labels")
+               "make the nodes with meanfield.lagrangian.nodes.with_labels")
         raise ValueError(msg)
 
 
@@ -149,7 +148,7 @@ def solve_lagrangian(
             with their own weights"), run piece by piece
             (:func:`meanfield.schedule.run_schedule`): each piece starts from the nodes, weights
             and densities at the switch, and ``log_jacobian`` is carried across.
-        nodes: a :class:`meanfield.nodes.Nodes` (positions, weights, initial density).
+        nodes: a :class:`meanfield.lagrangian.nodes.Nodes` (positions, weights, initial density).
         t: output times, strictly increasing; ``t[0]`` is the time of ``nodes``.
         scheme: a Runge–Kutta scheme of :mod:`meanfield.integrate` (``dopri5`` adaptive by
             default; a fixed-step scheme needs ``dt``).
@@ -171,7 +170,7 @@ def solve_lagrangian(
             or ``"float32"``); the Dataset is host NumPy float64 (docs/backends.md).
         field_method: how the field is summed (:func:`weighted_field`'s ``method``):
             ``"direct"``, ``"fast"`` (fast summation on ``S^1``/``S^2``,
-            :mod:`meanfield.fastsum`; stage points off the sphere are evaluated at ``x/|x|``)
+            :mod:`meanfield.kernels.fastsum`; stage points off the sphere are evaluated at ``x/|x|``)
             or ``"auto"``; recorded in ``settings`` with the fast field's band limit and error
             estimate.
         field_tol: the fast field's relative accuracy per point (default ``1e-12``, the direct
@@ -186,7 +185,7 @@ def solve_lagrangian(
         ``energy`` and ``dissipation`` (time; ``log_energy`` too where the energy overflows
         float64); ``label`` (node) for labelled nodes. Every NaN or inf comes with a
         ``note`` on its variable (docs/results.md); tokens in ``R^d`` that blow up stop the
-        run (:mod:`meanfield.blowup`), and so does, in ``R^d``, an attention that tilts the
+        run (:mod:`meanfield.integrate.blowup`), and so does, in ``R^d``, an attention that tilts the
         mass out of the node cloud, and on the sphere or rings a rule that no longer resolves
         the flow's integrand (:mod:`meanfield.lagrangian.quadrature`,
         :attr:`StopReason.UNRESOLVED_NODES`, docs/lagrangian.md section 10; a warning first).
@@ -199,7 +198,7 @@ def solve_lagrangian(
     be = bk.get_backend(backend, device, dtype)
     times = output_times(t)
     if out is not None:
-        from ..io import check_writable
+        from meanfield.io import check_writable
 
         check_writable(out, overwrite=overwrite, name="out")
     tab = get_scheme(scheme)
@@ -256,7 +255,7 @@ def solve_lagrangian(
     reduced = getattr(nodes, "reduction", None) is not None
     if reduced:  # exact symmetry reduction (docs/lagrangian.md sections 8, 11): its own
         # state, [phi | log J] (rings) or [q | log J] (subspace), on the same engine
-        from . import rings, subspace
+        from meanfield.lagrangian import rings, subspace
 
         if not tab.adaptive:  # the step-size monitor watches positions on S^{d-1}, not phi
             msg = (f"scheme={tab.name!r}: {nodes.reduction} nodes run with an adaptive scheme (e.g. "
@@ -326,7 +325,7 @@ _KEYWORDS = tuple(inspect.signature(solve_lagrangian).parameters)[3:]
 def _solve_schedule(schedule: Schedule, nodes: Any, t: Any, *, out: str | Path | None,
                     overwrite: bool, options: dict[str, Any]) -> xr.Dataset:
     """:func:`solve_lagrangian` under a schedule: one run per piece, the nodes handed over."""
-    from ..nodes import Nodes
+    from meanfield.lagrangian.nodes import Nodes
 
     if getattr(nodes, "reduction", None) is not None:
         msg = "solve_lagrangian: a Schedule of models runs on plain Nodes, not on ring nodes"
@@ -334,7 +333,7 @@ def _solve_schedule(schedule: Schedule, nodes: Any, t: Any, *, out: str | Path |
     for piece in schedule.models:
         _check_model(piece, nodes)
     if out is not None:
-        from ..io import check_writable
+        from meanfield.io import check_writable
 
         check_writable(out, overwrite=overwrite, name="out")
 
@@ -355,12 +354,12 @@ def _solve_schedule(schedule: Schedule, nodes: Any, t: Any, *, out: str | Path |
     except (IntegrationError, KeyboardInterrupt) as exc:
         partial = getattr(exc, "dataset", None)
         if out is not None and partial is not None:
-            from ..io import write_netcdf
+            from meanfield.io import write_netcdf
 
             write_netcdf(partial, out)
         raise
     if out is not None:
-        from ..io import write_netcdf
+        from meanfield.io import write_netcdf
 
         write_netcdf(ds, out)
     return ds
@@ -373,7 +372,7 @@ def _assemble(saved: list[tuple[float, np.ndarray]], model: Model, nodes: Any,
     also sums its energy, ``Z`` and dissipation outputs (the fast energy where it applies,
     :func:`meanfield.lagrangian.energy.use_fast_energy`)."""
     if getattr(nodes, "reduction", None) is not None:  # reduced nodes: their own variables
-        from . import rings, subspace
+        from meanfield.lagrangian import rings, subspace
 
         return (subspace.assemble if nodes.reduction == "subspace" else rings.assemble)(saved, model, nodes)
     tvals = np.array([s[0] for s in saved])

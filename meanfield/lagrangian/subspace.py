@@ -36,12 +36,12 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from .. import backend as bk
-from ..kernels import DEFAULT_MEMORY_LIMIT
-from ..model import Model
-from ..special import log_sphere_area
-from .rings import check_model as _ring_check_model
-from .rings import log_hyp0f1
+from meanfield import backend as bk
+from meanfield.kernels import DEFAULT_MEMORY_LIMIT
+from meanfield.lagrangian.rings import check_model as _ring_check_model
+from meanfield.lagrangian.rings import log_hyp0f1
+from meanfield.model import Model
+from meanfield.special import log_sphere_area
 
 
 def check_model(model: Model) -> str:

@@ -110,7 +110,7 @@ def test_project_and_kernel_distance(rng):
 def test_sampling_matches_density(rng):
     """Sample mean of cos(theta) under a wrapped Cauchy(r) is r (Ott-Antonsen family);
     n = 2e5 samples: standard error <= 1/sqrt(2n) ~ 1.6e-3, so 5 sigma = 8e-3."""
-    from meanfield.initial import wrapped_cauchy
+    from meanfield.spectral.initial import wrapped_cauchy
 
     d = Circle(128)
     r = 0.4

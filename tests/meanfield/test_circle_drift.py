@@ -7,7 +7,7 @@ import pytest
 
 import meanfield as mf
 from meanfield.domains.base import Domain
-from meanfield.initial import von_mises
+from meanfield.spectral.initial import von_mises
 
 
 def roundoff(flow: mf.flow.Flow, c: np.ndarray) -> float:

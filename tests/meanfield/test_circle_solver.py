@@ -8,9 +8,9 @@ from scipy import special
 
 import meanfield as mf
 from meanfield import Circle, Model, solve
-from meanfield.initial import uniform_plus_modes, von_mises, wrapped_cauchy
 from meanfield.integrate import ConstantStep, settings_of
 from meanfield.io import domain_of, read_netcdf
+from meanfield.spectral.initial import uniform_plus_modes, von_mises, wrapped_cauchy
 
 
 def growth_rate(attention: str, beta: float, k: int, value: int = 1, noise: float = 0.0) -> float:

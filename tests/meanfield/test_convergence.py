@@ -1,4 +1,4 @@
-"""Self-convergence studies of PDE runs (meanfield.convergence, meanfield convergence)."""
+"""Self-convergence studies of PDE runs (meanfield.spectral.convergence, meanfield convergence)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 
 from meanfield import Circle, Domain, Model
 from meanfield.cli import main
-from meanfield.convergence import convergence_table, diagnose, self_convergence, table_time
 from meanfield.integrate import Interrupted, StopReason, check_result_attrs, settings_of
 from meanfield.io import read_netcdf
+from meanfield.spectral.convergence import convergence_table, diagnose, self_convergence, table_time
 
 
 def _rho0(th: np.ndarray) -> np.ndarray:
@@ -42,7 +42,7 @@ def test_attrs_come_from_the_result_schema(study) -> None:
     assert Domain.from_state(s["domain"]) == Circle(32)
     assert s["tolerance_resolution"] == 32 and s["form"] == "continuity" and s["tail_tol"] == 1e-2
     assert len(s["stop_reasons"]) == 3
-    assert study.attrs["solver"] == "meanfield.convergence"
+    assert study.attrs["solver"] == "meanfield.spectral.convergence"
     assert study.attrs["successful"] == 1 and study.attrs["stop_reason"] == StopReason.SUCCESS.value
     assert study.attrs["t_reached"] == 1.2 and study.attrs["scheme"] == "dopri5"
     assert study.attrs["rtol"] == 1e-10 and study.attrs["atol"] == 1e-14
@@ -53,7 +53,7 @@ def test_attrs_come_from_the_result_schema(study) -> None:
 def test_an_interrupted_study_keeps_the_schema(monkeypatch) -> None:
     """Ctrl-C during the second run: the partial study's attrs are the schema's, unsuccessful,
     with the runs finished counted."""
-    import meanfield.convergence as conv
+    import meanfield.spectral.convergence as conv
 
     calls = [0]
     real = conv.solve

@@ -1,4 +1,4 @@
-"""Fast summation of the attention field (meanfield.fastsum) against the direct sum, the
+"""Fast summation of the attention field (meanfield.kernels.fastsum) against the direct sum, the
 reference: every supported kind, S^1 and S^2, random, clustered, near-Dirac (also at a pole)
 and mixed point sets; the choice point ``method=``; refusals by name."""
 
@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import particles
-from meanfield import Model, fastsum, nodes
+from meanfield import Model, nodes
+from meanfield.kernels import fastsum
 from meanfield.lagrangian import solve_lagrangian
 from meanfield.lagrangian.field import weighted_field
 from particles import velocity

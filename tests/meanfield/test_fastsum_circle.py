@@ -1,4 +1,4 @@
-"""The circle's transforms of the fast field (``meanfield.fastsum._sums_circle``): the points
+"""The circle's transforms of the fast field (``meanfield.kernels.fastsum._sums_circle``): the points
 are recognised as the nodes without a pass over them, and the shared plan and the batched
 type-2 transform give the sums of separate transforms."""
 
@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from meanfield import Model, fastsum
+from meanfield import Model
+from meanfield.kernels import fastsum
 
 
 def _tokens(n: int, seed: int) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Fast summation for general weights (meanfield.fastsum_general) against the direct sum, the
+"""Fast summation for general weights (meanfield.kernels.fastsum_general) against the direct sum, the
 reference: any ``Q, K, V``, several heads, l2 with any ``Q, K``, the causal mask (labels and
 index), Sinkhorn; S^1 and S^2; random, clustered, near-Dirac and mixed point sets."""
 
@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from meanfield import Model, fastsum, fastsum_general
+from meanfield import Model
+from meanfield.kernels import fastsum, fastsum_general
 from meanfield.lagrangian.field import weighted_field
 from particles import velocity
 
@@ -93,7 +94,7 @@ def _assert_close(fast: tuple[np.ndarray, np.ndarray | None], ref: tuple[np.ndar
 def test_general_weights_match_direct(d: int, attention: str, config: str, points: str) -> None:
     """The weighted field (velocity and divergence) fast against direct: ``|error| <= TOL *
     scale`` per point (:func:`_scales`). The estimate bounds the fast sums' error by the
-    transforms' measured constant (:data:`meanfield.fastsum_general.GENERAL_NUFFT_ERROR`,
+    transforms' measured constant (:data:`meanfield.kernels.fastsum_general.GENERAL_NUFFT_ERROR`,
     twice the largest ratio measured or more) and the tails; every point over ``TOL`` is
     recomputed directly, so the bound holds at every point (not tuned to the result)."""
     rng = np.random.default_rng(zlib.crc32(repr((d, attention, config, points)).encode()))
@@ -141,7 +142,7 @@ def test_loose_tolerance_is_fast_and_met(d: int, attention: str, points: str) ->
 @pytest.mark.parametrize("attention", ["softmax", "unnormalized", "l2"])
 def test_causal_labels(d: int, attention: str) -> None:
     """The causal mask through label blocks (more nodes than
-    :data:`meanfield.fastsum_general.BLOCK_NODES`, tied labels across a block boundary): the
+    :data:`meanfield.kernels.fastsum_general.BLOCK_NODES`, tied labels across a block boundary): the
     weighted field fast against direct at ``TOL``, and at ``tol = 1e-8`` the block sums
     themselves (at most a tenth of the points recomputed; measured 0 to 10 of 700)."""
     rng = np.random.default_rng(zlib.crc32(repr(("causal", d, attention)).encode()))

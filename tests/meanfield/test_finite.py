@@ -2,7 +2,7 @@
 
 ``log_energy`` where ``E_beta`` overflows (particles, weighted measures, spectral flows), the
 notes and their check (:mod:`meanfield.finite`), Bessel multipliers at ``beta`` beyond scipy's
-range, the blow-up monitor of tokens in ``R^d`` (:mod:`meanfield.blowup`) and the overflow
+range, the blow-up monitor of tokens in ``R^d`` (:mod:`meanfield.integrate.blowup`) and the overflow
 stop of the integration loop.
 """
 
@@ -18,13 +18,13 @@ from scipy import special
 
 import particles
 from meanfield import Model
-from meanfield.blowup import BlowupMonitor, growth_rate, overflow_radius
 from meanfield.domains import Circle, Sphere, ZonalSphere
 from meanfield.finite import NOTE, energy_variables, unexplained_nonfinite
-from meanfield.flow import make_flow
 from meanfield.integrate import ConstantStep, PIController, RungeKutta, Stop, StopReason, integrate
+from meanfield.integrate.blowup import BlowupMonitor, growth_rate, overflow_radius
 from meanfield.lagrangian.energy import energy_terms
 from meanfield.special import _log_ive, _log_ive_large
+from meanfield.spectral.flow import make_flow
 
 # log E = beta s_max + O(1): the round-off of s (a few ulps of |x|^2 = 1) moves beta s by
 # ~ beta * 4e-16, i.e. a relative error of a few ulps of log E; 1e-13 leaves room for the

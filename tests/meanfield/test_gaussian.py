@@ -404,7 +404,7 @@ def test_rhs_is_the_moment_equation() -> None:
 
 
 def test_plots_write_png(tmp_path) -> None:
-    from meanfield.gaussian_plots import plot_eigenvalues, plot_ellipses, save_png
+    from meanfield.plots.gaussian import plot_eigenvalues, plot_ellipses, save_png
 
     ds2 = solve_gaussian(Model(beta=1.0, Q=_rand(1, 2), K=_rand(2, 2)), [1.0, 0.0], np.eye(2),
                          np.linspace(0, 0.2, 5), throw=False)

@@ -48,7 +48,7 @@ def test_read_only_folder(tmp_path):
 def test_solve_checks_out_before_computing(tmp_path, monkeypatch):
     circle = mf.Circle(16)
     calls = []
-    solve_module = sys.modules["meanfield.solve"]  # the package's `solve` is the function
+    solve_module = sys.modules["meanfield.spectral.solve"]  # the package's `solve` is the function
     monkeypatch.setattr(solve_module, "integrate", lambda *a, **k: calls.append(1))
     (tmp_path / "r.nc").write_text("old")
     with pytest.raises(ValueError, match="exists"):

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from meanfield import Model, fastsum, nodes, solve_lagrangian
+from meanfield import Model, nodes, solve_lagrangian
+from meanfield.kernels import fastsum
 from meanfield.lagrangian.energy import energy_terms, fast_energy_reason, use_fast_energy, weighted_energy
 
 EPS = max(fastsum.DEFAULT_TOL / 8, fastsum.NUFFT_EPS_MIN)

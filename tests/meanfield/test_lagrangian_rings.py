@@ -46,7 +46,7 @@ def test_log_hyp0f1_matches_mpmath() -> None:
 def test_ring_field_equals_the_full_field_on_zonal_product_nodes(d: int, attention: str, beta: float,
                                                                  value: int) -> None:
     # The same measure twice: 7 Gauss-Jacobi rings (the ring average in closed form), and the
-    # same 7 s-nodes times a product rule on S^{d-2} exact to degree 28 (meanfield.nodes.zonal).
+    # same 7 s-nodes times a product rule on S^{d-2} exact to degree 28 (meanfield.lagrangian.nodes.zonal).
     # The angular average of e^{beta r r' <u, u'>} (|beta r r'| <= 4) by a rule exact to degree
     # 28 errs by the tail of the exponential series, 4^29/29! ~ 3e-14: round-off level.
     model = Model(beta, attention=attention, value=value)
@@ -397,7 +397,7 @@ def test_rings_estimate_the_error_of_their_start_and_warn_when_it_is_missed() ->
     measured; ``1e-12`` leaves the moments' rounding far below it), no warning."""
     import warnings as _w
 
-    from meanfield.nodes_reduced import START_TOL, start_error
+    from meanfield.lagrangian.nodes_reduced import START_TOL, start_error
 
     with pytest.warns(UserWarning, match="not resolved by n = 16 rings"):
         nd = nodes.rings(lambda s: 2e4 * s, 16, 1024, log=True)

@@ -107,7 +107,7 @@ def test_continuation_takes_over_where_the_grid_gives_up(tmp_path: Path) -> None
     monitor now stops it, docs/lagrangian.md section 10.)"""
     model = meanfield.Model(3.0, attention="unnormalized")
     domain = meanfield.Circle(48)
-    rho0 = meanfield.initial.von_mises(domain, [[1.0, 0.0], [-1.0, 0.0]], [2.0, 2.0], [0.6, 0.4])
+    rho0 = meanfield.spectral.initial.von_mises(domain, [[1.0, 0.0], [-1.0, 0.0]], [2.0, 2.0], [0.6, 0.4])
     t = np.linspace(0.0, 2.0, 5)
     with pytest.raises(meanfield.ResolutionError):
         meanfield.solve(model, domain, rho0, t, max_resolution=48)

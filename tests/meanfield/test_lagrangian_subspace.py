@@ -12,10 +12,10 @@ import pytest
 
 from meanfield import Model, nodes, solve_lagrangian
 from meanfield.lagrangian import field_at
+from meanfield.lagrangian.nodes import sphere_rule
+from meanfield.lagrangian.nodes_reduced import jacobi_rule_log
 from meanfield.lagrangian.rings import ring_field
 from meanfield.lagrangian.subspace import ball_coordinates, state_velocity, subspace_field, to_state
-from meanfield.nodes import sphere_rule
-from meanfield.nodes_reduced import jacobi_rule_log
 from meanfield.theory import mobius_log_density_at, mobius_w_path
 
 
@@ -315,7 +315,7 @@ def test_subspace_nodes_estimate_the_error_of_their_start_and_warn_when_it_is_mi
     measured difference (the finer rule of the pair carries part of it, nothing else)."""
     import warnings as _w
 
-    from meanfield.nodes_reduced import START_TOL, subspace_rule, subspace_start_error
+    from meanfield.lagrangian.nodes_reduced import START_TOL, subspace_rule, subspace_start_error
 
     m = np.array([[math.cos(0.6), math.sin(0.6)], [math.cos(0.6), -math.sin(0.6)]])
 

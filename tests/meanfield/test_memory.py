@@ -9,9 +9,9 @@ import pytest
 
 import meanfield
 import meanfield.memory as memory
-import meanfield.resolution as resolution
+import meanfield.spectral.resolution as resolution
 from meanfield.cli import main
-from meanfield.solve import ResolutionError
+from meanfield.spectral.solve import ResolutionError
 
 
 def test_solve_bytes_grows_with_grid_and_outputs() -> None:

@@ -1,4 +1,4 @@
-"""Node sets (meanfield.nodes): exact quadrature, geometric convergence, hand-over from a
+"""Node sets (meanfield.lagrangian.nodes): exact quadrature, geometric convergence, hand-over from a
 spectral Dataset, labels, and bad input."""
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from scipy import special
 
 from meanfield.domains.base import Domain
 from meanfield.domains.sphere import Sphere
-from meanfield.initial import von_mises
+from meanfield.spectral.initial import von_mises
 
 # Round-off floor of one GL transform pair at the sizes used here (lmax <= 48): the
 # Legendre recurrences of ducc0 lose a few ulps per degree, so 1e-13 relative is safe while
@@ -343,7 +343,7 @@ def test_sample_has_the_right_law(rng):
 from meanfield.integrate import PIController, TrackerBase  # noqa: E402
 from meanfield.io import domain_of  # noqa: E402
 from meanfield.model import Model  # noqa: E402
-from meanfield.solve import ResolutionError, solve  # noqa: E402
+from meanfield.spectral.solve import ResolutionError, solve  # noqa: E402
 
 
 class ModeRecorder(TrackerBase):
@@ -494,7 +494,7 @@ def test_resolution_limit_stops_with_partial_results():
 
 
 def test_plots(tmp_path):
-    from meanfield.plots_sphere import pick_times, plot_result
+    from meanfield.plots.sphere import pick_times, plot_result
 
     S = Sphere(12)
     ds = solve(Model(2.0), S, vmf(S, [0, 1, 1], 2.0), [0.0, 0.2, 0.4], rtol=1e-6, atol=1e-10, tail_tol=1e-6)

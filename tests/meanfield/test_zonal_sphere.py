@@ -223,7 +223,7 @@ def test_project_and_sample(d, rng):
 
 from meanfield.integrate import PIController, TrackerBase  # noqa: E402
 from meanfield.model import Model  # noqa: E402
-from meanfield.solve import ResolutionError, solve  # noqa: E402
+from meanfield.spectral.solve import ResolutionError, solve  # noqa: E402
 
 
 class ModeRecorder(TrackerBase):
@@ -350,7 +350,7 @@ def test_resolution_limit_stops_with_partial_results():
 
 
 def test_plots(tmp_path):
-    from meanfield.plots_sphere import plot_result
+    from meanfield.plots.sphere import plot_result
 
     Z = ZonalSphere(16, 16)
     ds = solve(Model(2.0), Z, np.exp(2 * Z.grid), [0.0, 0.5, 1.0], rtol=1e-6, atol=1e-10, tail_tol=1e-6)

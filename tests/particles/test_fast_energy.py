@@ -38,7 +38,7 @@ def test_fast_energy_matches_the_direct_sum(d: int, attention: str, beta: float)
 
 
 def test_the_energy_follows_the_fields_decision() -> None:
-    from meanfield import fastsum
+    from meanfield.kernels import fastsum
 
     model = Model(beta=1.0)
     small, large = fastsum.CROSSOVER[2] - 1, fastsum.CROSSOVER[2]
@@ -59,7 +59,7 @@ def test_the_energy_follows_the_fields_decision() -> None:
 
 
 def test_simulate_sums_the_energy_fast_with_the_field(monkeypatch: pytest.MonkeyPatch) -> None:
-    from meanfield import fastsum
+    from meanfield.kernels import fastsum
 
     calls = []
     real = fastsum.energy

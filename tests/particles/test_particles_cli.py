@@ -179,7 +179,7 @@ def test_field_method_fast_where_it_does_not_apply_is_refused(tmp_path: Path, ca
 
 
 def test_field_method_choices(capsys) -> None:
-    from meanfield import fastsum
+    from meanfield.kernels import fastsum
 
     assert main(["particles", "--field-method", "fastest"]) == 2
     assert "--field-method must be one of auto, direct, fast" in capsys.readouterr().err

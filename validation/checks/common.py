@@ -30,8 +30,7 @@ import xarray as xr
 from scipy import optimize
 
 from meanfield import fits
-
-from ..records import Comparison
+from validation.records import Comparison
 
 CI_LEVEL = 0.99
 """Confidence level of the fitted slopes. With a fixed seed every check is deterministic;

@@ -27,12 +27,9 @@ import xarray as xr
 from scipy import special, stats
 
 from meanfield import theory
-from meanfield.figures import angle_axis, plain_log_ticks, subplots
 from meanfield.integrate import setting_of
-
-from ..records import CheckResult, Comparison
-from ..suites import check
-from .common import (
+from meanfield.plots.figures import angle_axis, plain_log_ticks, subplots
+from validation.checks.common import (
     CI_LEVEL,
     angle_histogram_panel,
     fit_power_law,
@@ -43,19 +40,21 @@ from .common import (
     save_figure,
     slope_ci,
 )
+from validation.records import CheckResult, Comparison
+from validation.suites import check
 
 # -- the model and initial density of the circle checks -----------------------------------
 
 FIELD_METHOD = "fast"
 """How the circle checks' particles sum their field (``particles.simulate``'s
-``field_method``): the fast field of :mod:`meanfield.fastsum` (issue 23), relative error per
+``field_method``): the fast field of :mod:`meanfield.kernels.fastsum` (issue 23), relative error per
 point ``<= 1e-12``, far below every sampling error these checks measure. Its RK4 stage points
 off the circle are evaluated at ``x/|x|`` (the direct sum at ``x``), a difference of RK4's
 order: seed 0, quick, every slope and ``z`` is the same to the 6 digits printed as with the
 direct sum. Measured (2 cores shared, load ~11, CPU s): circle.meanfield_time 8.1 -> 4.8,
 circle.meanfield_iid 10.5 -> 7.6, circle.meanfield_quantile 2.8 -> 2.0 (their particle
 systems, ``n`` up to 500-3000 and batches of 8-32, are where the fast field pays on S^1); with
-small transforms on one thread (``meanfield.fastsum.CIRCLE_ONE_THREAD``) the wall times under
+small transforms on one thread (``meanfield.kernels.fastsum.CIRCLE_ONE_THREAD``) the wall times under
 that load went 38 -> 13 s (iid), 21 -> 8.4 s (time), 10 -> 4.1 s (quantile). On
 S^2 the fast field does not pay at these ``n`` (sphere.meanfield_iid 4.8 -> 4.3, within the
 noise): the sphere checks keep ``auto``."""
@@ -411,7 +410,7 @@ def _resolution_criteria(ds: xr.Dataset, model: Any, domain: Any, rho0: Any, tim
 
 @check("pde.self_convergence")
 def check_pde_self_convergence(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
-    """Numerical convergence of the PDE (:func:`meanfield.convergence.self_convergence`).
+    """Numerical convergence of the PDE (:func:`meanfield.spectral.convergence.self_convergence`).
 
     SA, ``beta = 4``, ``rho_0 ∝ e^{cos theta}(1 + 0.3 sin 3 theta)`` on the circle to
     ``t = 1.2``; resolutions ``N = 32 .. 256`` (``rtol = 1e-10``); tolerances ``1e-6 .. 1e-10``
@@ -432,7 +431,7 @@ def check_pde_self_convergence(*, seed: int, out_dir: Path, suite: str) -> Check
       differences against ``rtol`` must lie there.
     """
     from meanfield import Circle, Model
-    from meanfield.convergence import convergence_table, self_convergence
+    from meanfield.spectral.convergence import convergence_table, self_convergence
 
     model = Model(beta=4.0, attention="softmax")
     domain = Circle(32)
@@ -483,7 +482,7 @@ def _self_convergence_figure(ds: xr.Dataset, err: np.ndarray, tails: Sequence[fl
                              out_dir: Path) -> str:
     """Left: the L2 error to the finest grid against ``N`` (and the finest grid's spectral
     tail, a lower bound); right: the error to the tightest ``rtol`` against ``rtol``, both at
-    ``t_end`` (a :func:`meanfield.convergence.self_convergence` Dataset ``ds``)."""
+    ``t_end`` (a :func:`meanfield.spectral.convergence.self_convergence` Dataset ``ds``)."""
     fig, (a1, a2) = subplots(1, 2, figsize=(10, 4))
     N = ds["resolution"].values[:-1]
     _resolution_panel(a1, ds, err, tails, t_end, "N (grid points)", "the band")
@@ -511,8 +510,8 @@ def check_pde_self_convergence_sphere(*, seed: int, out_dir: Path, suite: str) -
     tested there; here it is reported only.
     """
     from meanfield import Model
-    from meanfield.convergence import convergence_table, self_convergence
     from meanfield.domains.sphere import Sphere
+    from meanfield.spectral.convergence import convergence_table, self_convergence
 
     model = Model(beta=2.0, attention="softmax")
     domain = Sphere(8)

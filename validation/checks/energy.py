@@ -22,11 +22,10 @@ import numpy as np
 import xarray as xr
 from scipy import stats
 
-from meanfield.figures import subplots
-
-from ..records import CheckResult, Comparison
-from ..suites import check
-from .common import save_figure, smooth_density
+from meanfield.plots.figures import subplots
+from validation.checks.common import save_figure, smooth_density
+from validation.records import CheckResult, Comparison
+from validation.suites import check
 
 
 def _models() -> dict[str, Any]:

@@ -40,11 +40,8 @@ import numpy as np
 import xarray as xr
 
 from meanfield import theory
-from meanfield.figures import subplots
-
-from ..records import CheckResult, Comparison
-from ..suites import check
-from .common import (
+from meanfield.plots.figures import subplots
+from validation.checks.common import (
     fit_power_law,
     geometric_sizes,
     hemisphere_direction,
@@ -53,6 +50,8 @@ from .common import (
     save_figure,
     slope_ci,
 )
+from validation.records import CheckResult, Comparison
+from validation.suites import check
 
 # -- the repulsive case (Section 9.1, Theorem 9.2) -------------------------------------------
 

@@ -11,7 +11,7 @@ Lagrangian run on ``S^2`` through clustering with ``2 10^5`` nodes against parti
    lagrangian_clusters_sphere
    check_lagrangian_clusters_sphere
 
-Both run with ``method="fast"`` / ``field_method="fast"`` (:mod:`meanfield.fastsum`): with the
+Both run with ``method="fast"`` / ``field_method="fast"`` (:mod:`meanfield.kernels.fastsum`): with the
 direct ``O(n^2)`` sum they would take hours on 2 cores (65 536 tokens: 22.5 s per velocity).
 Every check follows the convention of :mod:`validation.checks`; both are in the full suite.
 """
@@ -27,11 +27,8 @@ import numpy as np
 import xarray as xr
 from scipy import stats
 
-from meanfield.figures import subplots
-
-from ..records import CheckResult, Comparison
-from ..suites import check
-from .common import (
+from meanfield.plots.figures import subplots
+from validation.checks.common import (
     CI_LEVEL,
     angle_histogram_panel,
     fit_power_law,
@@ -40,6 +37,8 @@ from .common import (
     save_figure,
     slope_ci,
 )
+from validation.records import CheckResult, Comparison
+from validation.suites import check
 
 # -- a million particles against the PDE ---------------------------------------------------
 
@@ -76,13 +75,13 @@ def fast_rk4(model: Any, x0: np.ndarray, t: float, dt: float) -> tuple[np.ndarra
     """Tokens ``x0`` (B, n, 3) at time ``t`` under the particle system (docs/equations.md section 2)
     by RK4 with step ``dt`` (:mod:`meanfield.integrate`, projected onto the sphere after each
     step, as ``particles.simulate(method="rk4")``), the field by
-    :func:`meanfield.fastsum.fast_field` *without* the direct recomputation of the points over
+    :func:`meanfield.kernels.fastsum.fast_field` *without* the direct recomputation of the points over
     its tolerance; returns the positions and the largest error estimate over every
     evaluation, which the caller bounds. (The recomputation is ``O(n)`` per point: at the
     default ``tol = 1e-12`` it takes every point whose ``Z`` is below ``0.72 max Z``, which
     after a few steps from a non-uniform start is a large share of ``10^6`` tokens.)"""
-    from meanfield import fastsum
     from meanfield.integrate import ConstantStep, RungeKutta, integrate
+    from meanfield.kernels import fastsum
     from particles.integrators import normalize_rows
 
     worst = [0.0]
@@ -158,7 +157,7 @@ def sphere_million(*, n: Sequence[int], seeds: Sequence[int], seed: int, beta: f
 def check_sphere_million(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
     """Mean-field convergence on ``S^2`` up to ``n = 10^6`` particles: kernel distance to the
     PDE ``~ n^{-1/2}`` over three decades (:data:`SPHERE_MILLION`; the particles by the fast
-    field, ``method="fast"``, :mod:`meanfield.fastsum`).
+    field, ``method="fast"``, :mod:`meanfield.kernels.fastsum`).
 
     Law: as :func:`validation.checks.convergence.check_sphere_iid` (i.i.d. starts give
     ``E ||mu_n(0) - mu_0||^2 = (e^beta - iint K dmu_0 dmu_0) / n`` exactly, and the flow is
@@ -312,12 +311,12 @@ def _require_cheap_corrections(model: Any, tol: float) -> None:
     """Stop (``RuntimeError`` with the reason) unless the fast field runs its transforms at
     ``epsilon <= tol / 240``. The field's error estimate at a node is about ``2.4 epsilon max Z /
     Z(x)``, and every node over ``tol`` is recomputed by the direct sum, ``O(n)`` each: with
-    ``epsilon = tol / 8`` (the zonal path of :mod:`meanfield.fastsum` before ``EPS_FRACTION``)
+    ``epsilon = tol / 8`` (the zonal path of :mod:`meanfield.kernels.fastsum` before ``EPS_FRACTION``)
     that is every node with ``Z(x) < 0.3 max Z``, 13-21% of the nodes of a run through clustering (measured at
     8 192 nodes, ``t`` = 2, 3), which makes each evaluation ``O(n^2)`` again (hours at ``2 10^5``
     nodes). At ``epsilon <= tol / 240`` only the nodes with ``Z(x) < 0.01 max Z``, far from all
     mass, go direct."""
-    from meanfield import fastsum
+    from meanfield.kernels import fastsum
 
     probe = np.array([[[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]])
     eps = fastsum.fast_field(model, probe, probe, None, divergence=False, tol=tol)[2].epsilon
@@ -325,7 +324,7 @@ def _require_cheap_corrections(model: Any, tol: float) -> None:
         msg = (f"lagrangian_clusters_sphere: the fast field runs its transforms at epsilon = "
                f"{eps:.3g} for tol = {tol:.3g} (> tol / 240), so every node with Z(x) < "
                f"{min(1.0, 2.4 * eps / tol):.2g} max Z would be recomputed by the O(n) direct sum "
-               "(the run would take hours at 2e5 nodes); meanfield.fastsum must run the "
+               "(the run would take hours at 2e5 nodes); meanfield.kernels.fastsum must run the "
                "transforms at a fraction of tol (as its general path does, EPS_FRACTION)")
         raise RuntimeError(msg)
 
@@ -334,8 +333,7 @@ def _heavy(x: np.ndarray, w: np.ndarray | None, min_mass: float) -> tuple[np.nda
     """Masses and positions of the clusters of mass ``>= min_mass`` (criterion of
     :data:`validation.checks.lagrangian_references.CLUSTER_TOL`), and the mass of the others."""
     from meanfield.lagrangian.clusters import clusters
-
-    from .lagrangian_references import CLUSTER_TOL
+    from validation.checks.lagrangian_references import CLUSTER_TOL
 
     c = clusters(x, w, CLUSTER_TOL, geometry="sphere")
     keep = c.masses >= min_mass
@@ -355,8 +353,7 @@ def lagrangian_clusters_sphere(*, lmax: int, coarse_lmax: int | None, n: int, re
     ``particle_spec``: the particles' start when it should differ (a wrong start, for the
     tests)."""
     from meanfield import Model, nodes, solve_lagrangian
-
-    from .lagrangian_references import MIN_CLUSTER_MASS
+    from validation.checks.lagrangian_references import MIN_CLUSTER_MASS
 
     model = Model(beta=float(beta))
     if int(lmax) >= CHEAP_CORRECTIONS_LMAX:

@@ -28,9 +28,8 @@ import xarray as xr
 from meanfield.fits import fit_power_law
 from meanfield.gaussian import solve_gaussian
 from meanfield.model import Model
-
-from ..records import CheckResult, Comparison
-from ..suites import check
+from validation.records import CheckResult, Comparison
+from validation.suites import check
 
 NAME = "gaussian.particles"
 

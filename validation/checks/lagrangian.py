@@ -34,11 +34,8 @@ import numpy as np
 import xarray as xr
 
 from meanfield import solve_lagrangian
-
-from ..records import CheckResult, Comparison
-from ..suites import check
-from .common import save_figure
-from .lagrangian_references import (
+from validation.checks.common import save_figure
+from validation.checks.lagrangian_references import (
     CIRCLE_RHO0,
     CONTINUATION,
     GAUSSIAN_T,
@@ -53,6 +50,8 @@ from .lagrangian_references import (
     particle_variants,
     sphere_vs_spectral,
 )
+from validation.records import CheckResult, Comparison
+from validation.suites import check
 
 # -- suites and sizes -------------------------------------------------------------------------
 
@@ -81,7 +80,7 @@ CONTINUATION_SUITES: dict[str, ContinuationSizes] = {
 # the check is in the full suite only (about 25 s even at the "quick" sizes on 2 cores); the
 # "quick" sizes are what the tests run
 """Hand-over nodes (``None``: the spectral run's own final grid, through ``solve(...,
-continue_lagrangian=True)``; else :func:`meanfield.nodes.from_dataset` at that resolution,
+continue_lagrangian=True)``; else :func:`meanfield.lagrangian.nodes.from_dataset` at that resolution,
 the two-line recipe) and the particle sample."""
 
 
@@ -493,7 +492,7 @@ def bad_inputs() -> list[tuple[str, str, Callable[[], Any]]]:
 
 @check("lagrangian.bad_input")
 def check_bad_input(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
-    """Bad input to :class:`meanfield.nodes.Nodes`, :func:`solve_lagrangian` and
+    """Bad input to :class:`meanfield.lagrangian.nodes.Nodes`, :func:`solve_lagrangian` and
     :func:`weighted_field` (:func:`bad_inputs`): each must raise ``ValueError`` whose message
     names the bad field. Exact: the count of correct refusals must equal the count of cases."""
     rows: list[dict[str, Any]] = []
@@ -521,7 +520,7 @@ def check_bad_input(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
 
 def _table_figure(sizes: Sequence[int], errors: Sequence[float], tol: float, xlabel: str,
                   title: str, out_dir: Path, name: str) -> str:
-    from meanfield.figures import subplots
+    from meanfield.plots.figures import subplots
 
     fig, ax = subplots(figsize=(4.5, 3.5))
     ax.semilogy(sizes, np.maximum(errors, 1e-17), "o-")
@@ -534,7 +533,7 @@ def _table_figure(sizes: Sequence[int], errors: Sequence[float], tol: float, xla
 
 
 def _rate_figure(res: dict[str, Any], name: str, out_dir: Path) -> str:
-    from meanfield.figures import plain_log_ticks, subplots
+    from meanfield.plots.figures import plain_log_ticks, subplots
 
     fig, ax = subplots(figsize=(4.5, 3.5))
     n = np.array(res["n"], dtype=float)

@@ -139,7 +139,7 @@ def circle_vs_spectral(model: Any, t_final: float, sizes: Sequence[int], *,
                        rho0: Callable[[np.ndarray], np.ndarray] = CIRCLE_RHO0) -> dict[str, Any]:
     """Lagrangian density at the nodes against the spectral density at the same points, at
     ``t_final``, for each node count ``N`` of ``sizes`` (trapezoid nodes,
-    :func:`meanfield.nodes.circle`). Returns ``N``, ``error`` (max relative), the spectral
+    :func:`meanfield.lagrangian.nodes.circle`). Returns ``N``, ``error`` (max relative), the spectral
     run's final resolution and wall times."""
     from meanfield import Circle, nodes, solve
     from meanfield.io import domain_of
@@ -162,7 +162,8 @@ def circle_vs_spectral(model: Any, t_final: float, sizes: Sequence[int], *,
 def sphere_vs_spectral(model: Any, t_final: float, sizes: Sequence[int], *,
                        rho0: Callable[..., np.ndarray] = SPHERE_RHO0) -> dict[str, Any]:
     """As :func:`circle_vs_spectral` on ``S^2``: Gauss–Legendre x trapezoid nodes of band
-    limit ``lmax`` in ``sizes`` (:func:`meanfield.nodes.sphere`) against :class:`meanfield.Sphere`."""
+    limit ``lmax`` in ``sizes`` (:func:`meanfield.lagrangian.nodes.sphere`) against
+    :class:`meanfield.Sphere`."""
     from meanfield import Sphere, nodes, solve
     from meanfield.io import domain_of
 
@@ -205,8 +206,7 @@ def gaussian_models(d: int) -> dict[str, Any]:
     density ``3e-7`` with ``10^3`` nodes, ``1.1e-8`` with ``12^3``; at ``beta = 1/2``:
     ``1.4e-10`` and ``9e-10`` with ``10^3``)."""
     from meanfield import Model
-
-    from .gaussian import CASES
+    from validation.checks.gaussian import CASES
 
     out: dict[str, Any] = {}
     for name, model in CASES.items():
@@ -226,7 +226,7 @@ GAUSSIAN_T = 0.5
 
 
 def gaussian_vs_ode(model: Any, d: int, per_dim: int, t_final: float = GAUSSIAN_T) -> dict[str, float]:
-    """Gauss–Hermite nodes of ``N(m0, Sigma0)`` (:func:`meanfield.nodes.gaussian`) moved by
+    """Gauss–Hermite nodes of ``N(m0, Sigma0)`` (:func:`meanfield.lagrangian.nodes.gaussian`) moved by
     characteristics in ``R^d``, against :func:`meanfield.solve_gaussian`: the errors of the
     weighted mean and covariance (max abs entry) and of the node densities against the
     Gaussian density of the evolved ``(m, Sigma)``, relative to its peak (``sup_density``) and
@@ -234,8 +234,7 @@ def gaussian_vs_ode(model: Any, d: int, per_dim: int, t_final: float = GAUSSIAN_
     from scipy.stats import multivariate_normal
 
     from meanfield import nodes, solve_gaussian
-
-    from .gaussian import COV0, MEAN0
+    from validation.checks.gaussian import COV0, MEAN0
 
     m0, c0 = MEAN0[:d], COV0[:d, :d]
     ode = solve_gaussian(model, m0, c0, [0.0, t_final], rtol=1e-12, atol=1e-14)
@@ -293,7 +292,7 @@ def causal_nodes(N: int = CAUSAL_SPACE_NODES, m: int = CAUSAL_LABELS) -> Any:
     """The product quadrature of (angle, label) for :func:`CAUSAL_RHO0`: trapezoid angles
     times midpoint labels ``(k + 1/2) / m``, weights ``rho0(theta_j | s_k) (2 pi / N) / m``
     (the label's density is 1)."""
-    from meanfield.nodes import Nodes
+    from meanfield.lagrangian.nodes import Nodes
 
     th = 2 * np.pi * np.arange(N) / N
     s = (np.arange(m) + 0.5) / m

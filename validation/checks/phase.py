@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 from scipy.stats import norm
 
-from ..records import CheckResult, Comparison
-from ..suites import check
+from validation.records import CheckResult, Comparison
+from validation.suites import check
 
 _SIZES = {
     # d = 1024 costs what d = 32 does (rotation invariance, see validation.phase_diagram)
@@ -43,8 +43,8 @@ def check_phase_transition(*, seed: int, out_dir: Path, suite: str) -> CheckResu
     ``1 - 2 n^2 d^{-1/64}``, which says nothing at ``n = 32``, ``d = 1024``
     (docs/equations.md section 4).
     """
-    from ..phase_diagram import phase_diagram
-    from ..plots_phase import plot_phase_diagram
+    from validation.phase_diagram import phase_diagram
+    from validation.plots_phase import plot_phase_diagram
 
     name = "phase.transition_curve"
     quantity = "first t with P(<x_1(t), x_2(t)> >= 1 - delta) >= 1/2, beta <= 5"

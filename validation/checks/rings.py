@@ -21,9 +21,8 @@ from typing import Any
 import numpy as np
 
 from meanfield import Model, nodes, solve_lagrangian
-
-from ..records import CheckResult, Comparison
-from ..suites import check
+from validation.records import CheckResult, Comparison
+from validation.suites import check
 
 _COLLAPSE = {
     "full": dict(dims=(64, 1024), kappas=(8.0, 16.0, 32.0, 64.0), betas=(1.0, 4.0), rings=64,
@@ -197,8 +196,7 @@ def rings_against_pairs(model: Model, kappa: float, d: int, n: int, *, dt: float
     time, the fitted ``kappa`` and the particles' wall time. Shared by :func:`check_rings_particles`
     and ``benchmarks/bench_rings.py``."""
     from meanfield.lagrangian.rings import cdf_s
-
-    from ..pairs import kolmogorov, kolmogorov_levels, pair_flips, simulate_mirrored, symmetric_pairs
+    from validation.pairs import kolmogorov, kolmogorov_levels, pair_flips, simulate_mirrored, symmetric_pairs
 
     x0 = symmetric_pairs(kappa, d, n, np.random.default_rng(seed))
     t0 = time.perf_counter()

@@ -26,14 +26,13 @@ import numpy as np
 import xarray as xr
 
 from meanfield import gaussian as mg
-from meanfield.figures import subplots
 from meanfield.model import Model
+from meanfield.plots.figures import subplots
 from meanfield.schedule import Schedule
 from particles.ensemble import ensemble_states
-
-from ..records import CheckResult, Comparison
-from ..suites import check
-from .common import save_figure
+from validation.checks.common import save_figure
+from validation.records import CheckResult, Comparison
+from validation.suites import check
 
 SWITCHES = (0.0, 0.4, 0.8)
 """Start times of the three layers."""

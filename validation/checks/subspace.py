@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ..records import CheckResult, Comparison
-from ..suites import check
+from validation.records import CheckResult, Comparison
+from validation.suites import check
 
 SIZES: dict[str, dict[str, Any]] = {
     "full": dict(beta=4.0, particles=20000, dt=0.1, times=[0.0, 0.5, 1.0, 1.5, 2.0], cases=[
@@ -123,8 +123,7 @@ def compare_with_particles(size: dict[str, Any], seed: int) -> tuple[list[Compar
     benchmark ``benchmarks/bench_subspace.py`` passes its own): ``(comparisons, details,
     data variables, curves)``."""
     from meanfield import Model, nodes, solve_lagrangian
-
-    from ..pairs import simulate_mirrored
+    from validation.pairs import simulate_mirrored
 
     beta, n = float(size["beta"]), int(size["particles"])
     times = np.asarray(size["times"], dtype=float)

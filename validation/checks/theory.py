@@ -22,11 +22,10 @@ import xarray as xr
 from scipy import optimize, special, stats
 
 from meanfield import theory
-from meanfield.figures import angle_axis, subplots
-
-from ..records import CheckResult, Comparison
-from ..suites import check
-from .common import hemisphere_direction, save_figure
+from meanfield.plots.figures import angle_axis, subplots
+from validation.checks.common import hemisphere_direction, save_figure
+from validation.records import CheckResult, Comparison
+from validation.suites import check
 
 REFERENCE_RATES = {
     ("circle", "softmax", 4.0): (0.21588, 0.56824, 0.66439),

@@ -47,7 +47,7 @@ def draw(ds: Any, out: Path, at: list[float] | None = None) -> None:
             plt.close(fig)
         return
     if kind == "check":
-        from meanfield.plots_dataset import plot_dataset
+        from meanfield.plots.dataset import plot_dataset
 
         plot_dataset(ds, out)
         return

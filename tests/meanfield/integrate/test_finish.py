@@ -187,7 +187,7 @@ def test_lagrangian_fixed_step_is_watched():
 
 def test_lagrangian_refusals():
     model = mf.Model(beta=4.0)
-    with pytest.raises(ValueError, match="nodes must be a meanfield.nodes.Nodes .* got ndarray"):
+    with pytest.raises(ValueError, match="nodes must be a meanfield.lagrangian.nodes.Nodes .* got ndarray"):
         mf.solve_lagrangian(model, np.zeros((4, 2)), [0.0, 1.0])
     with pytest.raises(ValueError, match=r"dt = 1e-09 needs 1e\+10 steps"):
         mf.solve_lagrangian(model, NODES, [0.0, 10.0], scheme="rk4", dt=1e-9)

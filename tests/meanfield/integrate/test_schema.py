@@ -168,7 +168,7 @@ def test_solve_interrupted_writes_and_reraises(tmp_path, monkeypatch):
 def test_particles_blow_up_stops_with_partial_finite_results():
     """USA in R^d at beta = 1 from spread tokens: |x| grows like e^{beta |x|^2}-ish and
     overflows in finite time (t ~ 0.35 from this start); the run must stop, keep finite states
-    and say why: a blow-up (issue 21, meanfield.blowup), not a mere non-finite number, with a
+    and say why: a blow-up (issue 21, meanfield.integrate.blowup), not a mere non-finite number, with a
     fixed step and with an adaptive one. From tokens three times wider (beta = 3) the rate is
     already far beyond any fixed step at t = 0: the step is named there, before a step."""
     model = mf.Model(beta=1.0, attention="unnormalized")

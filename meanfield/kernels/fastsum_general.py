@@ -37,10 +37,10 @@ kernel with weight vectors linear in ``w``: ``Z`` (the weights), ``d`` for ``V y
 ``tr DF - x^T DF x - (d - 1) <x, F>``, as the direct code.
 
 **Accuracy.** Each scaled sum ``S_i`` has an absolute error at most ``delta_i = tail ||W_i||_1
-+ C_N eps max_j |W_ij / w_j| G``: ``tail`` the band-limit tail (:func:`meanfield.fastsum.
++ C_N eps max_j |W_ij / w_j| G``: ``tail`` the band-limit tail (:func:`meanfield.kernels.fastsum.
 band_limit` at ``beta rho_max``) plus the Chebyshev tail ``sum_{c >= C} sum_l N_l |a_{cl}|``;
 the second term the transforms' error (:data:`GENERAL_NUFFT_ERROR`, measured, as
-:data:`meanfield.fastsum.NUFFT_ERROR`), ``G = sum_c max |g_c|`` over the points' directions
+:data:`meanfield.kernels.fastsum.NUFFT_ERROR`), ``G = sum_c max |g_c|`` over the points' directions
 and the nodes (:func:`_gsup`). These are carried to the velocity and divergence to first order
 (:func:`_head_field`), relative to the scales that bound the direct sum's rounding error
 (``sum_h |V_h|`` for the normalised kinds, ``sum_h |V_h| e^{beta rho_x} Z_h / mass`` for
@@ -77,9 +77,8 @@ import numpy as np
 import scipy.fft
 from scipy.special import logsumexp
 
-from meanfield import fastsum
-from meanfield.fastsum import GENERAL_KINDS, general_reason
-from meanfield.kernels import prefix_mass
+from meanfield.kernels import fastsum, prefix_mass
+from meanfield.kernels.fastsum import GENERAL_KINDS, general_reason
 from meanfield.special import scaled_kernel_multipliers
 
 GENERAL_NUFFT_ERROR = {2: 1.3, 3: 0.25}
@@ -89,11 +88,11 @@ near-Dirac (also at a pole), two-Dirac and mixed sets of 400 nodes, ``beta`` 1, 
 ``A = I + 0.4 G`` (``G`` Gaussian) and ``A`` a rotation, every weight vector of the
 divergence, three seeds (240 configurations): largest ratios 0.635 (``S^1``) and 0.114
 (``S^2``); these are twice that or more (the convention of
-:data:`meanfield.fastsum.NUFFT_ERROR`)."""
+:data:`meanfield.kernels.fastsum.NUFFT_ERROR`)."""
 
 CHEB_TAIL_FRACTION = 1e-3
 """The Chebyshev tail is at most this times ``tol`` (above the DCT's round-off, ~``1e-16``
-per term; the band limit's :data:`meanfield.fastsum.TAIL_FRACTION` ``= 1e-4`` would put the
+per term; the band limit's :data:`meanfield.kernels.fastsum.TAIL_FRACTION` ``= 1e-4`` would put the
 target at the round-off itself)."""
 
 CHEB_MAX = 512
@@ -149,7 +148,7 @@ def _scaled(kappa: float, d: int, L: int) -> np.ndarray:
 
 def kernel_table(kmin: float, kmax: float, d: int, tol: float) -> Table:
     """The expansion of ``e^{kappa (t - 1)}`` for ``kappa`` in ``[kmin, kmax]``: band limit
-    from :func:`meanfield.fastsum.band_limit` at ``kmax`` (the tail of ``k_l(kappa)`` grows
+    from :func:`meanfield.kernels.fastsum.band_limit` at ``kmax`` (the tail of ``k_l(kappa)`` grows
     with ``kappa``), Chebyshev degree the smallest whose tail ``sum_{c >= C} sum_l N_l
     |a_{cl}|`` (coefficients from ``M >= 2 C`` Chebyshev points by a DCT; ``M`` doubled until
     so) is below ``CHEB_TAIL_FRACTION tol``."""

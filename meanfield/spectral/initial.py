@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from .domains.base import Domain, check_density
+from meanfield.domains.base import Domain, check_density
 
 
 def uniform(domain: Domain) -> np.ndarray:

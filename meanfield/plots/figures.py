@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .io import save_png
+from meanfield.io import save_png
 
 
 def new_figure(**kwargs: Any) -> Any:

@@ -36,7 +36,7 @@ Both sums are zonal convolutions, diagonal in harmonics with the Funk–Hecke mu
 Cost ``O((n + m) log(1/eps) + L^2 log L)`` against ``O(n m)`` for the direct sum.
 
 General weights (any ``Q, K, V``, several heads, l2 with any ``Q, K``, Sinkhorn, the causal
-mask) go through :mod:`meanfield.fastsum_general` (a Chebyshev expansion in ``|Q^T K y|`` of
+mask) go through :mod:`meanfield.kernels.fastsum_general` (a Chebyshev expansion in ``|Q^T K y|`` of
 the same multipliers); :func:`fast_reason` covers both paths, :func:`zonal_reason` this one.
 
 **Accuracy.** With the kernel scaled by ``e^{-beta}`` (its maximum 1) and ``sum w = 1``, each
@@ -126,7 +126,7 @@ are twice that, a margin for larger ``beta`` (a larger band limit: at ``beta = 3
 1000`` ~100 ms). docs/particles.md, section "Fast field", has the table."""
 
 CROSSOVER_GENERAL: dict[int, int] = {3: 8192}
-"""``auto`` on the general path (:mod:`meanfield.fastsum_general`: ``Q^T K`` or ``V`` not a
+"""``auto`` on the general path (:mod:`meanfield.kernels.fastsum_general`: ``Q^T K`` or ``V`` not a
 multiple of the identity, several heads): ``n_points * n_nodes >= CROSSOVER_GENERAL[d]^2``;
 no entry (``S^1``): never (only ``method="fast"``). Its cost is ``C`` syntheses per weight
 vector (``C`` Chebyshev terms in ``|A^T x|``, 20-25 at ``beta = 4``; ``d + 1`` weight vectors
@@ -152,7 +152,7 @@ class FastSettings:
         error_estimate: ``delta / min_i Z(x_i)`` over the points computed fast (0 if none).
         corrected: points recomputed by the direct sum (estimate above ``tol``).
         chebyshev: terms of the expansion in the radius ``|A y|`` (general weights,
-            :mod:`meanfield.fastsum_general`); 0 for the zonal kernels.
+            :mod:`meanfield.kernels.fastsum_general`); 0 for the zonal kernels.
     """
 
     tol: float
@@ -219,7 +219,7 @@ def fast_reason(model: Any, d: int, geometry: str = "sphere", *, causal_labels: 
     * zonal (:func:`fast_field`): one head, ``Q^T K = c I`` (``c >= 0``), ``V = v I``, no
       causal mask; softmax, unnormalized, sigmoid (band limit up to
       :data:`SIGMOID_MAX_BAND`) and l2 (``Q = K = I``);
-    * general (:mod:`meanfield.fastsum_general`): any ``Q, K, V``, any number of heads, the
+    * general (:mod:`meanfield.kernels.fastsum_general`): any ``Q, K, V``, any number of heads, the
       causal mask (labels or index), kinds softmax, unnormalized, l2 and sinkhorn.
 
     What stays direct: ``R^d`` (no harmonic transform there), ``S^{d-1}`` for ``d >= 4`` (no

@@ -48,8 +48,8 @@ from typing import Any, ClassVar, Iterator
 import numpy as np
 from scipy.special import logsumexp
 
-from . import attention as attention_registry
-from . import backend as bk
+from meanfield import attention as attention_registry
+from meanfield import backend as bk
 
 DEFAULT_MEMORY_LIMIT = 256 * 2**20
 """Default bound (bytes) on the temporary ``n x n`` attention tiles: 256 MiB."""

@@ -47,10 +47,10 @@ from typing import Any, Callable
 import numpy as np
 from scipy.special import roots_hermitenorm, roots_legendre
 
-from .checks import count, finite, nonnegative_weights, read_only
-from .domains import Circle, Domain, NodeRule, Sphere, ZonalSphere
-from .domains.zonal_sphere import check_zonal_size, sphere_rule, sphere_rule_size
-from .nodes_reduced import RingNodes, SubspaceNodes, rings, subspace
+from meanfield.arguments import count, finite, nonnegative_weights, read_only
+from meanfield.domains import Circle, Domain, NodeRule, Sphere, ZonalSphere
+from meanfield.domains.zonal_sphere import check_zonal_size, sphere_rule, sphere_rule_size
+from meanfield.lagrangian.nodes_reduced import RingNodes, SubspaceNodes, rings, subspace
 
 GEOMETRIES = ("sphere", "euclidean")
 """``sphere``: nodes on ``S^{d-1}`` (layer normalisation); ``euclidean``: nodes in ``R^d``."""
@@ -184,7 +184,7 @@ def _density_on(domain: Domain, rho: Any, like: Callable[[tuple[int, ...]], Doma
     clipped at 0 (``check_density`` of :mod:`meanfield.solve` accepts negatives down to
     ``1e-10 max rho``). Arrays of another resolution are carried over spectrally
     (``forward``, ``prolong``, ``backward``)."""
-    from .domains.base import check_density
+    from meanfield.domains.base import check_density
 
     if callable(rho):  # evaluated as check_density does, then broadcast (rho may ignore a coordinate)
         grid = domain.grid
@@ -363,7 +363,7 @@ def from_dataset(ds: Any, time: float | None = None, resolution: int | None = No
     A Lagrangian Dataset (``x (time, node, dim)``, ``weight (node)``, ``density (time,
     node)``, ``label (node)`` if labelled) gives its nodes at that time, to go on from there
     (geometry from ``attrs["settings"]``, else ``sphere`` when every ``|x| = 1``)."""
-    from .io import domain_of
+    from meanfield.io import domain_of
 
     if "density" not in getattr(ds, "data_vars", {}) or "time" not in ds.dims:
         msg = "ds must be a Dataset of meanfield.solve with a density (time, ...) variable"

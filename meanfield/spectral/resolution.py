@@ -18,9 +18,9 @@ from typing import Callable
 
 import numpy as np
 
-from .domains.base import Domain
-from .integrate import Replace, Stop, StopReason
-from .memory import available_memory, solve_bytes
+from meanfield.domains.base import Domain
+from meanfield.integrate import Replace, Stop, StopReason
+from meanfield.memory import available_memory, solve_bytes
 
 
 def unresolved(domain: Domain, c: np.ndarray, tail_tol: float, negative_tol: float) -> str | None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import xarray as xr
 
-from .figures import angle_axis, finish, new_figure
+from meanfield.plots.figures import angle_axis, finish, new_figure
 
 
 def plot_circle(ds: xr.Dataset, path: str | Path | None = None) -> Any:
@@ -41,11 +41,11 @@ def plot_circle(ds: xr.Dataset, path: str | Path | None = None) -> Any:
 
 
 def plot_result(ds: xr.Dataset, path: str | Path | None = None, times: list[float] | None = None) -> Any:
-    """Draw any PDE result: the circle here, the sphere domains by :mod:`meanfield.plots_sphere`."""
+    """Draw any PDE result: the circle here, the sphere domains by :mod:`meanfield.plots.sphere`."""
     if "theta" in ds["density"].dims:
         return plot_circle(ds, path)
     try:
-        from .plots_sphere import plot_result as sphere_plot
+        from meanfield.plots.sphere import plot_result as sphere_plot
     except ImportError as exc:  # pragma: no cover - present once the sphere domains land
         msg = f"no plot for a density on dims {ds['density'].dims}"
         raise ValueError(msg) from exc

@@ -21,7 +21,7 @@ from matplotlib import colormaps
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from .io import save_png  # re-exported: the Gaussian CLI and checks write figures with it
+from meanfield.io import save_png  # re-exported: the Gaussian CLI and checks write figures with it
 
 
 def _figure(figsize: tuple[float, float]) -> tuple[Figure, Any]:

@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from .integrate import Stop, StopReason
-from .special import MAX_EXP_ARG
+from meanfield.integrate import Stop, StopReason
+from meanfield.special import MAX_EXP_ARG
 
 ROW_BOUNDED = ("softmax", "l2", "sinkhorn", "sigmoid")
 """Attention kinds whose rows ``sum_j A_ij`` are at most 1."""

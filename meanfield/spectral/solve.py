@@ -5,12 +5,12 @@
    ResolutionError
    check_density
 
-``solve`` is a flow (:mod:`meanfield.flow`), a Lawson Runge–Kutta stepper
+``solve`` is a flow (:mod:`meanfield.spectral.flow`), a Lawson Runge–Kutta stepper
 (:class:`meanfield.integrate.RungeKutta`: the diffusion ``sigma Laplacian`` is diagonal in
 the spectral basis and integrated exactly, the drift by an explicit embedded scheme,
 Dormand–Prince 5(4) by default, under a PI step-size controller and a CFL bound
 ``dt <= cfl * min_spacing / max|X|``) and the resolution monitor
-(:class:`meanfield.resolution.ResolutionMonitor`), run by the one integration loop
+(:class:`meanfield.spectral.resolution.ResolutionMonitor`), run by the one integration loop
 (:func:`meanfield.integrate.integrate`). When the monitor cannot refine further the solve stops
 with :class:`ResolutionError`, which names the time reached and the quantity that failed and
 carries the partial results (also written to ``out`` when given).
@@ -26,11 +26,10 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 import xarray as xr
 
-from .checks import output_times
-from .domains.base import Domain, check_density
-from .finite import DISSIPATION_NOTE, energy_variables, note_nonfinite
-from .flow import Flow, make_flow
-from .integrate import (
+from meanfield.arguments import output_times
+from meanfield.domains.base import Domain, check_density
+from meanfield.finite import DISSIPATION_NOTE, energy_variables, note_nonfinite
+from meanfield.integrate import (
     ButcherTableau,
     ConstantStep,
     IntegrationError,
@@ -44,10 +43,11 @@ from .integrate import (
     integrate,
     run_attrs,
 )
-from .memory import check_solve_memory
-from .model import Model
-from .resolution import ResolutionMonitor
-from .schedule import Schedule, run_schedule
+from meanfield.memory import check_solve_memory
+from meanfield.model import Model
+from meanfield.schedule import Schedule, run_schedule
+from meanfield.spectral.flow import Flow, make_flow
+from meanfield.spectral.resolution import ResolutionMonitor
 
 
 class ResolutionError(IntegrationError):
@@ -57,7 +57,7 @@ class ResolutionError(IntegrationError):
 
 def _diagnostics(flow: Flow, c: np.ndarray) -> tuple[float, float, float, float]:
     """Energy, dissipation, mass and log-energy (finite where the energy overflows float64,
-    :meth:`meanfield.flow.Flow.log_energy`). For USA at ``beta`` beyond ~350 the dissipation
+    :meth:`meanfield.spectral.flow.Flow.log_energy`). For USA at ``beta`` beyond ~350 the dissipation
     ``~ e^{2 beta}`` exceeds the float64 range: ``inf``, with a note in the Dataset."""
     with np.errstate(over="ignore", invalid="ignore"):
         return flow.energy(c), flow.dissipation(c), flow.domain.mass(c), flow.log_energy(c)
@@ -154,7 +154,7 @@ def solve(
                                options=options)
     times = output_times(t)
     if out is not None:
-        from .io import check_writable
+        from meanfield.io import check_writable
 
         check_writable(out, overwrite=overwrite, name="out")
     check_solve_memory(domain, times.size)  # refuse with the figure before any work
@@ -248,7 +248,7 @@ def solve(
     }
     ds = _assemble(saved, model, settings, tab, controller, sol)
     if not sol.successful and continue_lagrangian and sol.reason is StopReason.UNRESOLVED:
-        from .lagrangian.continuation import continue_lagrangian as carry_on
+        from meanfield.lagrangian.continuation import continue_lagrangian as carry_on
 
         try:
             return carry_on(model, ds, times, throw=throw, out=out, overwrite=True)
@@ -268,10 +268,10 @@ def _solve_schedule(schedule: Schedule, domain: Domain, rho0: Any, t: Any, *,
                     ) -> xr.Dataset:
     """:func:`solve` under a schedule: one run per piece, each from the density (on the grid)
     the previous piece ended with; the result on the finest grid any piece reached."""
-    from .integrate.schema import settings_of
+    from meanfield.integrate.schema import settings_of
 
     if out is not None:
-        from .io import check_writable
+        from meanfield.io import check_writable
 
         check_writable(out, overwrite=overwrite, name="out")
 
@@ -317,7 +317,7 @@ def _drop_non_densities(saved: list) -> None:
 
 def _write(ds: xr.Dataset | None, out: str | Path | None) -> None:
     if out is not None and ds is not None:
-        from .io import write_netcdf
+        from meanfield.io import write_netcdf
 
         write_netcdf(ds, out)
 
@@ -348,7 +348,7 @@ def _assemble(saved: list, model: Model, settings: dict[str, Any], tab: ButcherT
     )
     settings = dict(settings, domain=final.state())
     ds.attrs.update(run_attrs(
-        sol, title=f"meanfield solve on {final.name}", solver="meanfield.solve",
+        sol, title=f"meanfield solve on {final.name}", solver="meanfield.spectral.solve",
         model=model.to_json(), settings=settings, scheme=tab.name,
         controller=type(controller).__name__, rtol=controller.rtol, atol=controller.atol,
         dt=controller.dt if isinstance(controller, ConstantStep) else None,

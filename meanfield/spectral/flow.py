@@ -38,13 +38,13 @@ from typing import Callable
 import numpy as np
 from scipy.special import logsumexp
 
-from .domains.base import Domain, FusedDrift
-from .model import Model
-from .special import check_exp_beta, exp_beta
+from meanfield.domains.base import Domain, FusedDrift
+from meanfield.model import Model
+from meanfield.special import check_exp_beta, exp_beta
 
 
 def _check_pde_model(model: Model) -> None:
-    from .attention import require  # noqa: PLC0415
+    from meanfield.attention import require  # noqa: PLC0415
 
     require(model.attention, "spectral")
     if not model.is_identity:

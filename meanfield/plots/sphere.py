@@ -21,7 +21,7 @@ from typing import Any, Sequence
 import numpy as np
 import xarray as xr
 
-from .figures import finish, new_figure
+from meanfield.plots.figures import finish, new_figure
 
 
 def pick_times(ds: xr.Dataset, times: Sequence[float] | None = None, most: int = 4) -> list[int]:

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from .figures import finish, new_figure
+from meanfield.plots.figures import finish, new_figure
 
 
 def plot_dataset(ds: xr.Dataset, path: str | Path | None = None, *, limit: int = 6) -> Any:

@@ -1,4 +1,4 @@
-"""Figures of self-convergence studies (:func:`meanfield.convergence.self_convergence`).
+"""Figures of self-convergence studies (:func:`meanfield.spectral.convergence.self_convergence`).
 
 .. autosummary::
    plot_convergence
@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from .figures import finish, new_figure
-from .integrate.schema import setting_of
+from meanfield.integrate.schema import setting_of
+from meanfield.plots.figures import finish, new_figure
 
 
 def _positive(values: np.ndarray) -> np.ndarray:
@@ -28,8 +28,8 @@ def plot_convergence(ds: xr.Dataset, path: str | Path | None = None) -> Any:
     """Left: the L² difference of each resolution to the next, against the resolution (one
     line per output time after the start, log scale); right: the same for the tolerance
     study against ``rtol`` (log–log), with the slope-1 reference. A study that could compare
-    nothing says so on the figure (:func:`meanfield.convergence.diagnose`)."""
-    from .convergence import diagnose
+    nothing says so on the figure (:func:`meanfield.spectral.convergence.diagnose`)."""
+    from meanfield.spectral.convergence import diagnose
 
     fig = new_figure(figsize=(10, 4.2))
     ax_r, ax_q = fig.subplots(1, 2)

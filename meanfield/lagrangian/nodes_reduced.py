@@ -37,9 +37,9 @@ from typing import Any, Callable
 import numpy as np
 from scipy.special import logsumexp
 
-from .checks import count, read_only
-from .domains.zonal_sphere import gauss_jacobi_log, sphere_rule, sphere_rule_size
-from .special import log_sphere_area
+from meanfield.arguments import count, read_only
+from meanfield.domains.zonal_sphere import gauss_jacobi_log, sphere_rule, sphere_rule_size
+from meanfield.special import log_sphere_area
 
 
 def _checked_weights(weights: Any, log_density: Any,
@@ -253,8 +253,8 @@ def rings_from_dataset(ds: Any, time: float | None = None) -> RingNodes:
     and ``P(s <= s_j)`` of the band-limited density. The hand-over of
     ``solve(..., continue_lagrangian=True)`` on a zonal domain (no product rule on
     ``S^{d-2}``, whose node count grows like ``degree^{d-1}``)."""
-    from .domains import ZonalSphere
-    from .io import domain_of
+    from meanfield.domains import ZonalSphere
+    from meanfield.io import domain_of
 
     domain = domain_of(ds)
     if not isinstance(domain, ZonalSphere):
@@ -468,7 +468,7 @@ def subspace_rule(n: int, d: int, k: int, angular: int | None = None) -> tuple[n
     ``p = sqrt(t) u``: ``n`` Gauss–Jacobi nodes in ``t = |p|^2`` (weight ``(1 - t)^nu t^{k/2-1}``,
     ``nu = (d-k-2)/2``; ``dp = |p|^{k-1} d|p| du = t^{k/2-1} dt du / 2``) times a rule on
     ``S^{k-1}`` exact to degree ``angular`` (default ``4 n - 1``): the trapezoid rule on
-    ``angular + 1`` angles (``k = 2``), :func:`meanfield.nodes.sphere_rule` (``k = 3``). A
+    ``angular + 1`` angles (``k = 2``), :func:`meanfield.lagrangian.nodes.sphere_rule` (``k = 3``). A
     polynomial of degree ``D <= angular`` in ``p`` averaged over directions is a polynomial of
     degree ``<= D/2`` in ``t``: the rule is exact for degree ``min(angular, 4 n - 1)``.
     """
@@ -514,10 +514,10 @@ def subspace(f: Callable[[np.ndarray], Any], n: int, d: int, k: int, *, angular:
         angular: degree of the angular rule (``k = 2``: ``angular + 1`` angles).
         log: ``f`` gives ``log`` of the density.
     """
-    from .memory import check_memory
+    from meanfield.memory import check_memory
 
     if isinstance(k, bool) or k not in (2, 3):
-        msg = f"k must be 2 or 3 (k = 1: meanfield.nodes.rings), got {k!r}"
+        msg = f"k must be 2 or 3 (k = 1: meanfield.lagrangian.nodes.rings), got {k!r}"
         raise ValueError(msg)
     n = count(n, "n", 1)
     d = count(d, "d", k + 2)

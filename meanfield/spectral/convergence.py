@@ -47,13 +47,13 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import xarray as xr
 
-from .domains.base import Domain
-from .integrate import Interrupted, StopReason, result_attrs, setting_of
-from .integrate.schema import summed_stats
-from .io import domain_of
-from .memory import check_solve_memory
-from .model import Model
-from .solve import solve
+from meanfield.domains.base import Domain
+from meanfield.integrate import Interrupted, StopReason, result_attrs, setting_of
+from meanfield.integrate.schema import summed_stats
+from meanfield.io import domain_of
+from meanfield.memory import check_solve_memory
+from meanfield.model import Model
+from meanfield.spectral.solve import solve
 
 
 def _initial_on(domain: Domain, base: Domain, rho0: Any) -> Any:
@@ -307,8 +307,8 @@ def _study(model: Model, domain: Domain, times: np.ndarray, resolutions: list[in
     )
     reached = [float(r["t_reached"]) for r in runs if math.isfinite(float(r["t_reached"]))]
     ds.attrs.update(result_attrs(
-        title="self-convergence study (meanfield.convergence)",
-        solver="meanfield.convergence", model=model.to_json(),
+        title="self-convergence study (meanfield.spectral.convergence)",
+        solver="meanfield.spectral.convergence", model=model.to_json(),
         settings={"domain": domain.state(), "tolerance_resolution": int(res_tol.resolution),
                   "form": form, "tail_tol": float(tail_tol), "stop_reasons": list(reasons)},
         scheme=runs[0]["scheme"] if runs else "",

@@ -17,8 +17,8 @@ from typing import Any, Sequence
 import numpy as np
 import xarray as xr
 
-from ..figures import angle_axis, finish, new_figure
-from ..plots_sphere import pick_times
+from meanfield.plots.figures import angle_axis, finish, new_figure
+from meanfield.plots.sphere import pick_times
 
 
 def _title(ds: xr.Dataset) -> str:
@@ -76,7 +76,7 @@ def _handover(ax: Any, ds: xr.Dataset) -> None:
 
 
 def _circle(ds: xr.Dataset, path: str | Path | None) -> Any:
-    from .grid import to_grid
+    from meanfield.lagrangian.grid import to_grid
 
     t = ds["time"].values
     x = ds["x"].values
@@ -118,7 +118,7 @@ def _circle(ds: xr.Dataset, path: str | Path | None) -> Any:
 
 
 def _maps(ds: xr.Dataset, path: str | Path | None, times: Sequence[float] | None) -> Any:
-    from .grid import to_grid
+    from meanfield.lagrangian.grid import to_grid
 
     idx = pick_times(ds, times)
     sphere = json.loads(ds.attrs.get("settings", "{}")).get("geometry") == "sphere"
