@@ -442,7 +442,7 @@ def _sinkhorn_potentials(model: Any, x: np.ndarray, A: np.ndarray, w: np.ndarray
     and keys the nodes ``x`` (n, d), logits ``beta <x_i, A x_j>``), the same iterations and
     stopping rule with fast log-sum-exps; the dense Newton polish where the direct code
     would use it. Returns ``(g, points recomputed directly)``."""
-    from meanfield.kernels import _NEWTON_MAX_N, Sinkhorn
+    from meanfield.kernels.sinkhorn import _NEWTON_MAX_N, Sinkhorn
 
     beta = float(model.beta)
     iterations, stol = int(model.sinkhorn_iterations), float(model.sinkhorn_tol)

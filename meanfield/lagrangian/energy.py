@@ -36,7 +36,8 @@ from typing import Any
 import numpy as np
 from scipy.special import logsumexp
 
-from meanfield.kernels import DEFAULT_MEMORY_LIMIT, Tiling, _logits, block_for, fastsum
+from meanfield.kernels import fastsum
+from meanfield.kernels.tiling import DEFAULT_MEMORY_LIMIT, Tiling, _logits, block_for
 from meanfield.lagrangian.field import _apply
 
 

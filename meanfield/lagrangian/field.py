@@ -15,7 +15,7 @@ Lagrangian solver integrates, ``d/dt log J = div X``, is the surface divergence
 ``div_S(P_x F) = tr DF - x^T DF x - (d - 1) <x, F>`` on ``S^{d-1}`` and ``tr DF`` in ``R^d``;
 ``tr DF`` and ``x^T DF x`` are closed-form kernel-weighted sums (docs/lagrangian.md section 2)
 computed in the same pass over the ``n x n`` weights as the velocity, by extra value columns
-and one elementwise product per tile (:meth:`meanfield.kernels._RowKernel.apply`).
+and one elementwise product per tile (:meth:`meanfield.kernels.rows._RowKernel.apply`).
 
 The particle velocity (:func:`particles.velocity`) is :func:`ambient_field` with ``weights =
 None``: equal weights, the index order as the causal mask, no divergence.

@@ -126,7 +126,7 @@ def test_b_zonal_d64_kappa32_keeps_only_densities(max_resolution: int) -> None:
 
 def test_c_zonal_product_rule_at_d16_degree8_is_refused_with_its_figure() -> None:
     # main: 9.6 million nodes, 5.1 GiB, MemoryError while building; refused before (the count)
-    with pytest.raises(ValueError, match=r"nodes\.zonal\(d=16, degree=8.*GiB.*meanfield\.nodes\.rings"):
+    with pytest.raises(ValueError, match=r"nodes\.zonal\(d=16, degree=8.*GiB.*meanfield\.lagrangian\.nodes\.rings"):
         nodes.zonal(lambda s: np.exp(8.0 * s), 16, 8)
 
 

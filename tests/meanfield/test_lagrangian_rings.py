@@ -242,7 +242,7 @@ def test_zonal_product_rule_is_refused_before_it_is_built() -> None:
     # MemoryError while building it); the count is exact (sphere_rule_size = sphere_rule's size)
     for k, p in ((2, 5), (3, 7), (4, 9), (5, 6)):
         assert nodes.sphere_rule(k, p)[0].shape[0] == nodes.sphere_rule_size(k, p)
-    with pytest.raises(ValueError, match=r"4\.118e\+14 nodes .* GiB .*meanfield\.nodes\.rings"):
+    with pytest.raises(ValueError, match=r"4\.118e\+14 nodes .* GiB .*meanfield\.lagrangian\.nodes\.rings"):
         nodes.zonal(lambda s: np.exp(s), 16, 8)
 
 

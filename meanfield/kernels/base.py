@@ -1,0 +1,113 @@
+"""The attention kernel contract and its registry: one kernel class per attention kind.
+
+.. autosummary::
+   Kernel
+   registered_kernels
+   get_kernel
+   prefix_mass
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+import numpy as np
+
+from meanfield import attention as attention_registry
+from meanfield.kernels.tiling import Tiling
+
+
+class Kernel(ABC):
+    """An attention kind (abstract). Subclasses set ``name`` and register themselves.
+
+    Args:
+        beta: inverse temperature.
+        causal: apply the causal mask.
+        bias: additive bias inside the kernel (used by ``sigmoid``).
+        iterations, tol: Sinkhorn settings.
+    """
+
+    name: ClassVar[str]
+    """The attention kind: a canonical name of :mod:`meanfield.attention` whose entry
+    declares ``"particles"``."""
+    normalized: ClassVar[bool]
+    """Whether the rows of ``A`` sum to 1 (then ``beta = 0`` gives the plain mean)."""
+    registry: ClassVar[dict[str, type[Kernel]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" in cls.__dict__:
+            kind = attention_registry.require(cls.name, "particles")
+            if kind.name != cls.name:
+                msg = (f"Kernel {cls.__name__}.name must be the canonical name {kind.name!r} "
+                       f"of its attention kind, got the alias {cls.name!r}")
+                raise ValueError(msg)
+            Kernel.registry[cls.name] = cls
+
+    def __init__(
+        self,
+        beta: float,
+        causal: bool = False,
+        bias: float = 0.0,
+        iterations: int = 200,
+        tol: float = 1e-10,
+    ) -> None:
+        self.beta = float(beta)
+        self.causal = bool(causal)
+        self.bias = float(bias)
+        self.iterations = int(iterations)
+        self.tol = float(tol)
+
+    @classmethod
+    def from_model(cls, model: Any) -> Kernel:
+        """The kernel of a :class:`meanfield.Model` (its attention kind and settings)."""
+        kernel_cls = get_kernel(model.attention)
+        return kernel_cls(
+            beta=model.beta,
+            causal=model.causal,
+            bias=model.sigmoid_bias,
+            iterations=model.sinkhorn_iterations,
+            tol=model.sinkhorn_tol,
+        )
+
+    @abstractmethod
+    def apply(
+        self, q: np.ndarray, k: np.ndarray, v: np.ndarray, tiling: Tiling
+    ) -> np.ndarray:
+        """``out_i = sum_j A_ij v_j`` for ``q, k, v`` of shape ``(B, n, d)``."""
+
+
+
+def registered_kernels() -> tuple[str, ...]:
+    """Names of the registered attention kernels."""
+    return tuple(sorted(Kernel.registry))
+
+
+def get_kernel(name: str) -> type[Kernel]:
+    """The kernel class of the attention kind ``name`` (an alias or any case will do).
+
+    ``ValueError`` for an unknown kind (listing the known ones), for a kind the particle
+    system does not support (naming the solvers that do), and for a supported kind whose
+    kernel class is missing.
+    """
+    kind = attention_registry.require(name, "particles")
+    try:
+        return Kernel.registry[kind.name]
+    except KeyError:
+        msg = (f"attention={kind.name!r} declares the 'particles' solver but no kernel is "
+               f"registered for it (registered: {registered_kernels()}); define a "
+               f"meanfield.kernels.Kernel subclass with name = {kind.name!r}")
+        raise ValueError(msg) from None
+
+
+
+def prefix_mass(weights: np.ndarray, qlab: np.ndarray, klab: np.ndarray) -> np.ndarray:
+    """``sum_{j: label_j <= label_i} w_j`` for every query ``i``: ``(B, n)`` (the mass a
+    causal mask lets query ``i`` see; docs/equations.md section 2, causal attention)."""
+    out = np.empty(qlab.shape)
+    for b in range(qlab.shape[0]):
+        order = np.argsort(klab[b], kind="stable")
+        cum = np.concatenate([[0.0], np.cumsum(weights[b][order])])
+        out[b] = cum[np.searchsorted(klab[b][order], qlab[b], side="right")]
+    return out

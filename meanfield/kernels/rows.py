@@ -1,0 +1,336 @@
+"""Row kernels: attention whose row ``i`` depends on the logits of row ``i`` only.
+
+.. autosummary::
+   Softmax
+   Unnormalized
+   L2
+   Sigmoid
+
+Conventions (docs/equations.md section 2):
+
+* ``softmax``: ``A_ij = e^{beta <q_i, k_j>} / sum_k e^{beta <q_i, k_k>}`` (max-shifted).
+* ``unnormalized``: ``A_ij = e^{beta <q_i, k_j>} / n``.
+* ``l2``: ``A_ij`` proportional to ``e^{-beta |q_i - k_j|^2 / 2}``, rows summing to 1.
+* ``sigmoid``: ``A_ij = sigmoid(beta <q_i, k_j> + b) / n``.
+
+With the causal mask token ``i`` attends to ``j <= i`` only; the kernels that divide by ``n``
+(``unnormalized``, ``sigmoid``) then divide by the number ``i + 1`` of attended tokens (the
+empirical measure of the prefix).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+import numpy as np
+
+from meanfield import backend as bk
+from meanfield.kernels.base import Kernel
+from meanfield.kernels.tiling import (
+    _LONG_ROW,
+    _SHIFT_SLACK,
+    _SMALL_D,
+    Tiling,
+    _causal_mask,
+    _logits,
+    _weighted_sum,
+    block_for,
+)
+
+
+class _RowKernel(Kernel):
+    """A kernel whose rows are independent, written once as a loop over tiles of the logits
+    ``S_ij = beta <q_i, k_j> + c_j`` (``c_j`` an optional column bias), on any array backend
+    (:mod:`meanfield.backend`: NumPy or torch).
+
+    Exponential kinds (``exponential = True``) take ``e^{S_ij - M_i}`` with ``M_i`` the row
+    maximum, or a cheaper row bound (:meth:`row_bound`, see :data:`_SHIFT_SLACK`); the row
+    sums needed by normalised kinds come out of the same product ``A [v, 1]``. Other kinds
+    implement :meth:`transform`. On torch, the normalised exponential kinds without the
+    Lagrangian solver's extras go through ``scaled_dot_product_attention`` (:meth:`_sdpa`).
+    """
+
+    exponential: ClassVar[bool] = True
+
+    def column_bias(self, k: Any) -> Any | None:
+        """An additive term ``c_j`` of the logits (``None``: zero)."""
+        return None
+
+    def row_bound(self, q: Any, k: Any) -> Any | None:
+        """An upper bound ``c_i >= max_j S_ij`` (``q`` already times ``beta``), or ``None``.
+
+        Cauchy-Schwarz: ``beta <q_i, k_j> <= beta |q_i| max_j |k_j|``.
+        """
+        xp = bk.namespace(q)
+        kmax = xp.sqrt(xp.max(bk.rows_dot(k, k), axis=1))
+        return xp.sqrt(bk.rows_dot(q, q)) * kmax[:, None]
+
+    def transform(self, S: Any) -> None:
+        """Non-exponential kinds: overwrite logits with weights (before ``/ count``)."""
+        raise NotImplementedError
+
+    def _shift(self, qb: Any, k: Any, cb: Any | None) -> Any | None:
+        if not self.exponential or qb.shape[1] != k.shape[1]:
+            return None
+        bound = self.row_bound(qb, k)
+        if bound is None:
+            return None
+        xp = bk.namespace(qb)
+        diag = bk.rows_dot(qb, k)
+        if cb is not None:
+            diag = diag + cb
+        if not bool(xp.all(xp.isfinite(bound))) or float(xp.max(bound - diag)) > _SHIFT_SLACK:
+            return None
+        return bound
+
+    def _sdpa(self, q: Any, k: Any, v: Any, cb: Any | None, tiling: Tiling) -> Any:
+        """``out_i = sum_j A_ij v_j`` by ``torch.nn.functional.scaled_dot_product_attention``
+        (which may dispatch to fused kernels), on the same tiles: the logits ``<beta q_i,
+        k_j> + c_j`` (scale 1, the column bias and the causal mask as ``attn_mask``)."""
+        import torch
+
+        sdpa = torch.nn.functional.scaled_dot_product_attention
+        B, n, _ = q.shape
+        m = k.shape[1]
+        qb = q * self.beta
+        out = bk.empty(q, (B, n, v.shape[-1]))
+        tiling = Tiling(tiling.memory_limit, buffers=2, block=block_for(q.shape[-1]),
+                        itemsize=q.element_size())
+        for bs, rs in tiling.tiles(B, n, m):
+            mask = None if cb is None else cb[bs, None, :]
+            whole = rs.start == 0 and rs.stop == n and n == m
+            if self.causal and not (whole and mask is None):
+                masked = _causal_mask(rs.start, rs.stop, m, q)
+                mask = (~masked if mask is None
+                        else mask.expand(-1, rs.stop - rs.start, -1).masked_fill(masked, -math.inf))
+            out[bs, rs] = sdpa(qb[bs, rs], k[bs], v[bs], attn_mask=mask, scale=1.0,
+                               is_causal=self.causal and mask is None)
+        return out
+
+    def apply(
+        self,
+        q: Any,
+        k: Any,
+        v: Any,
+        tiling: Tiling,
+        *,
+        weights: Any | None = None,
+        bias: Any | None = None,
+        labels: tuple[Any, Any] | None = None,
+        mass: Any | None = None,
+        extra: Any | None = None,
+        second: float | tuple[Any, Any] | None = None,
+    ) -> Any:
+        """``out_i = sum_j A_ij v_j``; with the keywords, the weighted measure and the
+        derivative sums of the Lagrangian solver (docs/lagrangian.md), in the same pass.
+
+        Args:
+            weights: ``(B, m)`` column weights ``w_j >= 0`` of a weighted measure: a column
+                bias ``log w_j`` for the exponential kinds, folded into the values otherwise.
+            bias: ``(B, m)`` a further column bias of the logits (Sinkhorn potentials).
+            labels: ``(query labels (B, n), key labels (B, m))``: query ``i`` attends to the
+                keys with label ``<=`` its own (replaces the index mask of ``causal``).
+            mass: ``(B, n)`` divisor of the kinds that are not normalised (replaces ``n`` or
+                ``i + 1``): the mass the query attends to.
+            extra: ``(B, m, e)`` further value columns, summed with the derivative weights
+                ``phi'(S_ij)`` (``phi`` the weight as a function of the logit; ``phi' = phi``
+                for the exponential kinds) and divided like ``out``.
+            second: the sums ``beta sum_j phi'(S_ij) t_ij u_ij`` with ``u_ij = <q_i, k_j>``
+                and ``t_ij = <qt_i, kt_j>`` for ``second = (qt, kt)``, or ``t = second * u``
+                for a number; divided like ``out``.
+
+        Returns:
+            ``out`` ``(B, n, dv)``; with ``extra`` or ``second``, the triple ``(out,
+            extra_out (B, n, e) or None, second_out (B, n) or None)``.
+        """
+        xp = bk.namespace(q)
+        dev = bk.device_of(q)
+        B, n, _ = q.shape
+        m = k.shape[1]
+        dv = v.shape[-1]
+        derivs = extra is not None or second is not None
+        ne = 0 if extra is None else extra.shape[-1]
+        cb = self.column_bias(k)
+        for c in (bias, None if weights is None or not self.exponential else _log(weights)):
+            if c is not None:
+                cb = c if cb is None else cb + c
+        if (not bk.is_numpy(q) and self.exponential and self.normalized and not derivs
+                and weights is None and labels is None and mass is None):
+            return self._sdpa(q, k, v, cb, tiling)
+        if weights is not None and not self.exponential:
+            v = v * weights[..., None]
+        if extra is not None and self.exponential:
+            v = xp.concat([v, extra], axis=-1)  # phi' = phi: the same product
+        if self.normalized:  # row sums from the same product: A [v, 1]
+            v = xp.concat([v, xp.ones(tuple(v.shape[:2]) + (1,), dtype=v.dtype, device=dev)],
+                          axis=-1)
+        dvt = v.shape[-1]
+        out = bk.empty(q, (B, n, dvt - self.normalized))
+        eout = bk.empty(q, (B, n, ne)) if (extra is not None and not self.exponential) else None
+        sout = bk.empty(q, (B, n)) if second is not None else None
+        qb = q * self.beta if self.beta != 1.0 else q
+        kt = bk.swap_last(k)
+        shift = self._shift(qb, k, cb)
+        if labels is not None and not (n == m and bool(xp.all(labels[0] == labels[1]))):
+            shift = None  # the diagonal logit (the row bound's witness) may be masked
+        # keys sorted by label: a query attends to a prefix of the columns
+        sorted_keys = labels is not None and bool(xp.all(labels[1][..., 1:] >= labels[1][..., :-1]))
+        if sorted_keys:
+            qlab, klab = (bk.to_numpy(a) for a in labels)  # type: ignore[union-attr]
+        pair = isinstance(second, tuple)
+        if pair:
+            qt = second[0]  # type: ignore[index]
+            ktt = bk.swap_last(second[1])  # type: ignore[index]
+        small = dv <= _SMALL_D and m >= _LONG_ROW
+        vcols = bk.contiguous(xp.permute_dims(v, (2, 0, 1))) if small else None
+        # the tile plus one temporary of its size (broadcast logits, causal mask), plus the
+        # unscaled logits, the t tile and the derivative weights when asked for
+        nbuf = 2 + (second is not None) + pair + (derivs and not self.exponential)
+        tiling = Tiling(tiling.memory_limit, buffers=nbuf, block=block_for(q.shape[-1]),
+                        itemsize=bk.itemsize(q))
+        size = min(tiling.entries(), B * n * m)
+        buf = bk.empty(q, (size,))
+        ubuf = bk.empty(q, (size,)) if second is not None else None
+        tbuf = bk.empty(q, (size,)) if pair else None
+        pbuf = bk.empty(q, (size,)) if derivs and not self.exponential else None
+        index_causal = self.causal and labels is None
+        for bs, rs in tiling.tiles(B, n, m):
+            b = bs.stop - bs.start
+            r0, r1 = rs.start, rs.stop
+            mm = min(m, r1) if index_causal else m  # causal: columns j <= i < r1 only
+            if sorted_keys:
+                top = float(np.max(qlab[bs, rs]))
+                mm = max(1, max(int(np.searchsorted(klab[i], top, side="right"))
+                                for i in range(bs.start, bs.stop)))
+            shape = (b, r1 - r0, mm)
+            S = buf[: b * (r1 - r0) * mm].reshape(shape)
+            if ubuf is None:
+                _logits(qb[bs, rs], kt[bs, :, :mm], S)
+                if cb is not None:
+                    S += cb[bs, None, :mm]
+            else:  # keep the logits beta u_ij next to the weights
+                U = ubuf[: b * (r1 - r0) * mm].reshape(shape)
+                _logits(qb[bs, rs], kt[bs, :, :mm], U)
+                S[...] = U
+                if cb is not None:
+                    S += cb[bs, None, :mm]
+            if index_causal:
+                count = xp.arange(r0 + 1, r1 + 1, dtype=q.dtype, device=dev)[None, :, None]
+                bk.masked_fill_(S, _causal_mask(r0, r1, mm, S), -math.inf)
+            else:
+                count = xp.full((1, 1, 1), float(m), dtype=q.dtype, device=dev)
+            if labels is not None:
+                bk.masked_fill_(S, labels[1][bs, None, :mm] > labels[0][bs, rs, None], -math.inf)
+            if mass is not None:
+                count = mass[bs, rs, None]
+            P = S
+            if self.exponential:
+                M = xp.max(S, axis=-1, keepdims=True) if shift is None else shift[bs, rs, None]
+                S -= M
+                bk.exp_(S)
+            else:
+                self.transform(S)
+                if derivs:
+                    P = pbuf[: b * (r1 - r0) * mm].reshape(shape)  # type: ignore[index]
+                    bk.multiply(S, -1.0, out=P)
+                    P += 1.0
+                    P *= S  # sigmoid' = sigmoid (1 - sigmoid)
+                    if weights is not None:
+                        P *= weights[bs, None, :mm]
+            res = _weighted_sum(S, v[bs, :mm], None if vcols is None else vcols[:, bs, :mm])
+            if eout is not None:
+                eout[bs, rs] = bk.matmul(P, extra[bs, :mm])  # type: ignore[index]
+            if sout is not None:
+                if pair:  # beta sum P t u = sum P t (beta u)
+                    T = tbuf[: b * (r1 - r0) * mm].reshape(shape)  # type: ignore[index]
+                    _logits(qt[bs, rs], ktt[bs, :, :mm], T)
+                    sout[bs, rs] = bk.einsum("brm,brm,brm->br", P, T, U)
+                elif self.beta != 0:  # t = s u: beta sum P s u^2 = s sum P (beta u)^2 / beta
+                    sout[bs, rs] = bk.einsum("brm,brm,brm->br", P, U, U) * (
+                        float(second) / self.beta)  # type: ignore[arg-type]
+                else:
+                    sout[bs, rs] = 0.0
+            if self.normalized:
+                den = res[..., dvt - 1:]
+                out[bs, rs] = res[..., : dvt - 1] / den
+                if sout is not None:
+                    sout[bs, rs] /= den[..., 0]
+            elif self.exponential:
+                scale = xp.exp(M) / count
+                out[bs, rs] = res * scale
+                if sout is not None:
+                    sout[bs, rs] *= scale[..., 0]
+            else:
+                out[bs, rs] = res / count
+                if eout is not None:
+                    eout[bs, rs] /= count
+                if sout is not None:
+                    sout[bs, rs] /= count[..., 0]
+        if not derivs:
+            return out
+        main = out[..., :dv]
+        if extra is not None and self.exponential:
+            eout = out[..., dv:]
+        return main, eout, sout
+
+
+def _log(w: Any) -> Any:
+    """``log w`` with ``log 0 = -inf`` (a zero weight drops the column), silently."""
+    if bk.is_numpy(w):
+        with np.errstate(divide="ignore"):
+            return np.log(w)
+    return bk.namespace(w).log(w)
+
+class Softmax(_RowKernel):
+    """``softmax``: SA (2.3), ``A_ij`` the row-normalised ``e^{beta <q_i, k_j>}``,
+    max-shifted (by the row maximum or a row bound within ``600`` of it): no overflow at any
+    ``beta``."""
+
+    name = "softmax"
+    normalized = True
+
+
+class L2(_RowKernel):
+    """``l2``: ``A_ij`` proportional to ``e^{-beta |q_i - k_j|^2 / 2}``, rows summing to 1.
+
+    ``-|q_i - k_j|^2 / 2 = <q_i, k_j> - |k_j|^2 / 2 - |q_i|^2 / 2``; the last term is constant
+    along a row and cancels, so this is softmax with the column bias ``-beta |k_j|^2 / 2``,
+    and the logits are bounded by ``beta |q_i|^2 / 2`` (completing the square).
+    """
+
+    name = "l2"
+    normalized = True
+
+    def column_bias(self, k: Any) -> Any:
+        return -0.5 * self.beta * bk.rows_dot(k, k)
+
+    def row_bound(self, q: Any, k: Any) -> Any:
+        # q is beta q: beta (<q, k> - |k|^2/2) <= beta |q|^2 / 2 = |beta q|^2 / (2 beta)
+        if self.beta == 0:
+            return bk.namespace(q).zeros(tuple(q.shape[:2]), dtype=q.dtype, device=bk.device_of(q))
+        return bk.rows_dot(q, q) / (2.0 * self.beta)
+
+
+class Unnormalized(_RowKernel):
+    """``unnormalized``: USA, ``A_ij = e^{beta <q_i, k_j>} / n`` (``/(i+1)`` if causal).
+
+    Computed as ``e^{M_i} sum_j e^{S_ij - M_i}`` with ``M_i`` the row maximum (or bound): the
+    shifted sum cannot overflow; the result overflows only where the true value does.
+    """
+
+    name = "unnormalized"
+    normalized = False
+
+
+class Sigmoid(_RowKernel):
+    """``sigmoid``: ``A_ij = sigmoid(beta <q_i, k_j> + b) / n`` (``/(i+1)`` if causal)."""
+
+    name = "sigmoid"
+    normalized = False
+    exponential = False
+
+    def transform(self, S: Any) -> None:
+        if self.bias:
+            S += self.bias
+        bk.sigmoid_(S)  # sigmoid(-inf) = 0: the causal mask carries over

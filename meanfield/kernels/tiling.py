@@ -1,0 +1,123 @@
+"""Tiles of the ``n x n`` attention weights: the memory bound and the two products of a tile.
+
+.. autosummary::
+   Tiling
+   block_for
+
+The weights never exist at once unless they fit: rows are processed in tiles whose size is set
+by a memory limit (:class:`Tiling`), and every tile is two matrix products (the logits
+``q k^T`` and ``A v``) plus elementwise work done in place (docs/equations.md section 2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import numpy as np
+
+from meanfield import backend as bk
+
+DEFAULT_MEMORY_LIMIT = 256 * 2**20
+"""Default bound (bytes) on the temporary ``n x n`` attention tiles: 256 MiB."""
+
+_DEFAULT_BLOCK = 4 * 2**20
+"""Preferred tile size (bytes) for memory-bound tiles (small ``d``): tiles of a few MB stay in
+cache between the passes (logits, shift, exp) and the second product."""
+
+_LARGE_BLOCK = 64 * 2**20
+"""Preferred tile size (bytes) when the products are compute-bound (``d`` above
+:data:`_SMALL_D`): few large BLAS calls, since every call synchronises the BLAS threads
+(costly when other processes share the cores)."""
+
+
+@dataclass(frozen=True)
+class Tiling:
+    """How the ``(B, n, m)`` weight array is cut into ``(b, r, m)`` tiles.
+
+    Args:
+        memory_limit: bytes allowed for temporaries of size ``b * r * m`` (all buffers).
+        buffers: how many such temporaries a kernel holds at once.
+        block: preferred bytes per tile (when the limit allows).
+    """
+
+    memory_limit: int = DEFAULT_MEMORY_LIMIT
+    buffers: int = 1
+    block: int = _DEFAULT_BLOCK
+    itemsize: int = 8
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.memory_limit, (int, np.integer)) and self.memory_limit > 0):
+            msg = f"memory_limit must be a positive number of bytes, got {self.memory_limit!r}"
+            raise ValueError(msg)
+
+    def entries(self) -> int:
+        """Entries (of ``itemsize`` bytes) per tile: ``block``, capped by the memory limit."""
+        limit = self.memory_limit // (self.itemsize * self.buffers)
+        return max(1, min(limit, self.block // self.itemsize))
+
+    def tiles(self, B: int, n: int, m: int) -> Iterator[tuple[slice, slice]]:
+        """``(batch slice, row slice)`` pairs covering ``B x n`` rows of length ``m``."""
+        per = self.entries()
+        if n * m <= per:
+            b = max(1, per // (n * m))
+            for b0 in range(0, B, b):
+                yield slice(b0, min(B, b0 + b)), slice(0, n)
+            return
+        r = max(1, per // max(m, 1))
+        for b0 in range(B):
+            for r0 in range(0, n, r):
+                yield slice(b0, b0 + 1), slice(r0, min(n, r0 + r))
+
+
+
+def _causal_mask(r0: int, r1: int, m: int, like: Any) -> Any:
+    """``True`` where column ``j > i`` (masked), rows ``i = r0..r1-1``, columns ``0..m-1``."""
+    xp = bk.namespace(like)
+    dev = bk.device_of(like)
+    return xp.arange(m, device=dev)[None, :] > xp.arange(r0, r1, device=dev)[:, None]
+
+
+_SMALL_D = 4
+"""Up to this many components, and for rows of at least :data:`_LONG_ROW` entries, the two
+products (logits ``q k^T`` and ``A v``) are formed without BLAS (broadcasting, ``einsum``):
+they are memory-bound, and a multi-threaded BLAS call gains nothing while it stalls badly
+(10-30x measured) when other processes share the cores. Short rows (small ``n``, large
+batches) use ``matmul``, whose small products are fast and single-threaded."""
+
+_LONG_ROW = 256
+
+_SHIFT_SLACK = 600.0
+"""A row bound ``c_i >= max_j S_ij`` replaces the row maximum (one pass saved) when it exceeds
+a known logit of the row, the diagonal ``S_ii``, by less than this: then the largest weight
+``e^{S_ij - c_i} >= e^{-600}`` cannot underflow, and weights below ``e^{-708}`` relative to
+``c_i`` are below ``e^{-108}`` relative to the largest."""
+
+
+def block_for(d: int) -> int:
+    """Preferred tile bytes for inner dimension ``d``: small (cache) when memory-bound, large
+    (few BLAS calls) when compute-bound."""
+    return _DEFAULT_BLOCK if d <= _SMALL_D else _LARGE_BLOCK
+
+
+def _logits(q: Any, kt: Any, out: Any) -> Any:
+    """``out = q @ kt`` for ``q`` (b, r, d), ``kt`` (b, d, m) (NumPy or torch)."""
+    d = q.shape[-1]
+    if d > _SMALL_D or kt.shape[-1] < _LONG_ROW:
+        return bk.matmul(q, kt, out=out)
+    bk.multiply(q[:, :, 0, None], kt[:, None, 0, :], out=out)
+    for c in range(1, d):
+        out += q[:, :, c, None] * kt[:, None, c, :]
+    return out
+
+
+def _weighted_sum(S: Any, v: Any, vcols: Any | None) -> Any:
+    """``S @ v`` for ``S`` (b, r, m), ``v`` (b, m, dv); ``vcols`` (dv, b, m) (small ``dv``,
+    long rows): one component at a time without BLAS."""
+    if vcols is None or S.shape[-1] < _LONG_ROW:
+        return bk.matmul(S, v)
+    out = bk.empty(S, tuple(S.shape[:2]) + (vcols.shape[0],))
+    for c in range(vcols.shape[0]):
+        out[..., c] = bk.einsum("brm,bm->br", S, vcols[c])
+    return out
+
