@@ -137,7 +137,7 @@ def test_every_nonfinite_value_comes_with_a_word(run: Callable[[], Any]) -> None
         warnings.simplefilter("error", RuntimeWarning)  # item 5: handled cases warn no more
         # the USA beta = 6 case runs 16 circle nodes on purpose (the example): the
         # quadrature monitor's warning is its word for that (tested where the monitor is,
-        # tests/meanfield/test_lagrangian_quadrature_sphere.py), not what this test is about
+        # tests/meanfield/lagrangian/test_lagrangian_quadrature_sphere.py), not what this test is about
         warnings.filterwarnings("ignore", message=".*no longer resolve the measure",
                                 category=UserWarning)
         try:

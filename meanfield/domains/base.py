@@ -29,7 +29,7 @@ either abstract or with a documented default, so that nothing is probed with ``h
   instances the contract test runs. The last three refuse by name unless a domain defines
   them.
 
-``tests/meanfield/test_domain_contract.py`` checks the examples of every domain in
+``tests/meanfield/domains/test_domain_contract.py`` checks the examples of every domain in
 ``Domain.registry`` against this contract (a registered domain without examples fails it);
 docs/extending.md says how to add one.
 """
@@ -371,7 +371,7 @@ class Domain(ABC):
     @classmethod
     def examples(cls) -> tuple[Domain, ...]:
         """Small instances (a few resolutions and dimensions) that the contract test
-        (tests/meanfield/test_domain_contract.py) runs every check on. The default refuses:
+        (tests/meanfield/domains/test_domain_contract.py) runs every check on. The default refuses:
         ``ValueError`` naming the domain, so that a registered domain without examples fails
         that test."""
         msg = f"domain {cls.name!r} gives no examples (Domain.examples)"

@@ -29,7 +29,7 @@ _PLANNER_FLAGS = ("FFTW_ESTIMATE", "FFTW_DESTROY_INPUT")
 """FFTW plans by estimate, not measurement: a measured plan depends on timings, so two
 processes may pick different algorithms and round differently (1e-14 apart, and a step-size
 controller can turn that into one step more); estimated plans are the same in every process,
-so a solve is bitwise repeatable (tests/meanfield/test_repeatable.py)."""
+so a solve is bitwise repeatable (tests/meanfield/spectral/test_repeatable.py)."""
 
 
 class _RealFFT:

@@ -99,7 +99,7 @@ NUFFT_ERROR = (2.0, 0.4, 0.01)
 are at most ``C eps max_i Z(x_i)`` (``C_L eps L^2 max Z`` for the Laplacian). Measured over
 random, clustered, near-Dirac (also at a pole) and mixed point sets, ``beta`` from 0.5 to 300,
 ``S^1`` and ``S^2``, ``eps = 3e-13``: largest ratios 0.85, 0.155, 0.0049; these are those times
-2.3 or more (the same sets are tests/meanfield/test_fastsum.py's)."""
+2.3 or more (the same sets are tests/meanfield/kernels/test_fastsum.py's)."""
 
 TAIL_FRACTION = 1e-4
 """The band limit's truncation tail is at most ``TAIL_FRACTION * tol`` (the tail falls

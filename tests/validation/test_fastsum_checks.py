@@ -50,7 +50,7 @@ SMALL_CLUSTERS = {"lmax": 23, "coarse_lmax": 15, "n": 2000, "replicas": 8, "beta
 
 
 # at this reduced size the quadrature monitor warns (docs/lagrangian.md section 10; its warning
-# is tested in tests/meanfield/test_lagrangian_quadrature_sphere.py): what is tested here is the
+# is tested in tests/meanfield/lagrangian/test_lagrangian_quadrature_sphere.py): what is tested here is the
 # check's verdict, which compares against particles whatever the monitor says
 @pytest.mark.filterwarnings("ignore:.*no longer resolve the measure:UserWarning")
 @pytest.mark.long

@@ -97,7 +97,7 @@ def test_smooth_start_has_unit_mass_and_refuses_a_negative_density() -> None:
 
 
 # at this reduced size the quadrature monitor warns (docs/lagrangian.md section 10; its warning
-# is tested in tests/meanfield/test_lagrangian_quadrature_sphere.py): what is tested here is the
+# is tested in tests/meanfield/lagrangian/test_lagrangian_quadrature_sphere.py): what is tested here is the
 # check's verdict, which compares against particles whatever the monitor says
 @pytest.mark.filterwarnings("ignore:.*no longer resolve the measure:UserWarning")
 def test_cluster_counts_vs_particles_small(tmp_path: Path) -> None:

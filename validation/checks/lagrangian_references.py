@@ -23,7 +23,7 @@ here sets that solution (:func:`meanfield.solve_lagrangian`) against an independ
 the spectral solver (:func:`meanfield.solve`) where it applies, the Gaussian ODE
 (:func:`meanfield.solve_gaussian`) in ``R^d``, and the particle system (``particles``) for
 every attention variant. They return plain numbers so that the tests
-(``tests/meanfield/test_lagrangian_mustshow.py``) run them at small sizes; the kernel
+(``tests/meanfield/lagrangian/test_lagrangian_mustshow.py``) run them at small sizes; the kernel
 distance is :func:`meanfield.metrics.weighted_kernel_distance`.
 """
 

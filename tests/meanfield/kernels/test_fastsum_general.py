@@ -300,7 +300,7 @@ def test_solvers_take_the_general_fast_field(d: int) -> None:
     ``S^2``: a causal mask on labels) and ``particles.simulate`` (two heads): the runs end where
     the direct ones do. Off the sphere (a Runge-Kutta stage) the fast field is that of ``x /
     |x|`` and the direct one that of ``x`` (the zonal path's convention,
-    tests/meanfield/test_fastsum.py): two extensions of one field on the sphere, so the runs
+    tests/meanfield/kernels/test_fastsum.py): two extensions of one field on the sphere, so the runs
     approximate the same flow and differ by the integrators' errors, not by ``TOL``. Fixed-step
     RK4, ``O(dt^4)``: halving ``dt`` shrinks the gap by about 16 (asserted: by more than 8).
     (Adaptive dopri5 at rtol 1e-9 gave gaps of 1e-9 to 2e-8: its controller bounds local, not

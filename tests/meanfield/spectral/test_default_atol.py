@@ -30,7 +30,7 @@ def test_concentrated_high_d_start_runs_with_the_default_atol() -> None:
     1e-12), with the relative default 318 (measured); 700 steps tell them apart. (To t = 1.5,
     as this test ran before issue 22, the coefficients reach 1e13 c_0 and the state is no
     longer a density: the conditioning check stops the run near t = 1.02,
-    tests/meanfield/test_lagrangian_rings.py.)"""
+    tests/meanfield/lagrangian/test_lagrangian_rings.py.)"""
     ds = solve(Model(4.0), ZonalSphere(64, 48), lambda s: np.exp(32 * (s - 1)),
                np.linspace(0.0, 0.9, 4), max_steps=700, throw=False)
     assert ds.attrs["successful"] == 1, ds.attrs["stop_reason"]

@@ -13,9 +13,9 @@ stop with a reason, never a wrong number reported as success.
     ``ZonalSphere(16)``. (d) the ``R^3`` Gaussian near its covariance blow-up, which reported
     success with an 11-25 % error in its mean at 64 to 4 096 Gauss-Hermite nodes.
 
-Further cases of the same paths: tests/meanfield/test_lagrangian_rings.py (the product rule
+Further cases of the same paths: tests/meanfield/lagrangian/test_lagrangian_rings.py (the product rule
 refused with its figure, the hand-over at ``max_resolution = 64``, the ``d = 64`` hand-over
-to ``t = 3``) and tests/meanfield/test_lagrangian_quadrature.py (the ``R^3`` blow-up with
+to ``t = 3``) and tests/meanfield/lagrangian/test_lagrangian_quadrature.py (the ``R^3`` blow-up with
 ``4^3`` nodes).
 """
 
@@ -126,7 +126,8 @@ def test_b_zonal_d64_kappa32_keeps_only_densities(max_resolution: int) -> None:
 
 def test_c_zonal_product_rule_at_d16_degree8_is_refused_with_its_figure() -> None:
     # main: 9.6 million nodes, 5.1 GiB, MemoryError while building; refused before (the count)
-    with pytest.raises(ValueError, match=r"nodes\.zonal\(d=16, degree=8.*GiB.*meanfield\.lagrangian\.nodes\.rings"):
+    with pytest.raises(ValueError,
+                       match=r"nodes\.zonal\(d=16, degree=8.*GiB.*meanfield\.lagrangian\.nodes\.rings"):
         nodes.zonal(lambda s: np.exp(8.0 * s), 16, 8)
 
 
@@ -152,7 +153,7 @@ C0 = 0.25 * np.eye(3)
 
 
 def _blowup_model() -> Model:
-    """tests/meanfield/test_lagrangian_quadrature.py's case: blow-up at ``t* = 1.74``."""
+    """tests/meanfield/lagrangian/test_lagrangian_quadrature.py's case: blow-up at ``t* = 1.74``."""
     rng = np.random.default_rng(19)
     Q, K, V = (rng.standard_normal((3, 3)) / np.sqrt(3) for _ in range(3))
     return Model(beta=1.0, Q=Q, K=K, V=V)
