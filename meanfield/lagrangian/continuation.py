@@ -55,7 +55,7 @@ def continue_lagrangian(model: Model, spectral: xr.Dataset, t: Sequence[float] |
     zonal = isinstance(domain_of(spectral), ZonalSphere)
     start = rings_from_dataset(spectral, t_h) if zonal else nodes.from_dataset(spectral, t_h)
     settings = json.loads(spectral.attrs.get("settings", "{}"))
-    handover = {"t": t_h, "from": "meanfield.spectral.solve", "domain": settings.get("domain"),
+    handover = {"t": t_h, "from": "meanfield.solve", "domain": settings.get("domain"),
                 "reason": spectral.attrs.get("stop_reason", "")}
     lag = solve_lagrangian(model, start, np.concatenate([[t_h], later]), handover=handover,
                            **kwargs)

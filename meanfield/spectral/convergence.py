@@ -307,8 +307,8 @@ def _study(model: Model, domain: Domain, times: np.ndarray, resolutions: list[in
     )
     reached = [float(r["t_reached"]) for r in runs if math.isfinite(float(r["t_reached"]))]
     ds.attrs.update(result_attrs(
-        title="self-convergence study (meanfield.spectral.convergence)",
-        solver="meanfield.spectral.convergence", model=model.to_json(),
+        title="self-convergence study (meanfield.convergence)",
+        solver="meanfield.convergence", model=model.to_json(),
         settings={"domain": domain.state(), "tolerance_resolution": int(res_tol.resolution),
                   "form": form, "tail_tol": float(tail_tol), "stop_reasons": list(reasons)},
         scheme=runs[0]["scheme"] if runs else "",

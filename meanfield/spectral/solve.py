@@ -348,7 +348,7 @@ def _assemble(saved: list, model: Model, settings: dict[str, Any], tab: ButcherT
     )
     settings = dict(settings, domain=final.state())
     ds.attrs.update(run_attrs(
-        sol, title=f"meanfield solve on {final.name}", solver="meanfield.spectral.solve",
+        sol, title=f"meanfield solve on {final.name}", solver="meanfield.solve",
         model=model.to_json(), settings=settings, scheme=tab.name,
         controller=type(controller).__name__, rtol=controller.rtol, atol=controller.atol,
         dt=controller.dt if isinstance(controller, ConstantStep) else None,

@@ -199,7 +199,7 @@ def test_bad_labels_refused() -> None:
 
 def test_bad_model_and_arguments_refused() -> None:
     x, w, _ = nodes()
-    with pytest.raises(ValueError, match="meanfield.spectral.solve"):
+    with pytest.raises(ValueError, match="meanfield.solve"):
         weighted_field(Model(1.0, noise=0.1), x, w)
     with pytest.raises(ValueError, match="'sinkhorn' with causal=True"):
         weighted_field(Model(1.0, attention="sinkhorn", causal=True), x, w, labels=w)
