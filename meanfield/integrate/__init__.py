@@ -21,7 +21,7 @@ on it.
 
 from __future__ import annotations
 
-from meanfield.integrate.controllers import ConstantStep, PIController, rms_norm
+from meanfield.integrate.controllers import ConstantStep, ErrorPair, PIController, rms_norm
 from meanfield.integrate.driver import (
     IntegrationError,
     Interrupted,
@@ -50,6 +50,7 @@ from meanfield.integrate.stability import (
 from meanfield.integrate.steppers import EulerMaruyama, RungeKutta
 from meanfield.integrate.tableaus import (
     BOSH3,
+    DOP853,
     DOPRI5,
     EULER,
     RK4,
@@ -68,9 +69,9 @@ from meanfield.integrate.trackers import (
 )
 
 __all__ = [
-    "BOSH3", "DOPRI5", "EULER", "RESULT_ATTRS", "RK4", "SCHEMES", "ButcherTableau", "ConstantStep",
-    "EulerMaruyama", "FinishedSimulation", "STABILITY_RADIUS", "StepSizeMonitor", "IntegrationError",
-    "Interrupted", "Interrupts", "Monitor", "PIController",
+    "BOSH3", "DOP853", "DOPRI5", "EULER", "RESULT_ATTRS", "RK4", "SCHEMES", "ButcherTableau", "ConstantStep",
+    "ErrorPair", "EulerMaruyama", "FinishedSimulation", "STABILITY_RADIUS", "StepSizeMonitor",
+    "IntegrationError", "Interrupted", "Interrupts", "Monitor", "PIController",
     "ProgressTracker", "Replace", "RungeKutta", "Solution", "SteadyStateTracker", "Stop",
     "StopReason", "Tracker", "TrackerBase", "get_scheme", "integrate", "register_scheme",
     "check_result_attrs", "check_step_count", "finish", "mark_unsuccessful", "result_attrs",

@@ -6,8 +6,9 @@
 
 A stepper has ``init(y) -> stage`` (the first stage ``F(y)``, reused across a rejected step
 and, for FSAL schemes, taken from the last stage), ``step(y, h, stage) -> (y_new, error,
-stage_new)`` (``error`` is ``None`` without an embedded pair; ``stage_new`` is ``None`` when
-it must be recomputed at the projected state), ``project(y)`` (applied by the loop to every
+stage_new)`` (``error`` is ``None`` without an embedded pair, an :class:`ErrorPair` for a
+scheme with two estimates; ``stage_new`` is ``None`` when it must be recomputed at the
+projected state), ``project(y)`` (applied by the loop to every
 accepted state), and counts its right-hand side ``evaluations``.
 """
 
@@ -19,6 +20,7 @@ from typing import Any, Callable
 import numpy as np
 
 from meanfield import backend as bk
+from meanfield.integrate.controllers import ErrorPair
 from meanfield.integrate.tableaus import ButcherTableau, get_scheme
 
 Rhs = Callable[[np.ndarray], np.ndarray]
@@ -62,7 +64,9 @@ class RungeKutta:
 
     @property
     def error_order(self) -> int:
-        return self.tableau.error_order
+        """The order of the error estimate for the step-size control
+        (:attr:`ButcherTableau.estimate_order`)."""
+        return self.tableau.estimate_order
 
     def rhs(self, y: np.ndarray) -> np.ndarray:
         self.evaluations += 1
@@ -79,7 +83,7 @@ class RungeKutta:
         return cache[x]
 
     def step(self, y: np.ndarray, h: float, k1: np.ndarray
-             ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+             ) -> tuple[np.ndarray, np.ndarray | ErrorPair | None, np.ndarray | None]:
         tab = self.tableau
         if self.linear is None:
             return self._step_plain(y, h, k1)
@@ -102,16 +106,17 @@ class RungeKutta:
             for j in range(s):
                 if tab.b[j]:
                     new = new + (h * tab.b[j]) * (self._E(1.0 - tab.c[j], h, cache) * ks[j])
-        err: np.ndarray | None = None
-        if tab.b_error is not None:
+        def weighted(weights: np.ndarray) -> np.ndarray:
+            out: Any = 0.0
             for j in range(s):
-                if tab.b_error[j]:
-                    term = (h * tab.b_error[j]) * (self._E(1.0 - tab.c[j], h, cache) * ks[j])
-                    err = term if err is None else err + term
-        return new, err, (ks[-1] if tab.fsal and not self.projects else None)
+                if weights[j]:
+                    out = out + (h * weights[j]) * (self._E(1.0 - tab.c[j], h, cache) * ks[j])
+            return out
+
+        return new, _error(tab, weighted), (ks[-1] if tab.fsal and not self.projects else None)
 
     def _step_plain(self, y: np.ndarray, h: float, k1: np.ndarray
-                    ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+                    ) -> tuple[np.ndarray, np.ndarray | ErrorPair | None, np.ndarray | None]:
         """No linear part: each stage sum is one new array accumulated in place."""
         tab = self.tableau
         ks = [k1]
@@ -125,10 +130,21 @@ class RungeKutta:
             new = u
         else:
             new = _combine(y, ks, h * tab.b, scratch)
-        err = None
-        if tab.b_error is not None:
-            err = _combine(None, ks, h * tab.b_error, scratch)
+        err = _error(tab, lambda weights: _combine(None, ks, h * weights, scratch))
         return new, err, (ks[-1] if tab.fsal and not self.projects else None)
+
+
+def _error(tab: ButcherTableau, weighted: Callable[[np.ndarray], Any]
+           ) -> np.ndarray | ErrorPair | None:
+    """The step's error estimate ``h sum_j b_error_j k_j`` (``weighted(b_error)``), ``None``
+    without an embedded solution, and with a second estimate (``b_error_low``) the pair of
+    both, which the controller combines (:meth:`PIController.error_norm`)."""
+    if tab.b_error is None:
+        return None
+    err = weighted(tab.b_error)
+    if tab.b_error_low is None:
+        return err
+    return ErrorPair(err, weighted(tab.b_error_low))
 
 
 def _combine(y: np.ndarray | None, ks: list[np.ndarray], coefs: np.ndarray,

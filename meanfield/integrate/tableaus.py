@@ -29,6 +29,10 @@ class ButcherTableau:
         order: order of ``b``.
         error_order: order of the embedded solution (0 if none).
         citation: where the coefficients come from.
+        b_error_low: a second error estimate ``b - b_low`` from a lower-order embedded
+            solution, for schemes whose step-size control combines two (Hairer's DOP853:
+            :meth:`meanfield.integrate.PIController.error_norm`); ``None`` for one.
+        error_order_low: the order of ``b - b_error_low`` (0 if none).
     """
 
     name: str
@@ -39,6 +43,8 @@ class ButcherTableau:
     order: int
     error_order: int
     citation: str
+    b_error_low: np.ndarray | None = None
+    error_order_low: int = 0
     fsal: bool = field(init=False)
 
     def __post_init__(self) -> None:
@@ -65,11 +71,29 @@ class ButcherTableau:
             msg = (f"{self.name}: order must be >= 1, and error_order > 0 exactly when "
                    "b_error is given")
             raise ValueError(msg)
-        for arr in (self.c, self.a, self.b, self.b_error):
+        self._check_low()
+        for arr in (self.c, self.a, self.b, self.b_error, self.b_error_low):
             if arr is not None:
                 arr.setflags(write=False)
         fsal = bool(self.c[-1] == 1 and np.array_equal(self.a[-1], self.b))
         object.__setattr__(self, "fsal", fsal)
+
+    def _check_low(self) -> None:
+        """The second error estimate: only beside a first, of lower order, summing to 0."""
+        low = self.b_error_low
+        if (low is not None) != (self.error_order_low > 0):
+            msg = (f"{self.name}: error_order_low > 0 exactly when b_error_low is given, got "
+                   f"error_order_low = {self.error_order_low}")
+            raise ValueError(msg)
+        if low is None:
+            return
+        if self.b_error is None or not 0 < self.error_order_low < self.error_order:
+            msg = (f"{self.name}: b_error_low needs b_error, and error_order_low = "
+                   f"{self.error_order_low} must be below error_order = {self.error_order}")
+            raise ValueError(msg)
+        if low.shape != (len(self.b),) or abs(low.sum()) > 1e-14:
+            msg = f"{self.name}: b_error_low must have {len(self.b)} entries summing to 0"
+            raise ValueError(msg)
 
     @property
     def stages(self) -> int:
@@ -79,15 +103,33 @@ class ButcherTableau:
     def adaptive(self) -> bool:
         return self.b_error is not None
 
+    @property
+    def estimate_order(self) -> int:
+        """The order ``q`` of the error estimate the step-size control sees (local error
+        ``~ h^(q+1)``): ``error_order``, or with two estimates of orders ``p > p_low``
+        combined as ``|e|^2 / sqrt(|e|^2 + 0.01 |e_low|^2)`` (``~ h^(2(p+1) - (p_low+1))``
+        for small ``h``), ``2 p - p_low`` (7 for DOP853's 5 and 3, the ``error_estimator_order``
+        of Hairer's code and of scipy's ``DOP853``)."""
+        if self.b_error_low is None:
+            return self.error_order
+        return 2 * self.error_order - self.error_order_low
 
-def _tableau(name, c, a, b, b_hat, order, error_order, citation) -> ButcherTableau:
+
+def _tableau(name, c, a, b, b_hat, order, error_order, citation, error=None, error_low=None,
+             error_order_low=0) -> ButcherTableau:
+    """A tableau from rows of ``a``; the error weights as ``b - b_hat`` or given as ``error``
+    (and a second estimate ``error_low``)."""
     s = len(b)
     A = np.zeros((s, s))
     for i, row in enumerate(a):
         A[i, : len(row)] = row
     b = np.array(b, dtype=float)
     err = None if b_hat is None else b - np.array(b_hat, dtype=float)
-    return ButcherTableau(name, np.array(c, float), A, b, err, order, error_order, citation)
+    if error is not None:
+        err = np.array(error, dtype=float)
+    low = None if error_low is None else np.array(error_low, dtype=float)
+    return ButcherTableau(name, np.array(c, float), A, b, err, order, error_order, citation,
+                          low, error_order_low)
 
 
 DOPRI5 = _tableau(
@@ -142,7 +184,58 @@ RK4 = _tableau(
     "Kutta (1901), the classical fourth-order method",
 )
 
-SCHEMES: dict[str, ButcherTableau] = {t.name: t for t in (DOPRI5, BOSH3, RK4, EULER)}
+DOP853 = _tableau(
+    "dop853",
+    [0.0, 0.05260015195876773, 0.0789002279381516, 0.1183503419072274, 0.2816496580927726,
+     0.3333333333333333, 0.25, 0.3076923076923077, 0.6512820512820513, 0.6, 0.8571428571428571,
+     1.0, 1.0],
+    [
+        [],
+        [0.05260015195876773],
+        [0.0197250569845379, 0.0591751709536137],
+        [0.02958758547680685, 0.0, 0.08876275643042054],
+        [0.2413651341592667, 0.0, -0.8845494793282861, 0.924834003261792],
+        [0.037037037037037035, 0.0, 0.0, 0.17082860872947386, 0.12546768756682242],
+        [0.037109375, 0.0, 0.0, 0.17025221101954405, 0.06021653898045596, -0.017578125],
+        [0.03709200011850479, 0.0, 0.0, 0.17038392571223998, 0.10726203044637328,
+         -0.015319437748624402, 0.008273789163814023],
+        [0.6241109587160757, 0.0, 0.0, -3.3608926294469414, -0.868219346841726,
+         27.59209969944671, 20.154067550477894, -43.48988418106996],
+        [0.47766253643826434, 0.0, 0.0, -2.4881146199716677, -0.590290826836843,
+         21.230051448181193, 15.279233632882423, -33.28821096898486, -0.020331201708508627],
+        [-0.9371424300859873, 0.0, 0.0, 5.186372428844064, 1.0914373489967295,
+         -8.149787010746927, -18.52006565999696, 22.739487099350505, 2.4936055526796523,
+         -3.0467644718982196],
+        [2.273310147516538, 0.0, 0.0, -10.53449546673725, -2.0008720582248625, -17.9589318631188,
+         27.94888452941996, -2.8589982771350235, -8.87285693353063, 12.360567175794303,
+         0.6433927460157636],
+        [0.054293734116568765, 0.0, 0.0, 0.0, 0.0, 4.450312892752409, 1.8915178993145003,
+         -5.801203960010585, 0.3111643669578199, -0.1521609496625161, 0.20136540080403034,
+         0.04471061572777259],
+    ],
+    [0.054293734116568765, 0.0, 0.0, 0.0, 0.0, 4.450312892752409, 1.8915178993145003,
+     -5.801203960010585, 0.3111643669578199, -0.1521609496625161, 0.20136540080403034,
+     0.04471061572777259, 0.0],
+    None,
+    8,
+    5,
+    "Dormand & Prince (1981), J. Comput. Appl. Math. 7(1):67-75, with the 5th- and 3rd-order "
+    "error estimates of Hairer, Norsett & Wanner, Solving ODEs I (2nd ed., 1993), II.10, code "
+    "DOP853; coefficients to 17 digits from scipy.integrate._ivp.dop853_coefficients (BSD), the "
+    "13th stage f(y_new) as the FSAL row",
+    error=[0.01312004499419488, 0.0, 0.0, 0.0, 0.0, -1.2251564463762044, -0.4957589496572502,
+     1.6643771824549864, -0.35032884874997366, 0.3341791187130175, 0.08192320648511571,
+     -0.022355307863886294, 0.0],
+    error_low=[-0.18980075407240762, 0.0, 0.0, 0.0, 0.0, 4.450312892752409, 1.8915178993145003,
+     -5.801203960010585, -0.4226823213237919, -0.1521609496625161, 0.20136540080403034,
+     0.02265179219836082, 0.0],
+    error_order_low=3,
+)
+"""Dormand-Prince 8(5,3): order 8 with 12 new stages a step; the step-size control combines
+its two error estimates (5th and 3rd order) as Hairer's DOP853 and scipy's ``DOP853`` do
+(:attr:`ButcherTableau.estimate_order` 7)."""
+
+SCHEMES: dict[str, ButcherTableau] = {t.name: t for t in (DOPRI5, DOP853, BOSH3, RK4, EULER)}
 """Registered schemes by name."""
 
 
@@ -169,4 +262,5 @@ def get_scheme(name: str | ButcherTableau) -> ButcherTableau:
         raise ValueError(msg) from None
 
 
-__all__ = ["BOSH3", "DOPRI5", "EULER", "RK4", "SCHEMES", "ButcherTableau", "get_scheme", "register_scheme"]
+__all__ = ["BOSH3", "DOP853", "DOPRI5", "EULER", "RK4", "SCHEMES", "ButcherTableau", "get_scheme",
+           "register_scheme"]
