@@ -40,7 +40,7 @@ def _scipy_dop853(model: Model, times: np.ndarray, rtol: float, atol: float) -> 
 def test_engine_dop853_agrees_with_scipys(attention: str) -> None:
     """Default method and tolerances (rtol 1e-10) against scipy's DOP853 on the same ODE: both
     carry a global error of ~ (number of steps, < 30) x rtol x the flow's growth (< 3 on
-    t <= 0.5 here), so they agree to 1e-8 relative; measured <= 2e-11. The result records the
+    t <= 0.5 here), so they agree to 1e-8 relative; measured <= 6e-11. The result records the
     engine's scheme and controller."""
     model = Model(beta=0.7, attention=attention, Q=Q, K=K, noise=0.1 if attention == "l2" else 0.0)
     times = np.linspace(0.0, 0.5, 6)
@@ -109,30 +109,37 @@ def test_monitor_stops_at_the_closed_form_blowup_time() -> None:
     assert np.abs(partial["cov"].values - exact).max() / np.abs(exact).max() < 1e-9
     assert partial.attrs["successful"] == 0 and partial.attrs["stop_reason"].startswith(
         "finite-time blow-up")
-    assert partial["time"].values[-1] <= partial.attrs["t_reached"] < err.time
+    assert partial["time"].values[-1] <= partial.attrs["t_reached"] == err.time
     settings = json.loads(partial.attrs["settings"])
     assert settings["stop_time"] == err.time and settings["blowup_time"] == err.blowup_time
 
 
 def test_monitor_stops_past_a_low_threshold() -> None:
     """With max_eigenvalue = 100 the stop is the first accepted state past 100: its eigenvalue
-    exceeds 100 by less than one step's growth (the step near lambda = 100 is ~1% of t* - t,
-    measured 1.7%: < 10%), and the last state kept lies before the closed-form crossing."""
+    exceeds 100 by one step's growth at most. Near the pole lambda ~ c / (t* - t), and a step
+    over a fraction f of t* - t has a relative local error ~ f^9 (order 8), so rtol 1e-10
+    keeps f below ~0.1 and lambda grows by 1 / (1 - f) < 1.5 in a step (measured: 9%). The
+    state is the closed form's there (rtol-level; 1e-6 leaves the amplification by
+    lambda / lambda_0 = 100 a wide margin; measured 6e-10); the output times kept all lie
+    before it."""
     model = Model(beta=0.7, Q=Q, K=K)
-    times = np.linspace(0.0, 1.0, 11)
+    times = np.linspace(0.0, 1.0, 41)
     ds = solve_gaussian(model, MEAN0, COV0, times, max_eigenvalue=100.0, throw=False)
     with pytest.raises(BlowUpError) as info:
         solve_gaussian(model, MEAN0, COV0, times, max_eigenvalue=100.0)
-    assert 100.0 < info.value.eigenvalue < 110.0
-    kept = np.linalg.eigvalsh(_closed_form(model, [ds.attrs["t_reached"]])[0])[-1]
-    assert kept < 100.0
-    assert ds.attrs["successful"] == 0 and ds.sizes["time"] == info.value.partial.sizes["time"]
+    err = info.value
+    assert 100.0 < err.eigenvalue < 150.0
+    exact = _closed_form(model, [err.time])[0]
+    assert np.abs(err.cov - exact).max() / np.abs(exact).max() < 1e-6
+    lam = np.linalg.eigvalsh(ds["cov"].values)[:, -1]
+    assert np.all(lam < 100.0) and ds["time"].values[-1] < err.time < times[ds.sizes["time"]]
+    assert ds.attrs["successful"] == 0 and ds.sizes["time"] == err.partial.sizes["time"]
 
 
 def test_interrupt_keeps_the_output_times_passed(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A KeyboardInterrupt inside the field (the 200th evaluation) ends the run through the
-    engine: Interrupted, whose Dataset holds the output times passed, bit for bit those of an
-    uninterrupted run (the same steps up to there), successful = 0."""
+    """A KeyboardInterrupt inside the field (half-way through the evaluations of the run) ends
+    the run through the engine: Interrupted, whose Dataset holds the output times passed, bit
+    for bit those of an uninterrupted run (the same steps up to there), successful = 0."""
     model = Model(beta=0.2, Q=Q, K=K, V=np.array([[0.0, -1.0], [1.0, 0.0]]))
     times = np.linspace(0.0, 2.0, 41)
     full = solve_gaussian(model, MEAN0, COV0, times)
@@ -140,7 +147,7 @@ def test_interrupt_keeps_the_output_times_passed(monkeypatch: pytest.MonkeyPatch
 
     def interrupted_field(*args: object) -> tuple[np.ndarray, np.ndarray]:
         calls[0] += 1
-        if calls[0] == 200:
+        if calls[0] == full.attrs["num_evaluations"] // 2:
             raise KeyboardInterrupt
         return field(*args)  # type: ignore[arg-type]
 
