@@ -145,3 +145,61 @@ def test_inconsistent_low_estimates_are_refused(kw: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         ButcherTableau("bad", np.array([0.0, 1.0]), np.array([[0.0, 0.0], [1.0, 0.0]]),
                        np.array([0.5, 0.5]), np.array([0.5, -0.5]), 2, 2, "test", **kw)
+
+
+def test_continuous_extension_is_of_order_seven_and_scipys() -> None:
+    """``RungeKutta.interpolate`` inside one step of size ``h``: it meets both ends exactly,
+    its error against the true solution (scipy at rtol 1e-14 stands for it) falls like
+    ``h^8`` (order 7; measured ratios 295 and 256 per halving, 2^8 = 256: slope within 0.5),
+    and on the same step it is scipy's ``Dop853DenseOutput`` to round-off (1e-14)."""
+    def f(y: np.ndarray) -> np.ndarray:
+        return np.array([np.exp(-y[0]) + np.sin(y[1]), np.cos(y[0] * y[1]) - y[1]])
+
+    y0 = np.array([0.3, 0.7])
+    thetas = np.linspace(0.0, 1.0, 9)
+    hs = np.array([0.4, 0.2, 0.1])
+    errors = []
+    for h in hs:
+        stepper = RungeKutta(f, "dop853")
+        y1, _, _ = stepper.step(y0, h, stepper.init(y0))
+        assert stepper.interpolates
+        np.testing.assert_array_equal(stepper.interpolate(0.0), y0)
+        np.testing.assert_array_equal(stepper.interpolate(1.0), y1)
+        ref = solve_ivp(lambda _t, y: f(y), (0.0, h), y0, method="DOP853", rtol=1e-13,
+                        atol=1e-15, dense_output=True).sol
+        errors.append(max(np.abs(stepper.interpolate(th) - ref(th * h)).max() for th in thetas))
+    assert _slope(hs, np.array(errors)) == pytest.approx(8.0, abs=0.5)
+    from scipy.integrate import DOP853 as ScipyDOP853
+
+    scipy_step = ScipyDOP853(lambda _t, y: f(y), 0.0, y0, 1.0, first_step=0.2, rtol=1e-3, atol=1e-3)
+    scipy_step.step()
+    h = scipy_step.t - scipy_step.t_old
+    stepper = RungeKutta(f, "dop853")
+    stepper.step(y0, h, stepper.init(y0))
+    dense = scipy_step.dense_output()
+    for th in thetas:
+        np.testing.assert_allclose(stepper.interpolate(th), dense(th * h), rtol=0, atol=1e-14)
+
+
+def test_dense_outputs_use_the_extension() -> None:
+    """``integrate(dense=True)`` with dop853: the steps ignore the 41 output times (as many
+    steps as for 2) and the interpolated outputs keep the accuracy of the steps, tan and cos
+    to 1e-8 at rtol 1e-10 (measured 1.2e-10; cubic Hermite at the same 20 steps: 1.6e-5).
+    A scheme without an extension falls back to Hermite; interpolate refuses there."""
+    times = np.linspace(0.0, 1.2, 41)
+
+    def run(scheme: str, grid: np.ndarray) -> tuple[np.ndarray, int]:
+        out = np.empty((grid.size, 2))
+        sol = integrate(RungeKutta(_tan_system, scheme), np.array([0.0, 1.0]), grid,
+                        controller=PIController(rtol=1e-10, atol=1e-12), dense=True,
+                        output=lambda k, t, y, c: out.__setitem__(k, y))
+        return out, sol.num_accepted
+
+    out, steps = run("dop853", times)
+    assert steps == run("dop853", times[[0, -1]])[1]
+    exact = np.stack([np.tan(times), np.cos(times)], axis=1)
+    assert np.abs(out - exact).max() / np.abs(exact).max() < 1e-8
+    stepper = RungeKutta(_tan_system, "dopri5")
+    assert not stepper.interpolates
+    with pytest.raises(ValueError, match="no continuous extension"):
+        stepper.interpolate(0.5)
