@@ -342,8 +342,10 @@ class CovarianceBlowupMonitor:
     form ``y = (m, L)``: stops the run with :attr:`StopReason.BLOWUP` at the first accepted
     state whose ``lambda_max(Sigma) = ||L||_2^2`` exceeds ``threshold`` (docs/equations.md
     section 4, ``A + A^T`` indefinite: a finite-time pole), and names a step that collapses
-    or a state that turns non-finite at a pole as the blow-up too. The state it stopped at is
-    ``stopped`` (a :class:`_StopState`); the engine keeps the results before it.
+    or a state that turns non-finite at a pole as the blow-up too (and, through ``start``, a
+    start already at one). The state it stopped at is ``stopped`` (a :class:`_StopState`,
+    ``None`` while it has not stopped): an accepted state, up to which :func:`solve_gaussian`
+    keeps the results.
 
     Args:
         model: the :class:`meanfield.Model` (for the extrapolated blow-up time).

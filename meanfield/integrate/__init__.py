@@ -5,6 +5,7 @@
    RungeKutta
    EulerMaruyama
    ButcherTableau
+   ContinuousExtension
    PIController
    ConstantStep
    StopReason
@@ -15,8 +16,9 @@
 One loop (:func:`integrate`), one tableau registry (:data:`SCHEMES`), controllers whose
 ``adapt`` is pure, monitors that may stop or restart a run, trackers with interrupt
 schedules, and one result schema (:data:`RESULT_ATTRS`). ``meanfield.solve`` (a density on a
-spectral domain), ``particles.simulate`` (tokens) and the studies of ``validation`` all run
-on it.
+spectral domain), ``meanfield.solve_lagrangian`` (characteristics), ``meanfield.solve_gaussian``
+(the mean and covariance ODEs), ``particles.simulate`` (tokens) and the studies of
+``validation`` all run on it.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ from meanfield.integrate.tableaus import (
     RK4,
     SCHEMES,
     ButcherTableau,
+    ContinuousExtension,
     get_scheme,
     register_scheme,
 )
@@ -70,6 +73,7 @@ from meanfield.integrate.trackers import (
 
 __all__ = [
     "BOSH3", "DOP853", "DOPRI5", "EULER", "RESULT_ATTRS", "RK4", "SCHEMES", "ButcherTableau", "ConstantStep",
+    "ContinuousExtension",
     "ErrorPair", "EulerMaruyama", "FinishedSimulation", "STABILITY_RADIUS", "StepSizeMonitor",
     "IntegrationError", "Interrupted", "Interrupts", "Monitor", "PIController",
     "ProgressTracker", "Replace", "RungeKutta", "Solution", "SteadyStateTracker", "Stop",

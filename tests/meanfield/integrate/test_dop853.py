@@ -203,3 +203,20 @@ def test_dense_outputs_use_the_extension() -> None:
     assert not stepper.interpolates
     with pytest.raises(ValueError, match="no continuous extension"):
         stepper.interpolate(0.5)
+
+
+def test_inconsistent_extensions_are_refused() -> None:
+    """An extension whose rows do not sum to its nodes, of the wrong width, or on a scheme
+    that is not FSAL (the extension needs F(y_1) as the last stage) is refused."""
+    from dataclasses import replace
+
+    from meanfield.integrate import RK4, ContinuousExtension
+
+    ext = DOP853.dense
+    assert ext is not None
+    with pytest.raises(ValueError, match="must sum to its c"):
+        ContinuousExtension(ext.c + 0.1, ext.a.copy(), ext.d.copy(), "bad")
+    with pytest.raises(ValueError, match="same width"):
+        ContinuousExtension(ext.c.copy(), ext.a.copy(), ext.d[:, :-1].copy(), "bad")
+    with pytest.raises(ValueError, match="needs an FSAL scheme"):
+        replace(RK4, name="rk4-dense", dense=ext)
