@@ -6,7 +6,9 @@
    solve_gaussian
    BlowUpError
    GaussianFlowError
+   CovarianceBlowupMonitor
    GAUSSIAN_KINDS
+   METHODS
 
 Without layer normalisation (tokens in ``R^d``), softmax, L2 and Sinkhorn attention give a
 field that is affine in ``x`` when ``mu = N(m, Sigma)``, so the flow keeps Gaussians Gaussian.
@@ -29,16 +31,24 @@ for the derivations and the closed forms.
 
 from __future__ import annotations
 
-import time as _time
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Callable
 
 import numpy as np
 import xarray as xr
-from scipy.integrate import BDF, DOP853, LSODA, RK23, RK45, OdeSolver, Radau, solve_ivp
 
 from meanfield import attention
 from meanfield.arguments import output_times
-from meanfield.integrate import IntegrationError, Solution, StopReason, finish, result_attrs
+from meanfield.integrate import (
+    IntegrationError,
+    PIController,
+    RungeKutta,
+    Stop,
+    StopReason,
+    finish,
+    integrate,
+    run_attrs,
+)
 from meanfield.model import Model
 from meanfield.schedule import Schedule, run_schedule
 
@@ -91,39 +101,14 @@ class BlowUpError(GaussianFlowError):
         self.blowup_time = blowup_time
 
 
-METHODS: dict[str, type[OdeSolver]] = {c.__name__: c for c in (DOP853, RK45, RK23, Radau, BDF,
-                                                                LSODA)}
-"""The ``solve_ivp`` methods :func:`solve_gaussian` takes, by name."""
-
-
-def _recording(base: type[OdeSolver], times: np.ndarray, kept: dict[int, np.ndarray]
-               ) -> type[OdeSolver]:
-    """``base`` that also keeps, after each accepted step, the states at the output times it
-    passed (``kept[k]``, from the step's own interpolant, as ``solve_ivp``'s ``t_eval``) and
-    the last accepted state (``kept[-1] = [t, *y]``): what an interrupt inside ``solve_ivp``,
-    which keeps nothing, leaves to the partial result."""
-
-    class Recording(base):  # type: ignore[valid-type,misc]
-        def step(self) -> str | None:
-            message = super().step()
-            if self.status == "failed":
-                return message
-            t_old, t_new = self.t_old, self.t
-            k = len(kept) - (-1 in kept)  # the next output time not kept
-            interp = None
-            while k < times.size and times[k] <= t_new:
-                if times[k] == t_new or t_old is None:
-                    kept[k] = np.array(self.y, copy=True)
-                else:
-                    if interp is None:
-                        interp = self.dense_output()
-                    kept[k] = np.asarray(interp(times[k]), dtype=float)
-                k += 1
-            kept[-1] = np.concatenate([[t_new], self.y])
-            return message
-
-    Recording.__name__ = base.__name__
-    return Recording
+METHODS: dict[str, str] = {
+    "dop853": "dop853", "dopri5": "dopri5", "bosh3": "bosh3",
+    "DOP853": "dop853", "RK45": "dopri5", "RK23": "bosh3",
+}
+"""The ``method`` names :func:`solve_gaussian` takes -> the engine's scheme
+(:data:`meanfield.integrate.SCHEMES`): its adaptive explicit schemes, and the names of
+``scipy.integrate.solve_ivp`` for the same pairs (``DOP853``: Dormand-Prince 8(5,3),
+``RK45``: Dormand-Prince 5(4), ``RK23``: Bogacki-Shampine 3(2))."""
 
 
 # -- the field ------------------------------------------------------------------------------
@@ -248,10 +233,205 @@ def _dataset(model: Model, times: np.ndarray, means: np.ndarray, covs: np.ndarra
     return ds
 
 
+def _scheme_of(method: str) -> str:
+    """The engine's scheme for ``method`` (:data:`METHODS`)."""
+    if method not in METHODS:
+        msg = f"method must be one of {', '.join(METHODS)}, got {method!r}"
+        raise ValueError(msg)
+    return METHODS[method]
+
+
+def _check_tolerances(rtol: float, atol: float) -> None:
+    for name, tol in (("rtol", rtol), ("atol", atol)):
+        if not (np.isfinite(tol) and tol > 0):
+            msg = f"{name} must be finite and > 0, got {tol!r}"
+            raise ValueError(msg)
+
+
+def _threshold(cov: np.ndarray, max_eigenvalue: float | None) -> float:
+    """The blow-up threshold on ``lambda_max(Sigma)``: ``max_eigenvalue``, by default
+    ``1e10 max(1, lambda_max(cov0))``; it must exceed ``lambda_max(cov0)``."""
+    lam0 = float(np.linalg.eigvalsh(cov)[-1])
+    threshold = 1e10 * max(1.0, lam0) if max_eigenvalue is None else float(max_eigenvalue)
+    if not threshold > lam0:
+        msg = (f"max_eigenvalue = {threshold!r} must exceed the largest eigenvalue of cov0, "
+               f"{lam0:.6g}")
+        raise ValueError(msg)
+    return threshold
+
+
+def _controller(rtol: float, atol: float) -> PIController:
+    """The engine's controller set as the integral (I) control of Hairer's DOP853 and scipy's
+    ``DOP853``, ``dt_next = 0.9 dt err^(-1/k)`` (``pcoeff = 1``, ``icoeff = 0``): its
+    equilibrium error is ``0.9^k ~ 0.43`` of the tolerance at ``k = 8``, where the PI
+    defaults' ``0.9^(k/0.3) ~ 0.06`` takes ~30% more steps on this smooth, non-stiff ODE
+    (benchmarks/bench_gaussian.py)."""
+    return PIController(rtol=rtol, atol=atol, pcoeff=1.0, icoeff=0.0)
+
+
+def _factor_rhs(model: Model, d: int) -> Callable[[np.ndarray], np.ndarray]:
+    """``y = (m, L)`` -> ``(b + B m, B L + sigma L^{-T})``: the Gaussian ODE for the factor
+    ``Sigma = L L^T`` (docs/equations.md section 4; ``(sigma L^{-T}) L^T + L (sigma L^{-T})^T
+    = 2 sigma I``)."""
+    sigma = model.noise
+
+    def rhs(y: np.ndarray) -> np.ndarray:
+        m, lf = y[:d], y[d:].reshape(d, d)
+        b, big_b = affine_field(model, m, lf @ lf.T)
+        dl = big_b @ lf
+        if sigma > 0:
+            dl = dl + sigma * np.linalg.inv(lf).T
+        return np.concatenate([b + big_b @ m, dl.ravel()])
+
+    return rhs
+
+
+def _covariances(factors: np.ndarray) -> np.ndarray:
+    """``L L^T`` for a stack of factors, symmetrised exactly."""
+    covs = factors @ np.transpose(factors, (0, 2, 1))
+    return 0.5 * (covs + np.transpose(covs, (0, 2, 1)))
+
+
+@dataclass(frozen=True)
+class _StopState:
+    """The Gaussian where a run stopped: ``(m, Sigma)`` at ``t``, the top eigenpair of
+    ``Sigma`` and the blow-up time extrapolated from it."""
+
+    t: float
+    mean: np.ndarray
+    cov: np.ndarray
+    eigenvalue: float
+    eigenvector: np.ndarray
+    blowup_time: float
+
+    @classmethod
+    def at(cls, model: Model, t: float, y: np.ndarray, d: int) -> _StopState:
+        """At the state ``y = (m, L)``: ``t* = t + lambda / lambda'`` with ``lambda' = v^T
+        Sigma' v`` (Hellmann-Feynman; ``1/lambda`` is linear in ``t`` near a pole), ``inf``
+        when ``lambda`` does not grow."""
+        mean, factor = y[:d], y[d:].reshape(d, d)
+        with np.errstate(over="ignore", invalid="ignore"):
+            cov = _covariances(factor[None])[0]
+            if np.all(np.isfinite(cov)):
+                lam, vec = np.linalg.eigh(cov)
+            else:
+                lam, vec = np.array([np.inf]), np.full((d, 1), np.nan)
+        lam_max, v_max = float(lam[-1]), vec[:, -1]
+        t_star = float("nan")
+        if np.isfinite(lam_max):
+            with np.errstate(over="ignore", invalid="ignore"):  # an overflowing field: rate NaN
+                rate = float(v_max @ gaussian_rhs(model, mean, cov)[1] @ v_max)
+            t_star = t + lam_max / rate if rate > 0 else float("inf")
+        return cls(t, mean, cov, lam_max, v_max, t_star)
+
+    def blown(self, threshold: float) -> bool:
+        """Past the threshold, non-finite, or at a pole (``t* - t <= 1e-6 max(1, |t|)``: the
+        step size collapsed just before ``t*``)."""
+        near_pole = self.blowup_time - self.t <= 1e-6 * max(1.0, abs(self.t))
+        return not np.isfinite(self.eigenvalue) or self.eigenvalue > threshold or near_pole
+
+    def reason(self, threshold: float) -> str:
+        return (f"finite-time blow-up: the largest eigenvalue of the covariance reached "
+                f"{self.eigenvalue:.6g} (threshold {threshold:.3g}) at t = {self.t:.12g}, along "
+                f"{np.array2string(self.eigenvector, precision=4)}; extrapolated blow-up time "
+                f"t* = {self.blowup_time:.12g}")
+
+
+class CovarianceBlowupMonitor:
+    """An engine monitor (:class:`meanfield.integrate.Monitor`) of the Gaussian ODE in factor
+    form ``y = (m, L)``: stops the run with :attr:`StopReason.BLOWUP` at the first accepted
+    state whose ``lambda_max(Sigma) = ||L||_2^2`` exceeds ``threshold`` (docs/equations.md
+    section 4, ``A + A^T`` indefinite: a finite-time pole), and names a step that collapses
+    or a state that turns non-finite at a pole as the blow-up too (and, through ``start``, a
+    start already at one). The state it stopped at is ``stopped`` (a :class:`_StopState`,
+    ``None`` while it has not stopped): an accepted state, up to which :func:`solve_gaussian`
+    keeps the results.
+
+    Args:
+        model: the :class:`meanfield.Model` (for the extrapolated blow-up time).
+        d: the dimension.
+        threshold: the bound on ``lambda_max(Sigma)``.
+    """
+
+    def __init__(self, model: Model, d: int, threshold: float) -> None:
+        self.model = model
+        self.d = d
+        self.threshold = threshold
+        self.stopped: _StopState | None = None
+        self.reason = ""
+
+    def start(self, t0: float, y0: np.ndarray, stage: Any, context: Any) -> None:
+        """Before the first step: a start already at a pole (``t* - t0`` below the step the
+        engine can take, e.g. ``beta = 1e300``) is the blow-up, not an overflow of the step."""
+        self._explain(t0, y0, "the blow-up is within round-off of the start")
+
+    def check(self, t: float, y: np.ndarray, stage: Any, context: Any) -> None:
+        factor = y[self.d:]
+        with np.errstate(over="ignore", invalid="ignore"):
+            if float(factor @ factor) <= self.threshold:  # ||L||_2^2 <= ||L||_F^2: no SVD
+                return
+            s = np.linalg.norm(factor.reshape(self.d, self.d), 2)
+        if np.isfinite(s) and s * s <= self.threshold:
+            return
+        self._stop(t, y, "")
+
+    def explain_small_step(self, t: float, y: np.ndarray, h: float) -> None:
+        self._explain(t, y, f"the step collapsed to dt = {h:.3g} at t = {t:.6g}")
+
+    def explain_non_finite(self, t: float, y: np.ndarray, h: float) -> None:
+        self._explain(t, y, f"a non-finite state in the step from t = {t:.6g}")
+
+    def _explain(self, t: float, y: np.ndarray, why: str) -> None:
+        """A stop of the integrator at a pole is the blow-up; elsewhere it keeps its reason."""
+        state = _StopState.at(self.model, t, y, self.d)
+        if state.blown(self.threshold):
+            self._stop(t, y, f" (the integrator stopped: {why})", state)
+
+    def _stop(self, t: float, y: np.ndarray, why: str, state: _StopState | None = None) -> None:
+        self.stopped = state if state is not None else _StopState.at(self.model, t, y, self.d)
+        self.reason = self.stopped.reason(self.threshold) + why
+        raise Stop(StopReason.BLOWUP, self.reason)
+
+
+def _error(stopped: _StopState) -> Callable[[str, Any, float, StopReason], GaussianFlowError]:
+    """The error :func:`meanfield.integrate.finish` raises: :class:`BlowUpError` at a blow-up,
+    else :class:`GaussianFlowError`, with the state where the run stopped."""
+
+    def error(msg: str, result: Any, t_reached: float, why: StopReason) -> GaussianFlowError:
+        kw = {"time": stopped.t, "mean": stopped.mean, "cov": stopped.cov, "partial": result}
+        if why is StopReason.BLOWUP:
+            return BlowUpError(msg, eigenvalue=stopped.eigenvalue, eigenvector=stopped.eigenvector,
+                               blowup_time=stopped.blowup_time, **kw)
+        return GaussianFlowError(msg, reason=why, **kw)
+
+    return error
+
+
+def _solve_schedule(schedule: Schedule, mean0: Any, cov0: Any, t: Any, rtol: float, atol: float,
+                    method: str, max_eigenvalue: float | None, throw: bool) -> xr.Dataset:
+    """:func:`solve_gaussian` piece by piece (:func:`meanfield.schedule.run_schedule`), with
+    ``max_eigenvalue`` from ``cov0`` for every piece."""
+    for piece in schedule.models:
+        _check_model(piece)
+    if max_eigenvalue is None:
+        cov_checked = _check_state(schedule.models[0], mean0, cov0)[1]
+        max_eigenvalue = 1e10 * max(1.0, float(np.linalg.eigvalsh(cov_checked)[-1]))
+    return run_schedule(
+        schedule, t, (mean0, cov0),
+        lambda m, tt, s: solve_gaussian(m, s[0], s[1], tt, rtol=rtol, atol=atol, method=method,
+                                        max_eigenvalue=max_eigenvalue, throw=throw),
+        lambda ds: (ds["mean"].values[-1], ds["cov"].values[-1]))
+
+
 def solve_gaussian(model: Model | Schedule, mean0: Any, cov0: Any, t: Any, *, rtol: float = 1e-10,
-                   atol: float = 1e-12, method: str = "DOP853",
+                   atol: float = 1e-12, method: str = "dop853",
                    max_eigenvalue: float | None = None, throw: bool = True) -> xr.Dataset:
     """Evolve ``N(mean0, cov0)`` under the mean-field flow of ``model`` (docs/equations.md section 4).
+
+    The ODE ``m' = b + B m``, ``L' = B L + sigma L^{-T}`` (``Sigma = L L^T``) runs through the
+    engine (:func:`meanfield.integrate.integrate`, the PI controller; the outputs from the
+    scheme's continuous extension where it has one, DOP853's of order 7, else steps landing on
+    the output times), with :class:`CovarianceBlowupMonitor` watching the covariance.
 
     Args:
         model: softmax, L2 or Sinkhorn attention, any ``Q, K, V``, ``heads``, ``beta``,
@@ -259,9 +439,10 @@ def solve_gaussian(model: Model | Schedule, mean0: Any, cov0: Any, t: Any, *, rt
         mean0: initial mean, shape ``(d,)``.
         cov0: initial covariance, symmetric positive definite, shape ``(d, d)``.
         t: strictly increasing output times; ``t[0]`` is the initial time.
-        rtol, atol: tolerances of ``scipy.integrate.solve_ivp`` on ``(m, L)``, ``Sigma = L L^T``.
-        method: a ``solve_ivp`` method named in :data:`METHODS` (``"DOP853"``, ``"RK45"``,
-            ``"Radau"``, ...).
+        rtol, atol: tolerances of the step-size control on ``(m, L)``, ``Sigma = L L^T``.
+        method: a name in :data:`METHODS`: the engine's adaptive schemes (``"dop853"``,
+            Dormand-Prince 8(5,3), the default; ``"dopri5"``; ``"bosh3"``) or scipy's names of
+            the same (``"DOP853"``, ``"RK45"``, ``"RK23"``).
         max_eigenvalue: blow-up threshold on the largest eigenvalue of ``Sigma``; default
             ``1e10 * max(1, largest eigenvalue of cov0)``.
         throw: raise :class:`BlowUpError` (or :class:`GaussianFlowError`) on failure; if
@@ -270,198 +451,72 @@ def solve_gaussian(model: Model | Schedule, mean0: Any, cov0: Any, t: Any, *, rt
     Returns:
         ``xarray.Dataset`` with ``mean`` (time, dim) and ``cov`` (time, dim, dim_); ``attrs``
         follow the result schema (:data:`meanfield.integrate.RESULT_ATTRS`; the initial
-        state, the method and, after a blow-up, ``blowup_time`` in ``settings``).
+        state, the method and, after a stop, ``stop_time`` and ``blowup_time`` in
+        ``settings``).
 
     Raises:
         meanfield.integrate.Interrupted: on ``KeyboardInterrupt``; its ``.dataset`` holds the
             output times passed up to the last accepted step (``t_reached``), ``successful = 0``.
         ValueError: bad input (shapes, a covariance that is not symmetric positive definite,
-            an attention kind without a Gaussian reduction, a model of another dimension).
+            an attention kind without a Gaussian reduction, a model of another dimension, a
+            ``method`` not in :data:`METHODS`).
         BlowUpError: finite-time blow-up (the partial Dataset is its ``partial``).
+        GaussianFlowError: the integrator stopped elsewhere (a step-size collapse, an overflow).
 
     A :class:`meanfield.schedule.Schedule` of models is run piece by piece
-    (:func:`meanfield.schedule.run_schedule`): ``solve_ivp`` stops at each switch and the next
+    (:func:`meanfield.schedule.run_schedule`): the run stops at each switch and the next
     piece starts from ``(m, Sigma)`` there; ``max_eigenvalue`` defaults from ``cov0``.
     """
     if isinstance(model, Schedule):
-        for piece in model.models:
-            _check_model(piece)
-        if max_eigenvalue is None:
-            cov_checked = _check_state(model.models[0], mean0, cov0)[1]
-            max_eigenvalue = 1e10 * max(1.0, float(np.linalg.eigvalsh(cov_checked)[-1]))
-        return run_schedule(
-            model, t, (mean0, cov0),
-            lambda m, tt, s: solve_gaussian(m, s[0], s[1], tt, rtol=rtol, atol=atol, method=method,
-                                            max_eigenvalue=max_eigenvalue, throw=throw),
-            lambda ds: (ds["mean"].values[-1], ds["cov"].values[-1]))
+        return _solve_schedule(model, mean0, cov0, t, rtol, atol, method, max_eigenvalue, throw)
     _check_model(model)
     mean, cov, factor = _check_state(model, mean0, cov0)
     times = _check_times(t)
-    if method not in METHODS:
-        msg = f"method must be one of {', '.join(METHODS)}, got {method!r}"
-        raise ValueError(msg)
-    for name, tol in (("rtol", rtol), ("atol", atol)):
-        if not (np.isfinite(tol) and tol > 0):
-            msg = f"{name} must be finite and > 0, got {tol!r}"
-            raise ValueError(msg)
+    scheme = _scheme_of(method)
+    _check_tolerances(rtol, atol)
     d = mean.shape[0]
-    lam0 = float(np.linalg.eigvalsh(cov)[-1])
-    threshold = 1e10 * max(1.0, lam0) if max_eigenvalue is None else float(max_eigenvalue)
-    if not threshold > lam0:
-        msg = (f"max_eigenvalue = {threshold!r} must exceed the largest eigenvalue of cov0, "
-               f"{lam0:.6g}")
-        raise ValueError(msg)
-    sigma = model.noise
+    monitor = CovarianceBlowupMonitor(model, d, _threshold(cov, max_eigenvalue))
+    ys = np.empty((times.size, d + d * d))
+    reached = [0]
 
-    def split(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return y[:d], y[d:].reshape(d, d)
+    def output(k: int, _t: float, y: np.ndarray, _context: Any) -> None:
+        ys[k] = y
+        reached[0] = k + 1
 
-    def rhs(_t: float, y: np.ndarray) -> np.ndarray:
-        m, lf = split(y)
-        b, big_b = affine_field(model, m, lf @ lf.T)
-        dl = big_b @ lf
-        if sigma > 0:
-            # d(L L^T) = B S + S B^T + 2 sigma I with L' = B L + sigma L^{-T}
-            dl = dl + sigma * np.linalg.inv(lf).T
-        return np.concatenate([b + big_b @ m, dl.ravel()])
-
-    log_thr = np.log(threshold)
-
-    def blowup(_t: float, y: np.ndarray) -> float:
-        lf = split(y)[1]
-        s = np.linalg.norm(lf, 2)
-        return 2.0 * np.log(s) - log_thr if np.isfinite(s) and s > 0 else 1.0
-
-    blowup.terminal = True  # type: ignore[attr-defined]
-    blowup.direction = 1.0  # type: ignore[attr-defined]
-
-    y0 = np.concatenate([mean, factor.ravel()])
+    stepper = RungeKutta(_factor_rhs(model, d), scheme)
+    sol = integrate(stepper, np.concatenate([mean, factor.ravel()]), times,
+                    controller=_controller(rtol, atol), output=output,
+                    monitors=[monitor], dense=stepper.interpolates)
+    if monitor.stopped is not None:  # the accepted state past the threshold ends the result
+        sol = replace(sol, t_reached=monitor.stopped.t)
+    n = reached[0]
+    if not sol.successful:  # no output beyond the state the run ended at
+        n = int(np.searchsorted(times[:n], sol.t_reached, side="right"))
+    covs = _covariances(ys[:n, d:].reshape(n, d, d))
+    covs[0] = cov  # the first output time is the initial time: return the input exactly
     settings: dict[str, Any] = {
-        "method": method, "form": "factor Sigma = L L^T", "max_eigenvalue": threshold,
+        "method": method, "form": "factor Sigma = L L^T", "max_eigenvalue": monitor.threshold,
         "mean0": mean.tolist(), "cov0": cov.tolist(),
         "reference": "docs/equations.md section 4; docs/gaussian.md",
     }
-    start = _time.perf_counter()
-    with np.errstate(over="ignore", invalid="ignore"):
-        start_finite = bool(np.all(np.isfinite(rhs(float(times[0]), y0))))
-    if times.size == 1 or not start_finite:
-        sol_t, sol_y, status, events = times[:1], y0[:, None], 0 if start_finite else -1, None
-        message = ("single time" if start_finite else
-                   f"{StopReason.OVERFLOW.value}: the field is non-finite at the start, t = "
-                   f"{float(times[0]):.6g} (beta = {model.beta:g})")
-        nfev = nsteps = 0
-    else:
-        kept: dict[int, np.ndarray] = {0: y0}
-        try:
-            with np.errstate(over="ignore", invalid="ignore"):
-                sol = solve_ivp(rhs, (times[0], times[-1]), y0, t_eval=times,
-                                method=_recording(METHODS[method], times, kept),
-                                rtol=rtol, atol=atol, events=blowup, dense_output=True)
-        except KeyboardInterrupt:  # the output times passed, up to the last accepted step
-            wall = _time.perf_counter() - start
-            t_last = float(kept[-1][0]) if -1 in kept else float(times[0])
-            reached = sorted(k for k in kept if k >= 0)
-            ys_kept = np.array([kept[k] for k in reached])
-            lf_kept = ys_kept[:, d:].reshape(-1, d, d)
-            cov_kept = lf_kept @ np.transpose(lf_kept, (0, 2, 1))
-            cov_kept = 0.5 * (cov_kept + np.transpose(cov_kept, (0, 2, 1)))
-            cov_kept[0] = cov
-            ended = Solution(StopReason.INTERRUPTED, "", t_last, y0, None, wall_time_s=wall)
-            partial = _dataset(model, times[reached], ys_kept[:, :d], cov_kept, result_attrs(
-                title="meanfield solve_gaussian", solver="meanfield.solve_gaussian",
-                model=model.to_json(), settings=settings, scheme=f"scipy-{method}",
-                controller="scipy", rtol=rtol, atol=atol, dt=None, stats={},
-                stop_reason=(f"{ended.message} at t = {t_last:.6g} (the last accepted step; "
-                             f"{len(reached)} of {times.size} output times reached)"),
-                successful=False, t_reached=t_last, wall_time_s=wall))
-            return finish(ended, partial, name="solve_gaussian")
-        sol_t, status, message, nfev = np.asarray(sol.t, dtype=float), sol.status, sol.message, sol.nfev
-        sol_y = np.asarray(sol.y, dtype=float).reshape(y0.size, -1)
-        if sol_t.size == 0:  # stopped before the first output: keep the initial state
-            sol_t, sol_y = times[:1], y0[:, None]
-        nsteps = len(sol.sol.ts) - 1 if sol.sol is not None else 0
-        events = sol
-    ys = sol_y.T
-    means = ys[:, :d]
-    lfs = ys[:, d:].reshape(-1, d, d)
-    covs = lfs @ np.transpose(lfs, (0, 2, 1))
-    covs = 0.5 * (covs + np.transpose(covs, (0, 2, 1)))  # exactly symmetric
-    if len(sol_t):
-        covs[0] = cov  # the first output time is the initial time: return the input exactly
-    wall = _time.perf_counter() - start
-    stats = {"num_steps": int(nsteps), "num_accepted": int(nsteps), "num_evaluations": int(nfev)}
-
-    def attrs(stop_reason: str, successful: bool, t_reached: float) -> dict[str, Any]:
-        return result_attrs(
-            title="meanfield solve_gaussian", solver="meanfield.solve_gaussian",
-            model=model.to_json(), settings=settings, scheme=f"scipy-{method}",
-            controller="scipy", rtol=rtol, atol=atol, dt=None, stats=stats,
-            stop_reason=stop_reason, successful=successful, t_reached=t_reached,
-            wall_time_s=wall)
-
-    if status == 0:
-        return _dataset(model, sol_t, means, covs,
-                        attrs(StopReason.SUCCESS.value, True, float(sol_t[-1])))
-
-    # failure: blow-up (terminal event) or the integrator gave up
-    if status == 1 and events is not None and len(events.t_events[0]):
-        t_stop = float(events.t_events[0][0])
-        m_stop, l_stop = split(events.y_events[0][0])
-    elif events is not None and events.sol is not None and nsteps > 0:
-        # the integrator gave up: the last accepted step ends where its interpolant does
-        t_stop = float(events.sol.t_max)
-        m_stop, l_stop = split(events.sol(t_stop))
-    else:
-        t_stop = float(times[0])
-        m_stop, l_stop = split(y0)
-    c_stop = 0.5 * (l_stop @ l_stop.T + (l_stop @ l_stop.T).T)
-    with np.errstate(over="ignore", invalid="ignore"):
-        finite = bool(np.all(np.isfinite(c_stop)))
-        if finite:
-            lam, vec = np.linalg.eigh(c_stop)
-        else:
-            lam, vec = np.array([np.inf]), np.full((d, 1), np.nan)
-    lam_max, v_max = float(lam[-1]), vec[:, -1]
-    t_star = float("nan")
-    if np.isfinite(lam_max):
-        with np.errstate(over="ignore", invalid="ignore"):  # an overflowing field: rate NaN
-            dm, dc = gaussian_rhs(model, m_stop, c_stop)
-            rate = float(v_max @ dc @ v_max)  # d lambda_max / dt (Hellmann-Feynman)
-        t_star = t_stop + lam_max / rate if rate > 0 else float("inf")
-    # a pole: the threshold was crossed, or the step size collapsed just before t*
-    near_pole = t_star - t_stop <= 1e-6 * max(1.0, abs(t_stop))
-    blown = status == 1 or not np.isfinite(lam_max) or lam_max > threshold or near_pole
-    if blown:
-        reason = (f"finite-time blow-up: the largest eigenvalue of the covariance reached "
-                  f"{lam_max:.6g} (threshold {threshold:.3g}) at t = {t_stop:.12g}, along "
-                  f"{np.array2string(v_max, precision=4)}; extrapolated blow-up time "
-                  f"t* = {t_star:.12g}")
-        if status == -1:
-            reason += f" (the integrator stopped: {message})"
-    elif not start_finite:
-        reason = message
-    else:
-        reason = f"the integrator stopped at t = {t_stop:.12g}: {message}"
-    settings.update(stop_time=t_stop, blowup_time=t_star)
-    partial = _dataset(model, sol_t, means, covs, attrs(reason, False, t_stop))
-    ended = Solution(StopReason.BLOWUP if blown else StopReason.STEP_TOO_SMALL, reason, t_stop,
-                     y0, None, num_steps=int(nsteps), num_accepted=int(nsteps),
-                     num_evaluations=int(nfev), wall_time_s=wall)
-
-    def error(msg: str, result: Any, t_reached: float, why: StopReason) -> GaussianFlowError:
-        if blown:
-            return BlowUpError(msg, time=t_reached, mean=m_stop, cov=c_stop, partial=result,
-                               eigenvalue=lam_max, eigenvector=v_max, blowup_time=t_star)
-        return GaussianFlowError(msg, time=t_reached, mean=m_stop, cov=c_stop, partial=result,
-                                 reason=why)
-
-    return finish(ended, partial, name="solve_gaussian", error=error, throw=throw)
+    stopped = None
+    if not (sol.successful or sol.reason is StopReason.INTERRUPTED):
+        stopped = monitor.stopped or _StopState.at(model, sol.t_reached, np.asarray(sol.y), d)
+        settings.update(stop_time=stopped.t, blowup_time=stopped.blowup_time)
+    partial = _dataset(model, times[:n], ys[:n, :d], covs, run_attrs(
+        sol, title="meanfield solve_gaussian", solver="meanfield.solve_gaussian",
+        model=model.to_json(), settings=settings, scheme=scheme,
+        controller="PIController", rtol=rtol, atol=atol, dt=None,
+        stop_reason=monitor.reason or None))
+    return finish(sol, partial, name="solve_gaussian", throw=throw,
+                  error=IntegrationError if stopped is None else _error(stopped))
 
 
 __all__ = [
     "GAUSSIAN_KINDS",
     "METHODS",
     "BlowUpError",
+    "CovarianceBlowupMonitor",
     "GaussianFlowError",
     "affine_field",
     "gaussian_rhs",

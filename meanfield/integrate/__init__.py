@@ -5,6 +5,7 @@
    RungeKutta
    EulerMaruyama
    ButcherTableau
+   ContinuousExtension
    PIController
    ConstantStep
    StopReason
@@ -15,13 +16,14 @@
 One loop (:func:`integrate`), one tableau registry (:data:`SCHEMES`), controllers whose
 ``adapt`` is pure, monitors that may stop or restart a run, trackers with interrupt
 schedules, and one result schema (:data:`RESULT_ATTRS`). ``meanfield.solve`` (a density on a
-spectral domain), ``particles.simulate`` (tokens) and the studies of ``validation`` all run
-on it.
+spectral domain), ``meanfield.solve_lagrangian`` (characteristics), ``meanfield.solve_gaussian``
+(the mean and covariance ODEs), ``particles.simulate`` (tokens) and the studies of
+``validation`` all run on it.
 """
 
 from __future__ import annotations
 
-from meanfield.integrate.controllers import ConstantStep, PIController, rms_norm
+from meanfield.integrate.controllers import ConstantStep, ErrorPair, PIController, rms_norm
 from meanfield.integrate.driver import (
     IntegrationError,
     Interrupted,
@@ -50,11 +52,13 @@ from meanfield.integrate.stability import (
 from meanfield.integrate.steppers import EulerMaruyama, RungeKutta
 from meanfield.integrate.tableaus import (
     BOSH3,
+    DOP853,
     DOPRI5,
     EULER,
     RK4,
     SCHEMES,
     ButcherTableau,
+    ContinuousExtension,
     get_scheme,
     register_scheme,
 )
@@ -68,9 +72,10 @@ from meanfield.integrate.trackers import (
 )
 
 __all__ = [
-    "BOSH3", "DOPRI5", "EULER", "RESULT_ATTRS", "RK4", "SCHEMES", "ButcherTableau", "ConstantStep",
-    "EulerMaruyama", "FinishedSimulation", "STABILITY_RADIUS", "StepSizeMonitor", "IntegrationError",
-    "Interrupted", "Interrupts", "Monitor", "PIController",
+    "BOSH3", "DOP853", "DOPRI5", "EULER", "RESULT_ATTRS", "RK4", "SCHEMES", "ButcherTableau", "ConstantStep",
+    "ContinuousExtension",
+    "ErrorPair", "EulerMaruyama", "FinishedSimulation", "STABILITY_RADIUS", "StepSizeMonitor",
+    "IntegrationError", "Interrupted", "Interrupts", "Monitor", "PIController",
     "ProgressTracker", "Replace", "RungeKutta", "Solution", "SteadyStateTracker", "Stop",
     "StopReason", "Tracker", "TrackerBase", "get_scheme", "integrate", "register_scheme",
     "check_result_attrs", "check_step_count", "finish", "mark_unsuccessful", "result_attrs",

@@ -3,6 +3,7 @@
 .. autosummary::
    PIController
    ConstantStep
+   ErrorPair
    rms_norm
 
 A controller is a frozen value with two methods: ``init(y0, f0, span, order) -> (dt0,
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -30,6 +32,14 @@ def rms_norm(x: np.ndarray) -> float:
     if top == 0.0 or not math.isfinite(top):
         return top
     return top * math.sqrt(float(xp.mean((a / top) ** 2)))
+
+
+class ErrorPair(NamedTuple):
+    """The two error estimates of one step of a scheme that has them (DOP853: ``error`` of
+    5th order, ``low`` of 3rd; :attr:`meanfield.integrate.ButcherTableau.b_error_low`)."""
+
+    error: np.ndarray
+    low: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -80,10 +90,22 @@ class PIController:
         xp = bk.namespace(y0)
         return self.atol * max(1.0, float(xp.max(xp.abs(y0))) if math.prod(y0.shape) else 1.0)
 
-    def error_norm(self, err: np.ndarray, y0: np.ndarray, y1: np.ndarray) -> float:
+    def error_norm(self, err: np.ndarray | ErrorPair, y0: np.ndarray, y1: np.ndarray) -> float:
+        """The scaled error ``||err / scale||_rms``. For an :class:`ErrorPair` ``(e, e_low)``
+        Hairer's DOP853 combination ``E^2 / sqrt(E^2 + 0.01 E_low^2)`` of their scaled norms
+        ``E``, ``E_low`` (Hairer, Norsett & Wanner I, II.10; scipy's
+        ``DOP853._estimate_error_norm``): of the order of the 5th-order estimate where the
+        3rd-order one is not much larger, and of higher order where it is."""
         xp = bk.namespace(y0)
         scale = self._atol(y0) + self.rtol * xp.maximum(xp.abs(y0), xp.abs(y1))
-        return rms_norm(err / scale)
+        if not isinstance(err, ErrorPair):
+            return rms_norm(err / scale)
+        high, low = rms_norm(err.error / scale), rms_norm(err.low / scale)
+        if high == 0.0 and low == 0.0:
+            return 0.0
+        if not (math.isfinite(high) and math.isfinite(low)):
+            return math.inf
+        return high * (high / math.hypot(high, 0.1 * low))
 
     def init(self, y0: np.ndarray, f0: np.ndarray, span: float, order: int) -> tuple[float, float]:
         """First step and state: Hairer, Nørsett & Wanner I (II.4)'s guess
@@ -144,4 +166,4 @@ class ConstantStep:
         return True, self.dt, state
 
 
-__all__ = ["ConstantStep", "PIController", "rms_norm"]
+__all__ = ["ConstantStep", "ErrorPair", "PIController", "rms_norm"]

@@ -33,8 +33,9 @@ stepper, and context), e.g. the same density on a finer grid, or only the realis
 batch that are not yet frozen. Outputs land exactly on the output times: steps are shortened
 to hit them (adaptive control), or each output interval is cut into equal steps ``<= dt``
 (constant steps); with ``dense=True`` the steps ignore the output times and the outputs are
-cubic Hermite interpolants (order 3, from the states and derivatives at both ends of a step),
-projected by the stepper.
+the scheme's own continuous extension where its tableau has one (``stepper.interpolates``:
+DOP853, order 7), else cubic Hermite interpolants (order 3, from the states and derivatives
+at both ends of a step), projected by the stepper.
 """
 
 from __future__ import annotations
@@ -224,7 +225,8 @@ def integrate(
         trackers: hooks with interrupt schedules (:mod:`meanfield.integrate.trackers`).
         step_bound: a bound on the next step read before each step (a CFL condition).
         dense: interpolate outputs instead of stepping onto them (needs ``stage`` to be the
-            derivative ``F(y)``, i.e. no linear part).
+            derivative ``F(y)``, i.e. no linear part), by the stepper's ``interpolate(theta)``
+            where its ``interpolates`` is true, else by cubic Hermite.
         context: passed to ``output``, trackers and monitors (e.g. the current domain).
     """
     wall0 = _time.perf_counter()
@@ -261,6 +263,7 @@ def integrate(
         nsteps = max(1, math.ceil((t_end - t0) / dt - 1e-9))
         dt = (t_end - t0) / nsteps
     overflowed = False  # the last trial step was rejected with a non-finite state
+    own_dense = dense and bool(getattr(stepper, "interpolates", False))
     try:
         if start_overflow:
             raise Stop(StopReason.OVERFLOW, f"the field is non-finite at the start, t = {t:.6g} "
@@ -317,7 +320,10 @@ def integrate(
             if dense:
                 while k_out < len(times) and times[k_out] <= t_new + 1e-12 * max(1.0, abs(t_end)):
                     s = min(max((float(times[k_out]) - t) / (t_new - t), 0.0), 1.0)
-                    yi = _hermite(s, t_new - t, y, stage, y_new, stage_new)
+                    if own_dense:
+                        yi = stepper.interpolate(s)
+                    else:
+                        yi = _hermite(s, t_new - t, y, stage, y_new, stage_new)
                     output(k_out, float(times[k_out]), stepper.project(yi), context)
                     k_out += 1
             for mon in monitors:  # a Stop here keeps (t, y): the last state it accepted

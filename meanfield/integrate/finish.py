@@ -76,15 +76,18 @@ def finish(sol: Solution, result: Any, *, name: str,
 
 def run_attrs(sol: Solution, *, title: str, solver: str, model: str, settings: dict[str, Any],
               scheme: str, controller: str, rtol: float | None, atol: float | None,
-              dt: float | None) -> dict[str, Any]:
+              dt: float | None, stop_reason: str | None = None) -> dict[str, Any]:
     """The result schema's ``attrs`` (:func:`meanfield.integrate.result_attrs`) of a run that
-    ended as ``sol``: the counters, ``stop_reason`` (the message and its detail),
+    ended as ``sol``: the counters, ``stop_reason`` (the message and its detail, or the
+    caller's ``stop_reason`` where its sentence says it whole, e.g. the Gaussian blow-up's),
     ``successful``, ``t_reached`` and ``wall_time_s`` from the engine; what the run was from
     the caller."""
     return result_attrs(title=title, solver=solver, model=model, settings=settings,
                         scheme=scheme, controller=controller, rtol=rtol, atol=atol, dt=dt,
-                        stats=sol.stats(), stop_reason=sol.message, successful=sol.successful,
-                        t_reached=sol.t_reached, wall_time_s=sol.wall_time_s)
+                        stats=sol.stats(),
+                        stop_reason=sol.message if stop_reason is None else stop_reason,
+                        successful=sol.successful, t_reached=sol.t_reached,
+                        wall_time_s=sol.wall_time_s)
 
 
 def mark_unsuccessful(attrs: Any, reason: str) -> None:

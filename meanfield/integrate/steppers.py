@@ -6,8 +6,9 @@
 
 A stepper has ``init(y) -> stage`` (the first stage ``F(y)``, reused across a rejected step
 and, for FSAL schemes, taken from the last stage), ``step(y, h, stage) -> (y_new, error,
-stage_new)`` (``error`` is ``None`` without an embedded pair; ``stage_new`` is ``None`` when
-it must be recomputed at the projected state), ``project(y)`` (applied by the loop to every
+stage_new)`` (``error`` is ``None`` without an embedded pair, an :class:`ErrorPair` for a
+scheme with two estimates; ``stage_new`` is ``None`` when it must be recomputed at the
+projected state), ``project(y)`` (applied by the loop to every
 accepted state), and counts its right-hand side ``evaluations``.
 """
 
@@ -19,6 +20,7 @@ from typing import Any, Callable
 import numpy as np
 
 from meanfield import backend as bk
+from meanfield.integrate.controllers import ErrorPair
 from meanfield.integrate.tableaus import ButcherTableau, get_scheme
 
 Rhs = Callable[[np.ndarray], np.ndarray]
@@ -51,6 +53,8 @@ class RungeKutta:
         self.project = project if project is not None else _identity
         self.projects = project is not None
         self.evaluations = 0
+        self._last: tuple[np.ndarray, np.ndarray, float, list[np.ndarray]] | None = None
+        self._dense: list[np.ndarray] | None = None
 
     @property
     def name(self) -> str:
@@ -62,11 +66,46 @@ class RungeKutta:
 
     @property
     def error_order(self) -> int:
-        return self.tableau.error_order
+        """The order of the error estimate for the step-size control
+        (:attr:`ButcherTableau.estimate_order`)."""
+        return self.tableau.estimate_order
+
+    @property
+    def interpolates(self) -> bool:
+        """Whether :meth:`interpolate` gives the scheme's own dense output (a tableau with a
+        :class:`ContinuousExtension`, no linear part)."""
+        return self.tableau.dense is not None and self.linear is None
 
     def rhs(self, y: np.ndarray) -> np.ndarray:
         self.evaluations += 1
         return self.f(y)
+
+    def interpolate(self, theta: float) -> np.ndarray:
+        """The state at ``t + theta h`` in the last step taken, ``0 <= theta <= 1``, from the
+        tableau's continuous extension (:class:`ContinuousExtension`: its extra stages are
+        evaluated once a step, at the first call)."""
+        if self._last is None or not self.interpolates:
+            msg = f"scheme {self.name!r} has no continuous extension, or no step was taken"
+            raise ValueError(msg)
+        if self._dense is None:
+            self._dense = self._extension_terms()
+        out: Any = 0.0
+        for j in reversed(range(len(self._dense))):  # theta (r_0 + (1 - theta) (r_1 + ...))
+            out = (out + self._dense[j]) * (theta if j % 2 == 0 else 1.0 - theta)
+        return self._last[0] + out
+
+    def _extension_terms(self) -> list[np.ndarray]:
+        """``r_0, r_1, ...`` of :class:`ContinuousExtension` for the last step."""
+        assert self._last is not None and self.tableau.dense is not None
+        y, new, h, ks = self._last
+        ext = self.tableau.dense
+        ks = list(ks)
+        scratch = bk.namespace(y).empty_like(y)
+        for i in range(len(ext.c)):
+            ks.append(self.rhs(_combine(y, ks, h * ext.a[i, : len(ks)], scratch)))
+        dy = new - y
+        terms = [dy, h * ks[0] - dy, 2.0 * dy - h * (ks[self.tableau.stages - 1] + ks[0])]
+        return terms + [_combine(None, ks, h * row, scratch) for row in ext.d]
 
     def init(self, y: np.ndarray) -> np.ndarray:
         return self.rhs(y)
@@ -79,7 +118,7 @@ class RungeKutta:
         return cache[x]
 
     def step(self, y: np.ndarray, h: float, k1: np.ndarray
-             ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+             ) -> tuple[np.ndarray, np.ndarray | ErrorPair | None, np.ndarray | None]:
         tab = self.tableau
         if self.linear is None:
             return self._step_plain(y, h, k1)
@@ -102,16 +141,17 @@ class RungeKutta:
             for j in range(s):
                 if tab.b[j]:
                     new = new + (h * tab.b[j]) * (self._E(1.0 - tab.c[j], h, cache) * ks[j])
-        err: np.ndarray | None = None
-        if tab.b_error is not None:
+        def weighted(weights: np.ndarray) -> np.ndarray:
+            out: Any = 0.0
             for j in range(s):
-                if tab.b_error[j]:
-                    term = (h * tab.b_error[j]) * (self._E(1.0 - tab.c[j], h, cache) * ks[j])
-                    err = term if err is None else err + term
-        return new, err, (ks[-1] if tab.fsal and not self.projects else None)
+                if weights[j]:
+                    out = out + (h * weights[j]) * (self._E(1.0 - tab.c[j], h, cache) * ks[j])
+            return out
+
+        return new, _error(tab, weighted), (ks[-1] if tab.fsal and not self.projects else None)
 
     def _step_plain(self, y: np.ndarray, h: float, k1: np.ndarray
-                    ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+                    ) -> tuple[np.ndarray, np.ndarray | ErrorPair | None, np.ndarray | None]:
         """No linear part: each stage sum is one new array accumulated in place."""
         tab = self.tableau
         ks = [k1]
@@ -125,10 +165,23 @@ class RungeKutta:
             new = u
         else:
             new = _combine(y, ks, h * tab.b, scratch)
-        err = None
-        if tab.b_error is not None:
-            err = _combine(None, ks, h * tab.b_error, scratch)
+        err = _error(tab, lambda weights: _combine(None, ks, h * weights, scratch))
+        if tab.dense is not None:  # for interpolate(), once the step is accepted
+            self._last, self._dense = (y, new, h, ks), None
         return new, err, (ks[-1] if tab.fsal and not self.projects else None)
+
+
+def _error(tab: ButcherTableau, weighted: Callable[[np.ndarray], Any]
+           ) -> np.ndarray | ErrorPair | None:
+    """The step's error estimate ``h sum_j b_error_j k_j`` (``weighted(b_error)``), ``None``
+    without an embedded solution, and with a second estimate (``b_error_low``) the pair of
+    both, which the controller combines (:meth:`PIController.error_norm`)."""
+    if tab.b_error is None:
+        return None
+    err = weighted(tab.b_error)
+    if tab.b_error_low is None:
+        return err
+    return ErrorPair(err, weighted(tab.b_error_low))
 
 
 def _combine(y: np.ndarray | None, ks: list[np.ndarray], coefs: np.ndarray,
@@ -137,13 +190,14 @@ def _combine(y: np.ndarray | None, ks: list[np.ndarray], coefs: np.ndarray,
     formed in ``scratch``: two passes per nonzero coefficient, no other temporaries (NumPy or
     torch, :mod:`meanfield.backend`)."""
     out: np.ndarray | None = None
+    multiply = np.multiply if isinstance(scratch, np.ndarray) else bk.multiply  # once, not per k
     for c, k in zip(coefs, ks):
         if not c:
             continue
         if out is None:
             out = k * float(c)  # a Python float keeps a float32 state float32 (NEP 50)
         else:
-            bk.multiply(k, float(c), out=scratch)
+            multiply(k, float(c), out=scratch)
             out += scratch
     if out is None:
         return bk.namespace(ks[0]).zeros_like(ks[0]) if y is None else y * 1.0
