@@ -361,12 +361,11 @@ def _solve_schedule(schedule: Schedule, domain: Domain, rho0: Any, t: Any, *,
 
 def _drop_non_densities(saved: list) -> None:
     """Drop trailing slices that the final (finest) grid no longer holds as a density
-    (:meth:`ZonalSphere.conditioning`: negative mass or mass drift beyond ``1e-6``): the
-    resolution monitor checked each at its own resolution, but the Dataset is assembled on
-    the finest one. The first slice is always kept."""
+    (:meth:`Domain.conditioning`; on a ``ZonalSphere`` negative mass or mass drift beyond
+    ``1e-6``): the resolution monitor checked each at its own resolution, but the Dataset is
+    assembled on the finest one. The first slice is always kept."""
     final = max((e[2] for e in saved), key=lambda d: d.resolution)
-    check = getattr(final, "conditioning", None)
-    while check is not None and len(saved) > 1 and check(final.prolong(saved[-1][1], saved[-1][2])):
+    while len(saved) > 1 and final.conditioning(final.prolong(saved[-1][1], saved[-1][2])):
         saved.pop()
 
 
