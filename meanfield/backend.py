@@ -245,6 +245,12 @@ def is_numpy(a: Any) -> bool:
     return bool(is_numpy_array(a))
 
 
+def is_torch(a: Any) -> bool:
+    """Whether ``a`` is a torch tensor: an input a run keeps on torch, on its device (any
+    other input, NumPy array or sequence, is read as NumPy)."""
+    return bool(is_torch_array(a))
+
+
 def itemsize(a: Any) -> int:
     """Bytes per element of ``a``."""
     return int(a.itemsize) if is_numpy_array(a) else int(a.element_size())

@@ -33,7 +33,7 @@ def _as_batch(x: Any) -> Any:
 def _checked(model: Any, x: Any, check: bool) -> Any:
     """Tokens as a C-ordered array of their backend (NumPy: float64 unless float32 was
     given; torch: as given), validated (on a host copy for torch) when ``check``."""
-    if bk.is_numpy(x) or not hasattr(x, "device"):
+    if not bk.is_torch(x):
         single = getattr(x, "dtype", None) == np.float32
         if check:
             x = as_tokens(x, "x", model=model)

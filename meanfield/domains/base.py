@@ -22,12 +22,15 @@ either abstract or with a documented default, so that nothing is probed with ``h
   and ``fused_drift``;
 * particles: ``values_at``, ``project`` and ``sample``; refinement: ``with_resolution`` and
   ``prolong``; files: ``state`` and :meth:`Domain.from_state`;
+* the resolution monitor's last word: :meth:`Domain.conditioning` (default: every state of
+  the basis is a density in float64);
 * the solver's users: ``point_count`` (and ``transform_bytes``) for the memory estimate of
   :mod:`meanfield.memory`, :meth:`Domain.node_rule` for the Lagrangian continuation of a
-  spectral result (:func:`meanfield.lagrangian.nodes.from_dataset`), :meth:`Domain.from_options` for
-  the command line (``--resolution``, ``--d``) and :meth:`Domain.examples`, the small
-  instances the contract test runs. The last three refuse by name unless a domain defines
-  them.
+  spectral result (:func:`meanfield.lagrangian.nodes.from_dataset`) or
+  :attr:`Domain.lagrangian_reduction` where the continuation runs a symmetry reduction
+  instead, :meth:`Domain.from_options` for the command line (``--resolution``, ``--d``) and
+  :meth:`Domain.examples`, the small instances the contract test runs. The last three methods
+  refuse by name unless a domain defines them.
 
 ``tests/meanfield/domains/test_domain_contract.py`` checks the examples of every domain in
 ``Domain.registry`` against this contract (a registered domain without examples fails it);
@@ -92,6 +95,12 @@ class Domain(ABC):
     """True when the basis holds only the functions invariant under a symmetry (the zonal
     functions of :class:`~meanfield.domains.zonal_sphere.ZonalSphere`), so that
     :meth:`project` gives the symmetrised empirical measure, not the empirical measure."""
+    lagrangian_reduction: ClassVar[str | None] = None
+    """The symmetry reduction of the Lagrangian solver that carries a spectral result of this
+    domain on (``solve(..., continue_lagrangian=True)``): a key of
+    :data:`meanfield.lagrangian.continuation.REDUCED_STARTS` (``"rings"`` for
+    :class:`~meanfield.domains.zonal_sphere.ZonalSphere`: one ring per grid node), or ``None``,
+    the default: the full nodes of :meth:`node_rule`."""
     low_modes: ClassVar[tuple[Any, ...]] = ()
     """Keys of :meth:`real_mode` for a few low modes: the perturbation of the uniform density
     that ``meanfield solve DOMAIN --init modes`` adds (empty, the default: that choice is
@@ -322,6 +331,15 @@ class Domain(ABC):
         ``negative_tol`` already covers it). The resolution monitor tests
         ``backward(c) + roundoff(c)`` for negative values."""
         return 0.0
+
+    def conditioning(self, c: np.ndarray, tol: float = 1e-6) -> str | None:
+        """Why the state ``c`` is no longer a density in float64 (a sentence), or ``None``
+        (the default: a basis whose coefficients stay well conditioned). A domain whose
+        basis loses the density to round-off before its tail or its negativity shows it
+        (:meth:`ZonalSphere.conditioning <meanfield.domains.zonal_sphere.ZonalSphere.conditioning>`)
+        overrides it; the resolution monitor stops the run there, and the solver drops the
+        slices that are no longer densities on the final grid."""
+        return None
 
     def degree_needed(self, c: np.ndarray, tail_tol: float = 1e-10) -> int:
         """An estimate of the resolution that would resolve ``c`` to ``tail_tol`` (default:

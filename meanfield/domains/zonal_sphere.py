@@ -181,6 +181,7 @@ class ZonalSphere(Domain):
     name = "zonal"
     dims = ("s",)
     symmetry_reduced = True
+    lagrangian_reduction = "rings"
     low_modes = (1, 2, 3, 4)
 
     def __init__(self, d: int, degree: int) -> None:

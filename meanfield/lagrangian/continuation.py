@@ -2,6 +2,8 @@
 
 .. autosummary::
    continue_lagrangian
+   handover_nodes
+   REDUCED_STARTS
 
 The spectral solver stops (:class:`meanfield.ResolutionError`) when the density concentrates
 into clusters faster than refinement can follow. Its last resolved state is still a smooth,
@@ -11,18 +13,47 @@ integrate it spectrally accurately, and the characteristics solver
 The result is one Dataset: the Lagrangian part on the output times from the hand-over on, and
 the spectral part before it as ``spectral_density`` (``spectral_time``, grid), with
 the scalar ``handover_time`` and ``settings["handover"]`` saying where the one became the other.
+The domain says which nodes carry its state on (:attr:`meanfield.domains.Domain.lagrangian_reduction`):
+the full nodes of its :meth:`~meanfield.domains.Domain.node_rule`, or a symmetry reduction of
+:data:`REDUCED_STARTS`.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import xarray as xr
 
+from meanfield.lagrangian.nodes_reduced import rings_from_dataset
 from meanfield.lagrangian.solve import solve_lagrangian
 from meanfield.model import Model
+
+REDUCED_STARTS: dict[str, Callable[[xr.Dataset, float], Any]] = {"rings": rings_from_dataset}
+"""The symmetry reductions a spectral state goes on as (the values of
+:attr:`meanfield.domains.Domain.lagrangian_reduction`), each with the function that makes its
+nodes from a Dataset of :func:`meanfield.solve` at a saved time. ``"rings"``: a zonal state
+as rings (docs/lagrangian.md section 8), degree + 1 nodes in any ``d``."""
+
+
+def handover_nodes(spectral: xr.Dataset, time: float) -> Any:
+    """The nodes that carry the density of the spectral Dataset ``spectral`` at the saved
+    ``time`` on: those of its domain's symmetry reduction
+    (:attr:`~meanfield.domains.Domain.lagrangian_reduction`, :data:`REDUCED_STARTS`), else
+    :func:`meanfield.lagrangian.nodes.from_dataset` (the domain's node rule)."""
+    from meanfield.io import domain_of
+    from meanfield.lagrangian import nodes
+
+    domain = domain_of(spectral)
+    reduction = domain.lagrangian_reduction
+    if reduction is None:
+        return nodes.from_dataset(spectral, time)
+    if reduction not in REDUCED_STARTS:
+        msg = (f"domain {domain!r}: lagrangian_reduction={reduction!r} is not a reduction the "
+               f"Lagrangian solver starts from a Dataset; known: {sorted(REDUCED_STARTS)}")
+        raise ValueError(msg)
+    return REDUCED_STARTS[reduction](spectral, time)
 
 
 def continue_lagrangian(model: Model, spectral: xr.Dataset, t: Sequence[float] | np.ndarray,
@@ -39,21 +70,13 @@ def continue_lagrangian(model: Model, spectral: xr.Dataset, t: Sequence[float] |
     Returns:
         The Lagrangian Dataset from the hand-over time on, with the spectral part attached.
     """
-    from meanfield.lagrangian import nodes
-
     t_h = float(spectral["time"].values[-1])
     times = np.asarray(t, dtype=float)
     later = times[times > t_h * (1 + 1e-14) + 1e-300]
     if later.size == 0:
         msg = f"t ends at {times[-1]:g}, not after the spectral run's last time {t_h:g}"
         raise ValueError(msg)
-    from meanfield.domains import ZonalSphere
-    from meanfield.io import domain_of
-    from meanfield.lagrangian.nodes_reduced import rings_from_dataset
-
-    # a zonal state goes on as rings (docs/lagrangian.md section 8): degree + 1 nodes in any d
-    zonal = isinstance(domain_of(spectral), ZonalSphere)
-    start = rings_from_dataset(spectral, t_h) if zonal else nodes.from_dataset(spectral, t_h)
+    start = handover_nodes(spectral, t_h)
     settings = json.loads(spectral.attrs.get("settings", "{}"))
     handover = {"t": t_h, "from": "meanfield.solve", "domain": settings.get("domain"),
                 "reason": spectral.attrs.get("stop_reason", "")}
@@ -73,4 +96,4 @@ def continue_lagrangian(model: Model, spectral: xr.Dataset, t: Sequence[float] |
     return out
 
 
-__all__ = ["continue_lagrangian"]
+__all__ = ["REDUCED_STARTS", "continue_lagrangian", "handover_nodes"]

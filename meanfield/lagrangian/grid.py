@@ -2,6 +2,7 @@ r"""The density carried by moving Lagrangian nodes, interpolated onto a regular 
 
 .. autosummary::
    to_grid
+   NodeSet
 
 The Lagrangian solver knows the density only at the moving nodes ``x_j(t)``
 (``rho_t(x_j(t)) = rho_0(y_j) / J_j(t)``, docs/lagrangian.md). :func:`to_grid` interpolates
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import xarray as xr
@@ -39,6 +40,19 @@ from meanfield.arguments import count, finite
 
 GRID_DEFAULTS = {"circle": (256,), "sphere2": (90, 180), "euclidean1": (256,), "euclidean2": (128, 128)}
 """Default grid shapes per kind of space."""
+
+
+@runtime_checkable
+class NodeSet(Protocol):
+    """What :func:`to_grid` reads of a set of nodes: positions ``x`` (n, d), the density at
+    them and the ``geometry`` (``"sphere"`` or ``"euclidean"``). The nodes of
+    :mod:`meanfield.lagrangian.nodes` (``Nodes``, ``RingNodes``, ``SubspaceNodes``) are
+    node sets."""
+
+    x: Any
+    density: Any
+    geometry: str
+
 
 _SPHERE_TOL = 1e-8  # | |x| - 1 | below which nodes are taken to lie on the sphere (geometry inferred)
 _BARY_TOL = 1e-10  # barycentric coordinates down to -this count as inside a facet (round-off)
@@ -203,7 +217,7 @@ def _source_arrays(source: Any, density: Any) -> tuple[np.ndarray, np.ndarray, n
         except (TypeError, ValueError):
             geometry = None
         return np.asarray(xa.values, float), np.asarray(ra.values, float), times, geometry
-    if hasattr(source, "x") and hasattr(source, "density") and hasattr(source, "geometry"):  # Nodes
+    if isinstance(source, NodeSet):
         rho = source.density if density is None else density
         return np.asarray(source.x, float)[None], np.asarray(rho, float)[None], None, source.geometry
     x = np.asarray(source, dtype=float)
@@ -224,7 +238,8 @@ def to_grid(source: Any, density: Any = None, *, geometry: str | None = None,
 
     Args:
         source: a Lagrangian Dataset (``x (time, node, dim)``, ``density (time, node)``; every
-            time is interpolated), a :class:`~meanfield.lagrangian.nodes.Nodes`, or positions ``x``
+            time is interpolated), a :class:`~meanfield.lagrangian.nodes.Nodes` (any
+            :class:`NodeSet`), or positions ``x``
             (n, d) or (time, n, d) with ``density`` (n,) or (time, n).
         density: the node densities when ``source`` is an array (or to override a ``Nodes``).
         geometry: ``"sphere"`` or ``"euclidean"`` (default: the Dataset's settings, the
@@ -329,4 +344,4 @@ def to_grid(source: Any, density: Any = None, *, geometry: str | None = None,
     return xr.DataArray(values, dims=dims, coords=coords, name="density", attrs=attrs)
 
 
-__all__ = ["GRID_DEFAULTS", "to_grid"]
+__all__ = ["GRID_DEFAULTS", "NodeSet", "to_grid"]

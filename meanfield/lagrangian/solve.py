@@ -36,6 +36,7 @@ from meanfield import backend as bk
 from meanfield.arguments import output_times
 from meanfield.finite import DISSIPATION_NOTE, energy_variables, note_nonfinite
 from meanfield.integrate import (
+    ButcherTableau,
     ConstantStep,
     IntegrationError,
     PIController,
@@ -202,18 +203,7 @@ def solve_lagrangian(
 
         check_writable(out, overwrite=overwrite, name="out")
     tab = get_scheme(scheme)
-    if tab.adaptive:
-        controller: PIController | ConstantStep = PIController(rtol=rtol, atol=atol)
-        be.check_rtol(rtol)
-    else:
-        if dt is None:
-            msg = f"scheme {tab.name!r} has no error estimate: give a step dt"
-            raise ValueError(msg)
-        if not (np.isfinite(dt) and dt > 0):
-            msg = f"dt must be finite and > 0, got {dt!r}"
-            raise ValueError(msg)
-        check_step_count(times, float(dt), max_steps)  # a step too small to ever finish
-        controller = ConstantStep(dt)
+    controller = _controller(tab, rtol, atol, dt, times, max_steps, be)
     x0 = np.asarray(nodes.x, dtype=float)
     n, d = x0.shape
     sphere = nodes.geometry == "sphere"
@@ -226,10 +216,7 @@ def solve_lagrangian(
     wb = be.asarray(weights[None])
     lab = None if labels is None else (be.asarray(labels[None]),) * 2
     deriv = "both" if sphere else "trace"
-    if isinstance(field_tol, bool) or not isinstance(field_tol, (int, float)) or not (
-            math.isfinite(field_tol) and field_tol > 0):
-        msg = f"field_tol must be finite and > 0, got {field_tol!r}"
-        raise ValueError(msg)
+    _check_field_tol(field_tol)
     fast = fastsum.use_fast(field_method, model, d, nodes.geometry, n, n,
                             causal_labels=labels is not None, backend_numpy=be.is_numpy)
 
@@ -253,16 +240,8 @@ def solve_lagrangian(
     y0 = be.asarray(np.concatenate([x0, np.zeros((n, 1))], axis=1))
     project = _project(sphere, d)
     reduced = getattr(nodes, "reduction", None) is not None
-    if reduced:  # exact symmetry reduction (docs/lagrangian.md sections 8, 11): its own
-        # state, [phi | log J] (rings) or [q | log J] (subspace), on the same engine
-        from meanfield.lagrangian import rings, subspace
-
-        if not tab.adaptive:  # the step-size monitor watches positions on S^{d-1}, not phi
-            msg = (f"scheme={tab.name!r}: {nodes.reduction} nodes run with an adaptive scheme (e.g. "
-                   "scheme='dopri5'), whose error control replaces the fixed step's monitor")
-            raise ValueError(msg)
-        engine = subspace.engine if nodes.reduction == "subspace" else rings.engine
-        rhs, y0, project = engine(model, nodes, be, memory_limit)
+    if reduced:  # exact symmetry reduction (docs/lagrangian.md sections 8, 11): its own state
+        rhs, y0, project = _reduced_engine(model, nodes, tab, be, memory_limit)
         fast = False
     saved: list[tuple[float, np.ndarray]] = []
 
@@ -272,24 +251,8 @@ def solve_lagrangian(
     trackers = list(trackers)
     if progress:
         trackers.append(ProgressTracker(desc="solve_lagrangian", leave=False))
-    monitors: list[Any] = [] if sphere else [BlowupMonitor(model, x0, float(times[0]), positions=d,
-                                                           dtype=be.dtype)]
-    if not (sphere or reduced):  # the tilted measure may leave the node cloud (docs/lagrangian.md section 10)
-        monitors.append(QuadratureMonitor(model, x0, weights, d, float(times[-1]), labels=labels,
-                                          state=lambda: cache["state"],
-                                          memory_limit=memory_limit))
-    if dt is not None and not tab.adaptive:  # a fixed step: h L against the scheme's bound
-        monitors.append(StepSizeMonitor(rhs, tab.name, float(dt), times, sphere=False, x0=y0,
-                                        radius=stability_radius(tab),
-                                        tangent=_positions_tangent(sphere, d),
-                                        advice="scheme='dopri5'"))
-    # the rule may no longer resolve the flow's integrand (docs/lagrangian.md section 10; sphere,
-    # ring and subspace nodes); after the step-size monitor, whose diagnosis of a step too large
-    # comes first
-    if sphere or reduced:
-        monitors.append(SphereQuadratureMonitor(model, nodes, float(times[-1]), labels=labels,
-                                                state=lambda: cache["state"],
-                                                memory_limit=memory_limit))
+    monitors = _monitors(model, nodes, x0, weights, labels, times, tab, dt, rhs, y0, be,
+                         reduced=reduced, state=lambda: cache["state"], memory_limit=memory_limit)
     sol = integrate(RungeKutta(rhs, tab, project=project), y0, times,
                     controller=controller, output=output, monitors=monitors,
                     dt0=dt if tab.adaptive else None, max_steps=max_steps, trackers=trackers)
@@ -320,6 +283,74 @@ def solve_lagrangian(
 
 _KEYWORDS = tuple(inspect.signature(solve_lagrangian).parameters)[3:]
 """The arguments of :func:`solve_lagrangian` after ``(model, nodes, t)``."""
+
+
+def _controller(tab: ButcherTableau, rtol: float, atol: float, dt: float | None, times: np.ndarray,
+                max_steps: int, be: bk.Backend) -> PIController | ConstantStep:
+    """The step-size control of :func:`solve_lagrangian`: ``PIController(rtol, atol)`` for an
+    adaptive scheme, else ``ConstantStep(dt)`` with ``dt`` checked (finite, positive, and
+    finishing within ``max_steps``)."""
+    if tab.adaptive:
+        controller = PIController(rtol=rtol, atol=atol)
+        be.check_rtol(rtol)
+        return controller
+    if dt is None:
+        msg = f"scheme {tab.name!r} has no error estimate: give a step dt"
+        raise ValueError(msg)
+    if not (np.isfinite(dt) and dt > 0):
+        msg = f"dt must be finite and > 0, got {dt!r}"
+        raise ValueError(msg)
+    check_step_count(times, float(dt), max_steps)  # a step too small to ever finish
+    return ConstantStep(dt)
+
+
+def _check_field_tol(field_tol: Any) -> None:
+    if isinstance(field_tol, bool) or not isinstance(field_tol, (int, float)) or not (
+            math.isfinite(field_tol) and field_tol > 0):
+        msg = f"field_tol must be finite and > 0, got {field_tol!r}"
+        raise ValueError(msg)
+
+
+def _reduced_engine(model: Model, nodes: Any, tab: ButcherTableau, be: bk.Backend, memory_limit: int
+                    ) -> tuple[Any, Any, Any]:
+    """``(rhs, y0, project)`` of symmetry-reduced nodes: their own state, ``[phi | log J]``
+    (rings) or ``[q | log J]`` (subspace), on the same engine; adaptive schemes only."""
+    from meanfield.lagrangian import rings, subspace
+
+    if not tab.adaptive:  # the step-size monitor watches positions on S^{d-1}, not phi
+        msg = (f"scheme={tab.name!r}: {nodes.reduction} nodes run with an adaptive scheme (e.g. "
+               "scheme='dopri5'), whose error control replaces the fixed step's monitor")
+        raise ValueError(msg)
+    engine = subspace.engine if nodes.reduction == "subspace" else rings.engine
+    return engine(model, nodes, be, memory_limit)
+
+
+def _monitors(model: Model, nodes: Any, x0: np.ndarray, weights: np.ndarray,
+              labels: np.ndarray | None, times: np.ndarray, tab: ButcherTableau,
+              dt: float | None, rhs: Any, y0: Any, be: bk.Backend, *, reduced: bool, state: Any,
+              memory_limit: int) -> list[Any]:
+    """The monitors of a run, in the order they are asked: the blow-up of tokens in ``R^d``,
+    the tilted measure leaving the node cloud (``R^d``), the fixed step against the scheme's
+    stability bound, and the rule no longer resolving the flow's integrand (sphere, ring and
+    subspace nodes; docs/lagrangian.md section 10)."""
+    d = x0.shape[1]
+    sphere = nodes.geometry == "sphere"
+    monitors: list[Any] = [] if sphere else [BlowupMonitor(model, x0, float(times[0]), positions=d,
+                                                           dtype=be.dtype)]
+    if not (sphere or reduced):  # the tilted measure may leave the node cloud (docs/lagrangian.md section 10)
+        monitors.append(QuadratureMonitor(model, x0, weights, d, float(times[-1]), labels=labels,
+                                          state=state, memory_limit=memory_limit))
+    if dt is not None and not tab.adaptive:  # a fixed step: h L against the scheme's bound
+        monitors.append(StepSizeMonitor(rhs, tab.name, float(dt), times, sphere=False, x0=y0,
+                                        radius=stability_radius(tab),
+                                        tangent=_positions_tangent(sphere, d),
+                                        advice="scheme='dopri5'"))
+    # the rule may no longer resolve the flow's integrand; after the step-size monitor, whose
+    # diagnosis of a step too large comes first
+    if sphere or reduced:
+        monitors.append(SphereQuadratureMonitor(model, nodes, float(times[-1]), labels=labels,
+                                                state=state, memory_limit=memory_limit))
+    return monitors
 
 
 def _solve_schedule(schedule: Schedule, nodes: Any, t: Any, *, out: str | Path | None,

@@ -42,6 +42,7 @@ from __future__ import annotations
 import json
 import math
 import time as _time
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -148,6 +149,37 @@ def self_convergence(
             study of the runs finished (the others NaN, ``stop_reasons`` saying "not run"),
             with ``successful = 0`` and a ``stop_reason`` naming the runs not done.
     """
+    tols = _check_study(levels, tolerances)
+    wall0 = _time.perf_counter()
+    times = np.atleast_1d(np.asarray(t, dtype=float))
+    resolutions = [domain.resolution * 2**j for j in range(int(levels))]
+    domains = [domain.with_resolution(r) for r in resolutions]
+    check_solve_memory(domains[-1], times.size)  # the finest level, before the coarse ones run
+
+    tail_tol = float(solve_kwargs.get("tail_tol", 1e-10))
+    runs = _Runs(model, domain, rho0, times, form, solve_kwargs)
+    by_resolution = _ResolutionStudy(resolutions, domains[-1])
+    by_tolerance = _ToleranceStudy(tols)
+    try:
+        by_resolution.run(runs, domains, rtol, atol, tail_tol)
+        if tolerance_resolution is not None:
+            by_tolerance.domain = domain.with_resolution(int(tolerance_resolution))
+        else:  # the coarsest level resolved to the end, else the one resolved longest
+            by_tolerance.domain = by_resolution.longest_resolved(domains, times)
+            if not np.isfinite(max(by_resolution.t_ok)):
+                by_tolerance.skip()  # no level resolves the start: nothing to study (diagnose says so)
+        by_tolerance.run(runs)
+    except KeyboardInterrupt as exc:  # the finished runs kept, the others NaN and named
+        msg = _interruption(by_resolution, by_tolerance)
+        by_resolution.not_run(times.size)
+        partial = _study(runs, by_resolution, by_tolerance, rtol, atol, tail_tol, wall0,
+                         interrupted=msg)
+        raise Interrupted(msg, partial) from exc
+    return _study(runs, by_resolution, by_tolerance, rtol, atol, tail_tol, wall0)
+
+
+def _check_study(levels: int, tolerances: Sequence[float]) -> np.ndarray:
+    """The tolerances of the study as an array, after checking ``levels`` and them."""
     if int(levels) < 2:
         msg = f"levels must be >= 2, got {levels!r}"
         raise ValueError(msg)
@@ -155,128 +187,97 @@ def self_convergence(
     if tols.size and (np.any(tols <= 0) or np.any(np.diff(tols) >= 0)):
         msg = f"tolerances must be positive and strictly decreasing, got {list(tolerances)!r}"
         raise ValueError(msg)
-    wall0 = _time.perf_counter()
-    times = np.atleast_1d(np.asarray(t, dtype=float))
-    resolutions = [domain.resolution * 2**j for j in range(int(levels))]
-    domains = [domain.with_resolution(r) for r in resolutions]
-    fine = domains[-1]
-    check_solve_memory(fine, times.size)  # the finest level, before the coarse ones run
+    return tols
 
-    tail_tol = float(solve_kwargs.get("tail_tol", 1e-10))
-    coefs: list[np.ndarray] = []
-    t_ok: list[float] = []
-    steps: list[int] = []
-    ok_flags: list[int] = []
-    reasons: list[str] = []
-    needed: list[int] = []
-    cq: list[np.ndarray] = []
-    steps_q = np.zeros(tols.size, dtype=int)
-    tok_q = np.full(tols.size, np.nan)
-    res_tol = None
-    runs: list[dict[str, Any]] = []  # the attrs of every run made, for the study's own
-    try:
+
+@dataclass
+class _Runs:
+    """What the two studies share: the problem (``domain`` the coarsest, on which ``rho0``
+    is given) and the attrs of every run made, for the study's own."""
+
+    model: Model
+    domain: Domain
+    rho0: Any
+    times: np.ndarray
+    form: str
+    solve_kwargs: dict[str, Any]
+    attrs: list[dict[str, Any]] = field(default_factory=list)
+
+    def solve(self, dom: Domain, rtol: float, atol: float) -> xr.Dataset:
+        """One run on ``dom`` with refinement disabled, its attrs kept."""
+        ds = solve(self.model, dom, _initial_on(dom, self.domain, self.rho0), self.times,
+                   rtol=rtol, atol=atol, max_resolution=dom.resolution, throw=False,
+                   form=self.form, **self.solve_kwargs)
+        self.attrs.append(dict(ds.attrs))
+        return ds
+
+
+@dataclass
+class _ResolutionStudy:
+    """The runs at resolutions ``R 2^j`` in order, compared on the finest grid ``fine``: a
+    level whose start is not resolved, or that was not run, holds NaN coefficients."""
+
+    resolutions: list[int]
+    fine: Domain
+    coefs: list[np.ndarray] = field(default_factory=list)
+    t_ok: list[float] = field(default_factory=list)
+    steps: list[int] = field(default_factory=list)
+    ok_flags: list[int] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+    needed: list[int] = field(default_factory=list)
+
+    def add(self, coefs: np.ndarray, t_ok: float, steps: int, ok: int, reason: str,
+            needed: int) -> None:
+        self.coefs.append(coefs)
+        self.t_ok.append(t_ok)
+        self.steps.append(steps)
+        self.ok_flags.append(ok)
+        self.reasons.append(reason)
+        self.needed.append(needed)
+
+    def _none(self, n_times: int) -> np.ndarray:
+        return np.full((n_times,) + np.shape(self.fine.forward(self.fine.uniform())), np.nan,
+                       dtype=complex)
+
+    def run(self, runs: _Runs, domains: list[Domain], rtol: float, atol: float,
+            tail_tol: float) -> None:
         for dom in domains:
             try:
-                ds = solve(model, dom, _initial_on(dom, domain, rho0), times, rtol=rtol,
-                           atol=atol, max_resolution=dom.resolution, throw=False, form=form,
-                           **solve_kwargs)
+                ds = runs.solve(dom, rtol, atol)
             except ValueError as exc:  # rho0 itself is not resolved at this resolution
                 if "not resolved" not in str(exc):
                     raise
-                coefs.append(np.full((times.size,) + np.shape(fine.forward(fine.uniform())),
-                                     np.nan, dtype=complex))
-                t_ok.append(-math.inf)
-                steps.append(0)
-                ok_flags.append(0)
-                reasons.append(str(exc))
-                needed.append(2 * dom.resolution)
+                self.add(self._none(runs.times.size), -math.inf, 0, 0, str(exc), 2 * dom.resolution)
                 continue
-            runs.append(dict(ds.attrs))
-            coefs.append(_coefficients_at(ds, dom, fine, times))
-            t_ok.append(float(ds.attrs["t_reached"]))
-            steps.append(int(ds.attrs["num_accepted"]))
-            ok_flags.append(int(ds.attrs["successful"]))
-            reasons.append(str(ds.attrs["stop_reason"]))
-            needed.append(_needed(ds, tail_tol))
-        if tolerance_resolution is not None:
-            res_tol = domain.with_resolution(int(tolerance_resolution))
-        else:  # the coarsest level resolved to the end, else the one resolved longest
-            done = [j for j in range(len(domains)) if t_ok[j] >= times[-1] * (1 - 1e-12)]
-            res_tol = domains[done[0] if done else int(np.argmax(t_ok))]
-        if tolerance_resolution is None and not np.isfinite(max(t_ok)):
-            tols = tols[:0]  # no level resolves the start: nothing to study (diagnose says so)
-            steps_q, tok_q = steps_q[:0], tok_q[:0]
-        for j, tol in enumerate(tols):
-            ds = solve(model, res_tol, _initial_on(res_tol, domain, rho0), times,
-                       rtol=float(tol), atol=float(tol) * 1e-4,
-                       max_resolution=res_tol.resolution, throw=False, form=form,
-                       **solve_kwargs)
-            runs.append(dict(ds.attrs))
-            cq.append(_coefficients_at(ds, res_tol, res_tol, times))
-            steps_q[j] = int(ds.attrs["num_accepted"])
-            tok_q[j] = float(ds.attrs["t_reached"])
-    except KeyboardInterrupt as exc:  # the finished runs kept, the others NaN and named
-        missing = [str(r) for r in resolutions[len(coefs):]]
-        missing_q = [f"{tol:g}" for tol in tols[len(cq):]]
-        running = (f"resolution {missing[0]}" if missing else
-                   f"tolerance {missing_q[0]}" if missing_q else "the comparison")
-        not_run = "; ".join(
-            part for part in (f"resolutions not run: {', '.join(missing)}" if missing else "",
-                              f"tolerances not run: {', '.join(missing_q)}" if missing_q else "")
-            if part)
-        msg = (f"self_convergence interrupted while running {running}"
-               f"{'; ' + not_run if not_run else ''} (the study is incomplete: its differences "
-               "and orders compare only the runs finished)")
-        for r in missing:
-            coefs.append(np.full((times.size,) + np.shape(fine.forward(fine.uniform())),
-                                 np.nan, dtype=complex))
-            t_ok.append(math.nan)
-            steps.append(0)
-            ok_flags.append(0)
-            reasons.append(f"not run (interrupted) at resolution {r}")
-            needed.append(0)
-        partial = _study(model, domain, times, resolutions, fine, coefs, t_ok, steps, ok_flags,
-                         reasons, needed, tols, cq, steps_q, tok_q,
-                         res_tol if res_tol is not None else domain, rtol, atol, form, tail_tol,
-                         runs, wall0, interrupted=msg)
-        raise Interrupted(msg, partial) from exc
-    assert res_tol is not None
-    return _study(model, domain, times, resolutions, fine, coefs, t_ok, steps, ok_flags, reasons,
-                  needed, tols, cq, steps_q, tok_q, res_tol, rtol, atol, form, tail_tol, runs,
-                  wall0)
+            self.add(_coefficients_at(ds, dom, self.fine, runs.times),
+                     float(ds.attrs["t_reached"]), int(ds.attrs["num_accepted"]),
+                     int(ds.attrs["successful"]), str(ds.attrs["stop_reason"]),
+                     _needed(ds, tail_tol))
 
+    def longest_resolved(self, domains: list[Domain], times: np.ndarray) -> Domain:
+        """The coarsest level resolved to the final time, else the one resolved longest."""
+        done = [j for j in range(len(domains)) if self.t_ok[j] >= times[-1] * (1 - 1e-12)]
+        return domains[done[0] if done else int(np.argmax(self.t_ok))]
 
-def _study(model: Model, domain: Domain, times: np.ndarray, resolutions: list[int],
-           fine: Domain, coefs: list[np.ndarray], t_ok: list[float], steps: list[int],
-           ok_flags: list[int], reasons: list[str], needed: list[int], tols: np.ndarray,
-           cq: list[np.ndarray], steps_q: np.ndarray, tok_q: np.ndarray, res_tol: Domain,
-           rtol: float, atol: float, form: str, tail_tol: float, runs: list[dict[str, Any]],
-           wall0: float, interrupted: str | None = None) -> xr.Dataset:
-    """The Dataset of :func:`self_convergence` from its runs (the tolerance runs ``cq``: the
-    first ones of ``tols``; the others, not run, are NaN; ``runs`` the attrs of the runs made;
-    ``interrupted`` the message of an interrupted study)."""
-    L = len(resolutions)
-    diff_r = np.full((L, times.size), np.nan)
-    err_r = np.full((L, times.size), np.nan)
-    for j in range(L - 1):
-        diff_r[j] = _norms(fine, coefs[j], coefs[j + 1])
-        err_r[j] = _norms(fine, coefs[j], coefs[-1])
-    order_r = _orders(diff_r, np.full(L, 2.0))
-    T = tols.size
-    diff_q = np.full((T, times.size), np.nan)
-    err_q = np.full((T, times.size), np.nan)
-    if T:
-        for j in range(len(cq) - 1):
-            diff_q[j] = _norms(res_tol, cq[j], cq[j + 1])
-            if len(cq) == T:  # to the tightest tolerance, only once it has run
-                err_q[j] = _norms(res_tol, cq[j], cq[-1])
-        ratio = np.append(tols[:-1] / tols[1:], 10.0)
-        order_q = _orders(diff_q, ratio)
-    else:
-        order_q = diff_q.copy()
+    def missing(self) -> list[int]:
+        """The resolutions not run (yet)."""
+        return self.resolutions[len(self.coefs):]
 
-    ds = xr.Dataset(
-        {
+    def not_run(self, n_times: int) -> None:
+        """Fill the levels not run (an interrupted study): NaN, named in ``reasons``."""
+        for r in self.missing():
+            self.add(self._none(n_times), math.nan, 0, 0,
+                     f"not run (interrupted) at resolution {r}", 0)
+
+    def variables(self, times: np.ndarray) -> dict[str, Any]:
+        L = len(self.resolutions)
+        diff_r = np.full((L, times.size), np.nan)
+        err_r = np.full((L, times.size), np.nan)
+        for j in range(L - 1):
+            diff_r[j] = _norms(self.fine, self.coefs[j], self.coefs[j + 1])
+            err_r[j] = _norms(self.fine, self.coefs[j], self.coefs[-1])
+        order_r = _orders(diff_r, np.full(L, 2.0))
+        return {
             "difference_resolution": (("resolution", "time"), diff_r, {
                 "long_name": "L2 difference to the next resolution"}),
             "error_resolution": (("resolution", "time"), err_r, {
@@ -284,36 +285,114 @@ def _study(model: Model, domain: Domain, times: np.ndarray, resolutions: list[in
             "order_resolution": (("resolution", "time"), order_r, {
                 "long_name": ("observed order under resolution doubling, log2 of successive "
                               "difference ratios")}),
-            "t_resolved": ("resolution", np.array(t_ok), {
+            "t_resolved": ("resolution", np.array(self.t_ok), {
                 "long_name": "last time the resolution monitor accepted the solution"}),
-            "successful_resolution": ("resolution", np.array(ok_flags)),
-            "steps_resolution": ("resolution", np.array(steps)),
-            "resolution_needed": ("resolution", np.array(needed), {
+            "successful_resolution": ("resolution", np.array(self.ok_flags)),
+            "steps_resolution": ("resolution", np.array(self.steps)),
+            "resolution_needed": ("resolution", np.array(self.needed), {
                 "long_name": "resolution the monitor's estimate asks for where the level stopped early"}),
+        }
+
+
+@dataclass
+class _ToleranceStudy:
+    """The runs at tolerances ``rtol = tols[j]`` (``atol = rtol 1e-4``) on one grid,
+    ``domain``; those not run are NaN."""
+
+    tols: np.ndarray
+    domain: Domain | None = None
+    coefs: list[np.ndarray] = field(default_factory=list)
+    steps: np.ndarray = field(init=False)
+    t_ok: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.steps = np.zeros(self.tols.size, dtype=int)
+        self.t_ok = np.full(self.tols.size, np.nan)
+
+    def skip(self) -> None:
+        """No tolerance study (no level of the resolution study resolves the start)."""
+        self.tols, self.steps, self.t_ok = self.tols[:0], self.steps[:0], self.t_ok[:0]
+
+    def run(self, runs: _Runs) -> None:
+        dom = self.domain
+        assert dom is not None
+        for j, tol in enumerate(self.tols):
+            ds = runs.solve(dom, float(tol), float(tol) * 1e-4)
+            self.coefs.append(_coefficients_at(ds, dom, dom, runs.times))
+            self.steps[j] = int(ds.attrs["num_accepted"])
+            self.t_ok[j] = float(ds.attrs["t_reached"])
+
+    def missing(self) -> list[str]:
+        """The tolerances not run (yet), as written in messages."""
+        return [f"{tol:g}" for tol in self.tols[len(self.coefs):]]
+
+    def variables(self, times: np.ndarray, dom: Domain) -> dict[str, Any]:
+        cq, T = self.coefs, self.tols.size
+        diff_q = np.full((T, times.size), np.nan)
+        err_q = np.full((T, times.size), np.nan)
+        if T:
+            for j in range(len(cq) - 1):
+                diff_q[j] = _norms(dom, cq[j], cq[j + 1])
+                if len(cq) == T:  # to the tightest tolerance, only once it has run
+                    err_q[j] = _norms(dom, cq[j], cq[-1])
+            ratio = np.append(self.tols[:-1] / self.tols[1:], 10.0)
+            order_q = _orders(diff_q, ratio)
+        else:
+            order_q = diff_q.copy()
+        return {
             "difference_tolerance": (("tolerance", "time"), diff_q, {
                 "long_name": "L2 difference to the next (tighter) tolerance"}),
             "error_tolerance": (("tolerance", "time"), err_q, {
                 "long_name": "L2 difference to the tightest tolerance"}),
             "order_tolerance": (("tolerance", "time"), order_q, {
                 "long_name": "observed order in the tolerance"}),
-            "t_resolved_tolerance": ("tolerance", tok_q),
-            "steps_tolerance": ("tolerance", steps_q),
-        },
+            "t_resolved_tolerance": ("tolerance", self.t_ok),
+            "steps_tolerance": ("tolerance", self.steps),
+        }
+
+
+def _interruption(by_resolution: _ResolutionStudy, by_tolerance: _ToleranceStudy) -> str:
+    """The message of an interrupted study: the run it was in and the runs not done."""
+    missing = [str(r) for r in by_resolution.missing()]
+    missing_q = by_tolerance.missing()
+    running = (f"resolution {missing[0]}" if missing else
+               f"tolerance {missing_q[0]}" if missing_q else "the comparison")
+    not_run = "; ".join(
+        part for part in (f"resolutions not run: {', '.join(missing)}" if missing else "",
+                          f"tolerances not run: {', '.join(missing_q)}" if missing_q else "")
+        if part)
+    return (f"self_convergence interrupted while running {running}"
+            f"{'; ' + not_run if not_run else ''} (the study is incomplete: its differences "
+            "and orders compare only the runs finished)")
+
+
+def _study(runs: _Runs, by_resolution: _ResolutionStudy, by_tolerance: _ToleranceStudy,
+           rtol: float, atol: float, tail_tol: float, wall0: float,
+           interrupted: str | None = None) -> xr.Dataset:
+    """The Dataset of :func:`self_convergence` from its two studies (the tolerance runs: the
+    first ones of its ``tols``; the others, not run, are NaN; ``interrupted`` the message of
+    an interrupted study)."""
+    times, domain = runs.times, runs.domain
+    res_tol = by_tolerance.domain if by_tolerance.domain is not None else domain
+    ds = xr.Dataset(
+        {**by_resolution.variables(times), **by_tolerance.variables(times, res_tol)},
         coords={
-            "resolution": ("resolution", np.array(resolutions)),
-            "tolerance": ("tolerance", tols),
+            "resolution": ("resolution", np.array(by_resolution.resolutions)),
+            "tolerance": ("tolerance", by_tolerance.tols),
             "time": ("time", times, {"units": "1"}),
         },
     )
-    reached = [float(r["t_reached"]) for r in runs if math.isfinite(float(r["t_reached"]))]
+    made = runs.attrs
+    reached = [float(r["t_reached"]) for r in made if math.isfinite(float(r["t_reached"]))]
     ds.attrs.update(result_attrs(
         title="self-convergence study (meanfield.convergence)",
-        solver="meanfield.convergence", model=model.to_json(),
+        solver="meanfield.convergence", model=runs.model.to_json(),
         settings={"domain": domain.state(), "tolerance_resolution": int(res_tol.resolution),
-                  "form": form, "tail_tol": float(tail_tol), "stop_reasons": list(reasons)},
-        scheme=runs[0]["scheme"] if runs else "",
-        controller=runs[0]["controller"] if runs else "", rtol=rtol, atol=atol, dt=None,
-        stats=summed_stats(runs),
+                  "form": runs.form, "tail_tol": float(tail_tol),
+                  "stop_reasons": list(by_resolution.reasons)},
+        scheme=made[0]["scheme"] if made else "",
+        controller=made[0]["controller"] if made else "", rtol=rtol, atol=atol, dt=None,
+        stats=summed_stats(made),
         stop_reason=(StopReason.SUCCESS.value if interrupted is None
                      else f"{StopReason.INTERRUPTED.value}: {interrupted}"),
         successful=interrupted is None,

@@ -33,8 +33,7 @@ def unresolved(domain: Domain, c: np.ndarray, tail_tol: float, negative_tol: flo
     lo, hi = float(np.min(rho + domain.roundoff(c))), float(np.max(np.abs(rho)))
     if lo < -negative_tol * hi:
         return f"density is negative (min {lo:.3g}, below -negative_tol*max = {-negative_tol * hi:.3g})"
-    conditioning = getattr(domain, "conditioning", None)  # ZonalSphere: the float64 limit
-    return None if conditioning is None else conditioning(c)
+    return domain.conditioning(c)  # ZonalSphere: the float64 limit
 
 
 class ResolutionMonitor:

@@ -159,6 +159,51 @@ def solve(
         check_writable(out, overwrite=overwrite, name="out")
     check_solve_memory(domain, times.size)  # refuse with the figure before any work
     tab = get_scheme(scheme)
+    controller = _controller(tab, controller, rtol, atol)
+    if not (math.isfinite(cfl) and cfl > 0):
+        msg = f"cfl must be finite and > 0, got {cfl!r}"
+        raise ValueError(msg)
+    max_res = _max_resolution(domain, max_resolution)
+    make_flow(model, domain, form)  # validates the model for the PDE before any work
+    start = domain
+    domain, c = _resolved_start(domain, rho0, tail_tol, negative_tol, max_res)
+    run = _Run(model, form, tab, cfl)
+    monitor = ResolutionMonitor(run.rebuild, tail_tol=tail_tol, negative_tol=negative_tol,
+                                max_resolution=max_res, filter_order=filter_order,
+                                outputs=times.size)
+    trackers = list(trackers)
+    if progress:
+        trackers.append(ProgressTracker(desc=f"solve {domain.name}",
+                                        postfix=lambda dom: {"N": dom.resolution}))
+    sol = integrate(run.rebuild(domain), c, times, controller=controller, output=run.output,
+                    dt0=dt0, max_steps=max_steps, monitors=[monitor], trackers=trackers,
+                    step_bound=run.cfl_bound, context=domain)
+    saved = run.kept(sol)
+    settings = {
+        "domain": saved[-1][2].state(), "initial_domain": start.state(), "form": form,
+        "cfl": float(cfl), "tail_tol": float(tail_tol), "negative_tol": float(negative_tol),
+        "max_resolution": int(max_res), "filter_order": filter_order,
+        "num_refinements": monitor.refinements,
+        "atol_relative": bool(getattr(controller, "atol_relative", False)),
+    }
+    ds = _assemble(saved, model, settings, tab, controller, sol)
+    if not sol.successful and continue_lagrangian and sol.reason is StopReason.UNRESOLVED:
+        return _hand_over(model, ds, times, throw=throw, out=out)
+    return finish(sol, ds, name="solve", error=ResolutionError, throw=throw, out=out,
+                  kept="results are kept up to the last resolved time")
+
+
+_KEYWORDS = tuple(inspect.signature(solve).parameters)[4:]
+"""The arguments of :func:`solve` after ``(model, domain, rho0, t)``."""
+
+
+# -- the checks and the start ------------------------------------------------------------------
+
+
+def _controller(tab: ButcherTableau, controller: PIController | ConstantStep | None,
+                rtol: float | None, atol: float | None) -> PIController | ConstantStep:
+    """The step-size control of :func:`solve`: the one given, checked against the scheme, or
+    the default ``PIController`` (``atol`` relative unless given)."""
     if controller is None:
         if not tab.adaptive:
             msg = f"scheme {tab.name!r} has no error estimate: pass controller=ConstantStep(dt)"
@@ -171,9 +216,12 @@ def solve(
     if controller.adaptive and not tab.adaptive:
         msg = f"scheme {tab.name!r} has no error estimate: use controller=ConstantStep(dt)"
         raise ValueError(msg)
-    if not (math.isfinite(cfl) and cfl > 0):
-        msg = f"cfl must be finite and > 0, got {cfl!r}"
-        raise ValueError(msg)
+    return controller
+
+
+def _max_resolution(domain: Domain, max_resolution: int | None) -> int:
+    """The largest resolution refinement may reach (default ``8 domain.resolution``); one
+    that refinement (which doubles) cannot reach is refused."""
     max_res = 8 * domain.resolution if max_resolution is None else int(max_resolution)
     if max_res < domain.resolution:
         msg = f"max_resolution={max_res} is below the domain's resolution {domain.resolution}"
@@ -184,16 +232,19 @@ def solve(
                f"disables it; give max_resolution={domain.resolution} to say so, or >= "
                f"{2 * domain.resolution}")
         raise ValueError(msg)
-    make_flow(model, domain, form)  # validates the model for the PDE before any work
+    return max_res
 
-    # -- the initial state, refined until resolved (callables only) ------------------
-    start_domain = domain
+
+def _resolved_start(domain: Domain, rho0: Any, tail_tol: float, negative_tol: float,
+                    max_res: int) -> tuple[Domain, np.ndarray]:
+    """The initial state and its domain, refined until resolved (callables only): the first
+    resolution whose spectral tail is within ``tail_tol``."""
     while True:
         rho = check_density(domain, rho0, negative_tol=negative_tol)
         c = domain.forward(rho)
         tail0 = domain.tail(c)
         if tail0 <= tail_tol:
-            break
+            return domain, c
         if not callable(rho0) or domain.resolution * 2 > max_res:
             msg = (
                 f"rho0 is not resolved at resolution {domain.resolution}: spectral tail "
@@ -203,64 +254,68 @@ def solve(
             raise ValueError(msg)
         domain = domain.with_resolution(domain.resolution * 2)
 
-    current: dict[str, Flow] = {}
 
-    def rebuild(dom: Domain) -> RungeKutta:
-        flow = current["flow"] = make_flow(model, dom, form)
-        return RungeKutta(flow.drift, tab, linear=flow.linear)
+# -- the run ---------------------------------------------------------------------------------
 
-    def cfl_bound() -> float:
-        flow = current["flow"]
+
+_Saved = tuple[float, np.ndarray, Domain, tuple[float, float, float, float]]
+"""One output of a run: time, coefficients, their domain and :func:`_diagnostics`."""
+
+
+class _Run:
+    """The parts of one :func:`solve` run that the engine calls back: the stepper of the
+    current grid (rebuilt by the resolution monitor when it refines), the CFL bound of its
+    flow and the outputs with their diagnostics."""
+
+    def __init__(self, model: Model, form: str, tab: ButcherTableau, cfl: float) -> None:
+        self.model, self.form, self.tab, self.cfl = model, form, tab, cfl
+        self.flow: Flow | None = None
+        self.saved: list[_Saved] = []
+
+    def rebuild(self, dom: Domain) -> RungeKutta:
+        flow = self.flow = make_flow(self.model, dom, self.form)
+        return RungeKutta(flow.drift, self.tab, linear=flow.linear)
+
+    def cfl_bound(self) -> float:
+        flow = self.flow
+        assert flow is not None
         speed = flow.max_speed  # computed on demand by fused drifts: read once
-        return cfl * flow.domain.min_spacing / speed if speed > 0 else math.inf
+        return self.cfl * flow.domain.min_spacing / speed if speed > 0 else math.inf
 
-    saved: list[tuple[float, np.ndarray, Domain, tuple[float, float, float, float]]] = []
+    def output(self, k: int, tk: float, ck: np.ndarray, dom: Domain) -> None:
+        assert self.flow is not None
+        self.saved.append((tk, ck.copy(), dom, _diagnostics(self.flow, ck)))
 
-    def output(k: int, tk: float, ck: np.ndarray, dom: Domain) -> None:
-        flow = current["flow"]
-        saved.append((tk, ck.copy(), dom, _diagnostics(flow, ck)))
-
-    monitor = ResolutionMonitor(rebuild, tail_tol=tail_tol, negative_tol=negative_tol,
-                                max_resolution=max_res, filter_order=filter_order,
-                                outputs=times.size)
-    trackers = list(trackers)
-    if progress:
-        trackers.append(ProgressTracker(desc=f"solve {domain.name}",
-                                        postfix=lambda dom: {"N": dom.resolution}))
-    sol = integrate(rebuild(domain), c, times, controller=controller, output=output, dt0=dt0,
-                    max_steps=max_steps, monitors=[monitor], trackers=trackers,
-                    step_bound=cfl_bound, context=domain)
-    # a monitor's Stop keeps the last state it accepted: outputs interpolated inside the step
-    # it refused are not a resolved density (issue 22), drop them
-    saved[:] = [e for e in saved if e[0] <= sol.t_reached]
-    if sol.t_reached > saved[-1][0]:  # partial results up to the last accepted state
-        dom = sol.context
-        saved.append((sol.t_reached, sol.y.copy(), dom,
-                      _diagnostics(make_flow(model, dom, form), sol.y)))
-    if not sol.successful:  # keep only slices that are densities on the final grid (issue 22)
-        _drop_non_densities(saved)
-    settings = {
-        "domain": saved[-1][2].state(), "initial_domain": start_domain.state(), "form": form,
-        "cfl": float(cfl), "tail_tol": float(tail_tol), "negative_tol": float(negative_tol),
-        "max_resolution": int(max_res), "filter_order": filter_order,
-        "num_refinements": monitor.refinements,
-        "atol_relative": bool(getattr(controller, "atol_relative", False)),
-    }
-    ds = _assemble(saved, model, settings, tab, controller, sol)
-    if not sol.successful and continue_lagrangian and sol.reason is StopReason.UNRESOLVED:
-        from meanfield.lagrangian.continuation import continue_lagrangian as carry_on
-
-        try:
-            return carry_on(model, ds, times, throw=throw, out=out, overwrite=True)
-        except IntegrationError:
-            _write(ds, out)  # the spectral part is not lost
-            raise
-    return finish(sol, ds, name="solve", error=ResolutionError, throw=throw, out=out,
-                  kept="results are kept up to the last resolved time")
+    def kept(self, sol: Any) -> list[_Saved]:
+        """The outputs that are resolved densities, and the last accepted state after them."""
+        saved = self.saved
+        # a monitor's Stop keeps the last state it accepted: outputs interpolated inside the
+        # step it refused are not a resolved density (issue 22), drop them
+        saved[:] = [e for e in saved if e[0] <= sol.t_reached]
+        if sol.t_reached > saved[-1][0]:  # partial results up to the last accepted state
+            dom = sol.context
+            saved.append((sol.t_reached, sol.y.copy(), dom,
+                          _diagnostics(make_flow(self.model, dom, self.form), sol.y)))
+        if not sol.successful:  # keep only slices that are densities on the final grid (issue 22)
+            _drop_non_densities(saved)
+        return saved
 
 
-_KEYWORDS = tuple(inspect.signature(solve).parameters)[4:]
-"""The arguments of :func:`solve` after ``(model, domain, rho0, t)``."""
+# -- the finish ------------------------------------------------------------------------------
+
+
+def _hand_over(model: Model, ds: xr.Dataset, times: np.ndarray, *, throw: bool,
+               out: str | Path | None) -> xr.Dataset:
+    """The run carried on by characteristics from its last resolved state
+    (:func:`meanfield.lagrangian.continuation.continue_lagrangian`); the spectral part is
+    written to ``out`` when the continuation fails."""
+    from meanfield.lagrangian.continuation import continue_lagrangian as carry_on
+
+    try:
+        return carry_on(model, ds, times, throw=throw, out=out, overwrite=True)
+    except IntegrationError:
+        _write(ds, out)  # the spectral part is not lost
+        raise
 
 
 def _solve_schedule(schedule: Schedule, domain: Domain, rho0: Any, t: Any, *,
@@ -306,12 +361,11 @@ def _solve_schedule(schedule: Schedule, domain: Domain, rho0: Any, t: Any, *,
 
 def _drop_non_densities(saved: list) -> None:
     """Drop trailing slices that the final (finest) grid no longer holds as a density
-    (:meth:`ZonalSphere.conditioning`: negative mass or mass drift beyond ``1e-6``): the
-    resolution monitor checked each at its own resolution, but the Dataset is assembled on
-    the finest one. The first slice is always kept."""
+    (:meth:`Domain.conditioning`; on a ``ZonalSphere`` negative mass or mass drift beyond
+    ``1e-6``): the resolution monitor checked each at its own resolution, but the Dataset is
+    assembled on the finest one. The first slice is always kept."""
     final = max((e[2] for e in saved), key=lambda d: d.resolution)
-    check = getattr(final, "conditioning", None)
-    while check is not None and len(saved) > 1 and check(final.prolong(saved[-1][1], saved[-1][2])):
+    while len(saved) > 1 and final.conditioning(final.prolong(saved[-1][1], saved[-1][2])):
         saved.pop()
 
 

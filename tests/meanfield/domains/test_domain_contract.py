@@ -13,10 +13,12 @@ numbers involved, written next to each check.
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
 import pytest
+import xarray as xr
 
 import meanfield as mf
 from meanfield.domains import Circle, Domain, NodeRule, command_line_domains
@@ -531,6 +533,61 @@ def test_node_rule(domain):
     assert float(np.sum(carried * rule.omega)) == pytest.approx(1.0, rel=tol)
 
 
+def density_dataset(domain: Domain, time: float = 0.5) -> xr.Dataset:
+    """One saved slice of :func:`density` as a spectral result records it (``density (time,
+    *dims)``, the domain in ``attrs["settings"]``): what the continuation reads."""
+    coords = {"time": ("time", [time]), **{k: (k, np.asarray(v)) for k, v in domain.coords.items()}}
+    return xr.Dataset({"density": (("time", *domain.dims), density(domain)[None])}, coords=coords,
+                      attrs={"settings": json.dumps({"domain": domain.state()})})
+
+
+@domains
+def test_conditioning(domain):
+    """``Domain.conditioning``: the coefficients of a smooth density are a density in float64
+    (``None``); a state of negative mass is not, for a domain that checks it (a sentence); the
+    default holds every state of the basis (``None``)."""
+    c = domain.forward(density(domain))
+    assert domain.conditioning(c) is None
+    if type(domain).conditioning is Domain.conditioning:
+        assert domain.conditioning(-c) is None
+    else:
+        why = domain.conditioning(-c)
+        assert isinstance(why, str) and why
+
+
+@domains
+def test_lagrangian_reduction(domain):
+    """The nodes that carry a spectral result on (``solve(..., continue_lagrangian=True)``):
+    those of the domain's symmetry reduction, a key of ``REDUCED_STARTS`` on a
+    symmetry-reduced basis, or (``None``) the full nodes of ``node_rule``. Either way they hold
+    the density's mass 1 (``sum w = int rho dA``, the grid's quadrature on the grid's nodes):
+    a sum of ``n`` positive terms, ``(n + 128) eps`` relative, as in :func:`test_node_rule`."""
+    from meanfield.lagrangian.continuation import REDUCED_STARTS, handover_nodes
+    from meanfield.lagrangian.nodes import Nodes
+
+    reduction = type(domain).lagrangian_reduction
+    assert reduction is None or (reduction in REDUCED_STARTS and domain.symmetry_reduced)
+    try:
+        start = handover_nodes(density_dataset(domain), 0.5)
+    except ValueError as exc:  # no node rule (the default) or one too large: refused by name
+        assert reduction is None and ("no node rule" in str(exc) or "GiB of memory" in str(exc))
+        return
+    if reduction is None:
+        assert isinstance(start, Nodes)
+    else:
+        assert start.reduction == reduction
+    w = np.asarray(start.weights)
+    assert np.all(w >= 0) and float(np.sum(w)) == pytest.approx(1.0, rel=(w.size + 128) * EPS)
+
+
+def test_an_unknown_lagrangian_reduction_is_refused_by_name(monkeypatch):
+    monkeypatch.setattr(Circle, "lagrangian_reduction", "spirals")
+    from meanfield.lagrangian.continuation import handover_nodes
+
+    with pytest.raises(ValueError, match=r"Circle\(N=8.*lagrangian_reduction='spirals'.*known: \['rings'\]"):
+        handover_nodes(density_dataset(Circle(8)), 0.5)
+
+
 # -- a domain added by a user: registered, run through solve, unregistered -------------------
 
 
@@ -584,6 +641,8 @@ def test_a_new_domain_runs_through_the_contract_and_solve(composed_circle, rng):
         test_from_options(domain)
         test_low_modes_are_real_modes(domain)
         test_node_rule(domain)
+        test_conditioning(domain)
+        test_lagrangian_reduction(domain)
         test_round_trip_and_new_arrays(domain, rng)
         for flow in FLOWS:
             test_drift_equals_its_composition(domain, *flow)
