@@ -42,7 +42,7 @@ def test_attrs_come_from_the_result_schema(study) -> None:
     assert Domain.from_state(s["domain"]) == Circle(32)
     assert s["tolerance_resolution"] == 32 and s["form"] == "continuity" and s["tail_tol"] == 1e-2
     assert len(s["stop_reasons"]) == 3
-    assert study.attrs["solver"] == "meanfield.spectral.convergence"
+    assert study.attrs["solver"] == "meanfield.convergence"
     assert study.attrs["successful"] == 1 and study.attrs["stop_reason"] == StopReason.SUCCESS.value
     assert study.attrs["t_reached"] == 1.2 and study.attrs["scheme"] == "dopri5"
     assert study.attrs["rtol"] == 1e-10 and study.attrs["atol"] == 1e-14
