@@ -1,7 +1,7 @@
 """The benchmark ratios of docs/ for two source trees, before and after, in one run.
 
     python benchmarks/bench_before_after.py [--before 7b3e256|PATH] [--after PATH]
-        [--repeats 5] [--quick] [--benches circle sphere lagrangian phase] [--out FILE.json]
+        [--repeats 3] [--quick] [--benches circle sphere lagrangian phase] [--out FILE.json]
 
 Each ratio is a time over a floor measured in the same process, by the tree's own benchmark
 code (``benchmarks/`` of that tree, importing that tree's ``meanfield``):
@@ -36,6 +36,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -49,13 +50,14 @@ from typing import Any
 HERE = Path(__file__).resolve()
 BENCHES = ("circle", "sphere", "lagrangian", "phase")
 FULL: dict[str, dict[str, Any]] = {
-    "circle": {"N": [256, 1024, 4096], "repeat": 7, "rounds": 3},
+    "circle": {"N": [256, 1024], "repeat": 7, "rounds": 3},
     "sphere": {"lmax": [63, 127, 255], "repeat": 20, "rounds": 3},
     "lagrangian": {"n": 4096, "repeat": 7, "repeat_direct": 5},
     "phase": {"d": [2, 128], "betas": 3, "realizations": 256, "rounds": 1},
 }
-"""Sizes of a full run: the rows of the docs' tables that a 2-core machine measures in a few
-seconds each (the circle's N >= 16384 and the sphere's lmax = 511 take minutes to plan)."""
+"""Sizes of a full run: rows of the docs' tables that a 2-core machine measures in seconds
+(from N = 4096 on, the circle's floor takes longer to plan with FFTW_PATIENT than its timings
+take; the sphere's lmax = 511 takes a minute)."""
 QUICK: dict[str, dict[str, Any]] = {
     "circle": {"N": [256], "repeat": 2, "rounds": 1},
     "sphere": {"lmax": [31], "repeat": 2, "rounds": 1},
@@ -278,29 +280,28 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def measure(trees: dict[str, Path], benches: Sequence[str], sizes: dict[str, dict[str, Any]],
-            repeats: int, timeout: float) -> dict[str, list[dict[str, Any]]]:
-    """``repeats`` rounds; in each, every bench once per tree, in alternating order (ABBA...)."""
-    runs: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
-    for rep in range(repeats):
-        order = ("before", "after") if rep % 2 == 0 else ("after", "before")
-        for bench in benches:
-            for side in order:
-                t0 = time.perf_counter()
-                res = run_one(trees[side], bench, sizes[bench], timeout)
-                res.update(bench=bench, repeat=rep, wall_s=time.perf_counter() - t0,
-                           load=os.getloadavg()[0])
-                runs[side].append(res)
-                print(f"  repeat {rep + 1}/{repeats} {bench:>10} {side:>6}: "
-                      f"{res['wall_s']:.1f} s, load {res['load']:.1f}", file=sys.stderr, flush=True)
-    return runs
+def measure_repeat(trees: dict[str, Path], benches: Sequence[str],
+                   sizes: dict[str, dict[str, Any]], rep: int, timeout: float,
+                   runs: dict[str, list[dict[str, Any]]]) -> None:
+    """Repeat ``rep``: every bench once per tree, appended to ``runs``; the trees' order
+    alternates between repeats (ABBA...)."""
+    order = ("before", "after") if rep % 2 == 0 else ("after", "before")
+    for bench in benches:
+        for side in order:
+            t0 = time.perf_counter()
+            res = run_one(trees[side], bench, sizes[bench], timeout)
+            res.update(bench=bench, repeat=rep, wall_s=time.perf_counter() - t0,
+                       load=os.getloadavg()[0])
+            runs[side].append(res)
+            print(f"  repeat {rep + 1} {bench:>10} {side:>6}: {res['wall_s']:.1f} s, "
+                  f"load {res['load']:.1f}", file=sys.stderr, flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--before", default="7b3e256", help="a directory or a git revision of --after")
     p.add_argument("--after", default=str(HERE.parents[1]), help="a directory (default: this tree)")
-    p.add_argument("--repeats", type=int, default=5, help="subprocesses per tree and bench")
+    p.add_argument("--repeats", type=int, default=3, help="subprocesses per tree and bench")
     p.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
     p.add_argument("--benches", nargs="+", choices=BENCHES, default=list(BENCHES))
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per subprocess")
@@ -310,22 +311,26 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         raise ValueError(f"repeats must be >= 1, got {args.repeats}")
     after = Path(args.after).resolve()
     sizes = QUICK if args.quick else FULL
+    docs = doc_ratios(after)
+    runs: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
+    result = {"before": args.before, "after": str(after), "quick": args.quick,
+              "sizes": {b: sizes[b] for b in args.benches}, "load_start": os.getloadavg()[0]}
+    # a timeout's SIGTERM unwinds too, so that the extracted tree is removed
+    handler = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     scratch = Path(tempfile.mkdtemp(prefix="bench_before_"))
     try:
         trees = {"before": materialise(args.before, after, scratch), "after": after}
-        load0 = os.getloadavg()[0]
-        runs = measure(trees, args.benches, sizes, args.repeats, args.timeout)
+        for rep in range(args.repeats):
+            measure_repeat(trees, args.benches, sizes, rep, args.timeout, runs)
+            rows = [r for bench in args.benches for r in summarise(
+                {s: [x for x in runs[s] if x["bench"] == bench] for s in runs}, docs)]
+            result.update(repeats=rep + 1, load_end=os.getloadavg()[0], rows=rows, runs=runs)
+            if args.out:  # after every repeat: a run cut short keeps what it measured
+                Path(args.out).write_text(json.dumps(result, indent=1))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    rows = [r for bench in args.benches
-            for r in summarise({s: [x for x in runs[s] if x["bench"] == bench] for s in runs},
-                               doc_ratios(after))]
-    result = {"before": args.before, "after": str(after), "repeats": args.repeats,
-              "quick": args.quick, "sizes": {b: sizes[b] for b in args.benches},
-              "load_start": load0, "load_end": os.getloadavg()[0], "rows": rows, "runs": runs}
-    print(table(rows))
-    if args.out:
-        Path(args.out).write_text(json.dumps(result, indent=1))
+        signal.signal(signal.SIGTERM, handler)
+    print(table(result["rows"]))
     return result
 
 
