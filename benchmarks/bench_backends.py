@@ -52,7 +52,6 @@ import argparse
 import json
 import math
 import os
-import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -60,17 +59,14 @@ from typing import Any
 
 import numpy as np
 import torch
+from authors_scheme import FIG3_BETAS, beta_subset, euler_pair_inner
 from threadpoolctl import threadpool_limits
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from authors_scheme import FIG3_BETAS, beta_subset, euler_pair_inner  # noqa: E402
-
-from meanfield import Model  # noqa: E402
-from meanfield import backend as bk  # noqa: E402
-from particles.ensemble import simulate_ensemble  # noqa: E402
-from particles.velocity import velocity  # noqa: E402
-from validation.phase_diagram import phase_diagram, sample_tokens  # noqa: E402
+from meanfield import Model
+from meanfield import backend as bk
+from particles.ensemble import simulate_ensemble
+from particles.velocity import velocity
+from validation.phase_diagram import phase_diagram, sample_tokens
 
 SIZES = ((256, 64), (2048, 64), (8192, 128))
 N_TOKENS = 32

@@ -20,21 +20,17 @@ Usage: ``python benchmarks/bench_engine.py [--d 2 128] [--betas 1 4 9] [--repeat
 from __future__ import annotations
 
 import argparse
+import importlib
 import importlib.util
 import subprocess
-import sys
 import time
 import types
 from pathlib import Path
 
 import numpy as np
+from authors_scheme import TIMES, euler_cell
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-import importlib  # noqa: E402
-
-from authors_scheme import TIMES, euler_cell  # noqa: E402
 
 after = importlib.import_module("validation.phase_diagram")
 

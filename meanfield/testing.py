@@ -148,42 +148,55 @@ def figure_defects(fig: Any) -> list[str]:
     * two titles (the suptitle, the axes' titles) printed over each other.
     """
     renderer = _renderer(fig)
-    out: list[str] = []
     titles = _titles(fig)
-    boxes = [t.get_window_extent(renderer) for t in titles]
-    for i in range(len(boxes)):
-        for j in range(i + 1, len(boxes)):
-            if _overlap(boxes[i], boxes[j]):
-                out.append(f"titles {titles[i].get_text()!r} and {titles[j].get_text()!r} overlap")
+    out = [f"titles {titles[i].get_text()!r} and {titles[j].get_text()!r} overlap"
+           for i, j in _overlapping(titles, renderer)]
     for k, ax in enumerate(fig.axes):
         where = f"axes {k} ({ax.get_title() or ax.get_label() or 'untitled'!r})"
-        if hasattr(ax, "_colorbar"):
-            cb = ax._colorbar
-            if not (cb.ax.get_ylabel() or cb.ax.get_xlabel()).strip():
-                out.append(f"{where}: colorbar without a label")
-        if not ax.axison:
-            continue
-        for name, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
-            labels = _tick_labels(axis)
-            boxes = [t.get_window_extent(renderer) for t in labels]
-            for i in range(len(boxes)):
-                for j in range(i + 1, len(boxes)):
-                    if _overlap(boxes[i], boxes[j]):
-                        out.append(f"{where}: {name} tick labels {labels[i].get_text()!r} and "
-                                   f"{labels[j].get_text()!r} overlap")
-            small = sorted({t.get_fontsize() for t in labels if t.get_fontsize() < MIN_TICK_FONT_PT})
-            if small:
-                out.append(f"{where}: {name} tick labels of {small[0]:g} pt "
-                           f"(< {MIN_TICK_FONT_PT:g} pt)")
-        if not _exempt(ax):
-            out.extend(f"{where}: no {name} label" for name in "xy" if not _named(ax, name))
-        legend = ax.get_legend()
-        if legend is not None and legend.get_visible():
-            covered = _legend_covers(ax, legend.get_window_extent(renderer))
-            if covered:
-                out.append(f"{where}: the legend covers {covered} data point(s)")
+        out.extend(_axes_defects(ax, where, renderer))
     return out
 
+
+def _overlapping(texts: list[Any], renderer: Any) -> list[tuple[int, int]]:
+    """The pairs ``(i, j)``, ``i < j``, of ``texts`` whose window extents overlap."""
+    boxes = [t.get_window_extent(renderer) for t in texts]
+    return [(i, j) for i in range(len(boxes)) for j in range(i + 1, len(boxes))
+            if _overlap(boxes[i], boxes[j])]
+
+
+def _tick_defects(axis: Any, name: str, where: str, renderer: Any) -> list[str]:
+    """Overlapping and too small tick labels of ``axis`` (``name``: "x" or "y")."""
+    labels = _tick_labels(axis)
+    out = [f"{where}: {name} tick labels {labels[i].get_text()!r} and "
+           f"{labels[j].get_text()!r} overlap" for i, j in _overlapping(labels, renderer)]
+    small = sorted({t.get_fontsize() for t in labels if t.get_fontsize() < MIN_TICK_FONT_PT})
+    if small:
+        out.append(f"{where}: {name} tick labels of {small[0]:g} pt "
+                   f"(< {MIN_TICK_FONT_PT:g} pt)")
+    return out
+
+
+def _axes_defects(ax: Any, where: str, renderer: Any) -> list[str]:
+    """The defects of one axes (see :func:`figure_defects`), each message starting with
+    ``where``: an unlabelled colorbar, then (if the axis is drawn) tick labels, axis labels and
+    a legend over data."""
+    out: list[str] = []
+    if hasattr(ax, "_colorbar"):
+        cb = ax._colorbar
+        if not (cb.ax.get_ylabel() or cb.ax.get_xlabel()).strip():
+            out.append(f"{where}: colorbar without a label")
+    if not ax.axison:
+        return out
+    for name, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
+        out.extend(_tick_defects(axis, name, where, renderer))
+    if not _exempt(ax):
+        out.extend(f"{where}: no {name} label" for name in "xy" if not _named(ax, name))
+    legend = ax.get_legend()
+    if legend is not None and legend.get_visible():
+        covered = _legend_covers(ax, legend.get_window_extent(renderer))
+        if covered:
+            out.append(f"{where}: the legend covers {covered} data point(s)")
+    return out
 
 def assert_figure_readable(fig: Any) -> None:
     """Raise ``AssertionError`` listing :func:`figure_defects` of ``fig`` when there are any."""

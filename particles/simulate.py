@@ -213,24 +213,59 @@ def simulate(
     seed = rng if isinstance(rng, (int, np.integer)) else None
     extra = _extra_settings(settings, seed)
     bkd = bk.get_backend(backend, device, dtype, like=x0)
-    if method == "dop853" and (not bkd.is_numpy or bkd.dtype != "float64"):
-        msg = ("method='dop853' (scipy's solve_ivp) is the NumPy float64 reference: it needs "
-               f"backend='numpy', dtype='float64', got {bkd.label()!r}")
-        raise ValueError(msg)
-    if METHODS[method]["adaptive"]:
-        bkd.check_rtol(rtol)
+    _check_backend(method, bkd, rtol)
     t = output_times(t)
     x0 = _host_tokens(x0, geometry, normalize, model)
     memory_limit = as_count(memory_limit, "memory_limit")
     batched = x0.ndim == 3
     check_particles_memory(x0.shape[0] if batched else 1, x0.shape[-2], x0.shape[-1], t.size,
                            memory_limit, method)
+    _check_noise(model, method)
+    dt = _check_dt(method, dt, t, max_steps)
+    field_tol = fastsum.check_tol(field_tol, "field_tol")
+    if field_method not in fastsum.METHODS:
+        msg = f"field_method must be one of {fastsum.METHODS}, got {field_method!r}"
+        raise ValueError(msg)
+    if method == "angles":
+        summed = "direct"  # how the velocity is summed (field_method, decided once)
+        ds, sol = _evolve_angles(model, x0, t, geometry, bkd, dt=dt, rtol=rtol, atol=atol,
+                                 max_steps=max_steps, progress=progress,
+                                 observables=observables, memory_limit=memory_limit)
+    else:
+        ds, sol, summed = _evolve_tokens(model, x0, t, method, geometry, bkd,
+                                         field_method=field_method, field_tol=field_tol,
+                                         rng=rng, dt=dt, rtol=rtol, atol=atol,
+                                         max_steps=max_steps, progress=progress,
+                                         observables=observables, memory_limit=memory_limit)
+    _settings(ds, model, method, geometry, dt, rtol, atol, memory_limit, sol, seed, bkd,
+              summed, field_tol, extra)
+    return _finish(ds, sol, throw)
+
+
+def _check_backend(method: str, bkd: bk.Backend, rtol: float) -> None:
+    """``dop853`` runs on NumPy float64 only; an adaptive method's ``rtol`` must be reachable
+    in the backend's precision."""
+    if method == "dop853" and (not bkd.is_numpy or bkd.dtype != "float64"):
+        msg = ("method='dop853' (scipy's solve_ivp) is the NumPy float64 reference: it needs "
+               f"backend='numpy', dtype='float64', got {bkd.label()!r}")
+        raise ValueError(msg)
+    if METHODS[method]["adaptive"]:
+        bkd.check_rtol(rtol)
+
+
+def _check_noise(model: Any, method: str) -> None:
+    """Noise (``model.noise > 0``) if and only if ``method="euler_maruyama"``."""
     if model.noise > 0 and method != "euler_maruyama":
         msg = f"model.noise={model.noise} > 0 needs method='euler_maruyama', got {method!r}"
         raise ValueError(msg)
     if method == "euler_maruyama" and model.noise == 0:
         msg = "method='euler_maruyama' needs model.noise > 0 (use rk4 or dopri5 otherwise)"
         raise ValueError(msg)
+
+
+def _check_dt(method: str, dt: float | None, t: np.ndarray, max_steps: int) -> float | None:
+    """The step (the method's default when ``None``), finite and ``> 0``; a fixed-step run
+    whose step count exceeds ``max_steps`` is refused up front, with the estimate."""
     if dt is None:
         dt = METHODS[method]["dt"]
     if dt is not None:
@@ -240,68 +275,97 @@ def simulate(
             raise ValueError(msg)
         if not METHODS[method]["adaptive"]:  # refused up front, with the estimate
             check_step_count(t, dtf, max_steps)
-    sphere = geometry == "sphere"
-    summed = "direct"  # how the velocity is summed (field_method, decided once)
-    field_tol = fastsum.check_tol(field_tol, "field_tol")
-    if field_method not in fastsum.METHODS:
-        msg = f"field_method must be one of {fastsum.METHODS}, got {field_method!r}"
+    return dt
+
+
+def _summed(field_method: str, model: Any, x0: np.ndarray, geometry: str, bkd: bk.Backend) -> str:
+    """How the velocity is summed: ``"fast"`` or ``"direct"`` (:func:`fastsum.use_fast`)."""
+    fast = fastsum.use_fast(field_method, model, x0.shape[-1], geometry, x0.shape[-2],
+                            x0.shape[-2], backend_numpy=bkd.is_numpy)
+    return "fast" if fast else "direct"
+
+
+def _evolve_angles(model: Any, x0: np.ndarray, t: np.ndarray, geometry: str, bkd: bk.Backend, *,
+                   dt: float | None, rtol: float, atol: float, max_steps: int, progress: bool,
+                   observables: bool, memory_limit: int) -> tuple[xr.Dataset, Any]:
+    """``method="angles"``: tokens on ``S^1`` evolved as their angles (:func:`angle_velocity`);
+    the Dataset (with ``theta``) and the engine's :class:`Solution`."""
+    if geometry != "sphere" or x0.shape[-1] != 2:
+        msg = (
+            "method='angles' needs geometry='sphere' and d = 2, got "
+            f"geometry={geometry!r}, d={x0.shape[-1]}"
+        )
         raise ValueError(msg)
-    if method == "angles":
-        if not sphere or x0.shape[-1] != 2:
-            msg = (
-                "method='angles' needs geometry='sphere' and d = 2, got "
-                f"geometry={geometry!r}, d={x0.shape[-1]}"
-            )
-            raise ValueError(msg)
-        check_angle_model(model)
+    check_angle_model(model)
+    assert dt is not None  # a fixed-step method: its default step is in METHODS
 
-        def g(th: Any) -> Any:
-            return angle_velocity(model, th, memory_limit=memory_limit, check=False)
+    def g(th: Any) -> Any:
+        return angle_velocity(model, th, memory_limit=memory_limit, check=False)
 
-        th0 = bkd.asarray(to_angles(x0))
-        times, th, sol = _run("angles", g, th0, t, dt=dt, sphere=False, rtol=rtol,
-                       atol=atol, max_steps=max_steps, progress=progress,
-                       monitors=[StepSizeMonitor(g, "angles", float(dt), t, sphere=False,
-                                                 x0=th0)])
-        ds = _dataset(model, times, from_angles(th), batched, geometry, observables,
-                      memory_limit)
-        lead = ("time", "batch") if batched else ("time",)
-        ds["theta"] = (lead + ("token",), th, {"long_name": "angle", "units": "rad"})
+    th0 = bkd.asarray(to_angles(x0))
+    times, th, sol = _run("angles", g, th0, t, dt=dt, sphere=False, rtol=rtol,
+                          atol=atol, max_steps=max_steps, progress=progress,
+                          monitors=[StepSizeMonitor(g, "angles", float(dt), t, sphere=False,
+                                                    x0=th0)])
+    batched = x0.ndim == 3
+    ds = _dataset(model, times, from_angles(th), batched, geometry, observables,
+                  memory_limit)
+    lead = ("time", "batch") if batched else ("time",)
+    ds["theta"] = (lead + ("token",), th, {"long_name": "angle", "units": "rad"})
+    return ds, sol
+
+
+def _evolve_tokens(model: Any, x0: np.ndarray, t: np.ndarray, method: str, geometry: str,
+                   bkd: bk.Backend, *, field_method: str, field_tol: float, rng: Any,
+                   dt: float | None, rtol: float, atol: float, max_steps: int, progress: bool,
+                   observables: bool, memory_limit: int) -> tuple[xr.Dataset, Any, str]:
+    """Every method but ``angles``: the tokens evolved by the velocity or, for ``post_ln``, by
+    attention layers; the Dataset, the engine's :class:`Solution` and how the velocity was
+    summed (``"fast"`` or ``"direct"``, decided once from ``field_method``)."""
+    sphere = geometry == "sphere"
+    summed = "direct"
+    if method == "post_ln":
+        assert dt is not None  # a fixed-step method: its default step is in METHODS
+        _check_layers(t, float(dt))
+
+        def f(x: Any) -> Any:
+            return attention(model, x, memory_limit=memory_limit, check=False)
     else:
-        if method == "post_ln":
-            _check_layers(t, float(dt))
+        summed = _summed(field_method, model, x0, geometry, bkd)
 
-            def f(x: Any) -> Any:
-                return attention(model, x, memory_limit=memory_limit, check=False)
-        else:
-            fast = fastsum.use_fast(field_method, model, x0.shape[-1], geometry, x0.shape[-2],
-                                    x0.shape[-2], backend_numpy=bkd.is_numpy)
-            summed = "fast" if fast else "direct"
+        def f(x: Any) -> Any:
+            return velocity(model, x, geometry, memory_limit=memory_limit, check=False,
+                            method=summed, fast_tol=field_tol)
 
-            def f(x: Any) -> Any:
-                return velocity(model, x, geometry, memory_limit=memory_limit, check=False,
-                                method=summed, fast_tol=field_tol)
+    y0 = bkd.asarray(x0)
 
-        y0 = bkd.asarray(x0)
+    # the energy follows the field's decision: the fast sum (O(n)) where the field is fast
+    # and the fast energy applies (float64 tokens, on the sphere to round-off)
+    esummed = ("fast" if summed == "fast" and bkd.dtype == "float64"
+               and fast_energy_reason(model, x0.shape[-1]) is None else "direct")
+    monitors = _monitors(model, method, f, dt, t, x0, y0, sphere, bkd, esummed, memory_limit)
+    times, xs, sol = _run(method, f, y0, t, dt=dt, sphere=sphere, rtol=rtol, atol=atol,
+                          max_steps=max_steps, progress=progress, sigma=model.noise,
+                          rng=as_rng(rng) if method == "euler_maruyama" else None,
+                          monitors=monitors)
+    ds = _dataset(model, times, xs, x0.ndim == 3, geometry, observables, memory_limit, esummed)
+    return ds, sol, summed
 
-        # the energy follows the field's decision: the fast sum (O(n)) where the field is fast
-        # and the fast energy applies (float64 tokens, on the sphere to round-off)
-        esummed = ("fast" if summed == "fast" and bkd.dtype == "float64"
-                   and fast_energy_reason(model, x0.shape[-1]) is None else "direct")
-        monitors: list[Any] = ([EnergyMonitor(model, t, memory_limit, method=esummed)]
-                               if method in ("rk4", "dopri5") and has_energy(model) else [])
-        if method in STABILITY_RADIUS:  # fixed steps: h L against the stability bound
-            monitors.append(StepSizeMonitor(f, method, float(dt), t, sphere=sphere, x0=y0))
-        if not sphere:  # tokens in R^d: growth past the model's bound, or non-finite
-            monitors.append(BlowupMonitor(model, x0, float(t[0]), dtype=bkd.dtype))
-        times, xs, sol = _run(method, f, y0, t, dt=dt, sphere=sphere, rtol=rtol, atol=atol,
-                       max_steps=max_steps, progress=progress, sigma=model.noise,
-                       rng=as_rng(rng) if method == "euler_maruyama" else None,
-                       monitors=monitors)
-        ds = _dataset(model, times, xs, batched, geometry, observables, memory_limit, esummed)
-    _settings(ds, model, method, geometry, dt, rtol, atol, memory_limit, sol, seed, bkd,
-              summed, field_tol, extra)
-    return _finish(ds, sol, throw)
+
+def _monitors(model: Any, method: str, f: Callable[[Any], Any], dt: float | None, t: np.ndarray,
+              x0: np.ndarray, y0: Any, sphere: bool, bkd: bk.Backend, esummed: str,
+              memory_limit: int) -> list[Any]:
+    """The monitors of a token run: the energy against the flow (``rk4``, ``dopri5`` with an
+    energy; summed as ``esummed``), ``h L`` against the stability bound (fixed steps), the
+    blow-up of tokens in ``R^d``."""
+    monitors: list[Any] = ([EnergyMonitor(model, t, memory_limit, method=esummed)]
+                           if method in ("rk4", "dopri5") and has_energy(model) else [])
+    if method in STABILITY_RADIUS:  # fixed steps: h L against the stability bound
+        assert dt is not None  # a fixed-step method: its default step is in METHODS
+        monitors.append(StepSizeMonitor(f, method, float(dt), t, sphere=sphere, x0=y0))
+    if not sphere:  # tokens in R^d: growth past the model's bound, or non-finite
+        monitors.append(BlowupMonitor(model, x0, float(t[0]), dtype=bkd.dtype))
+    return monitors
 
 
 _KEYWORDS = tuple(inspect.signature(simulate).parameters)[3:]

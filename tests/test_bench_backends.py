@@ -8,20 +8,19 @@ import contextlib
 import io
 import json
 import math
-import sys
-from pathlib import Path
 
 import pytest
 
 torch = pytest.importorskip("torch", reason="the torch extra (the test command installs it)")
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-import bench_backends  # noqa: E402
+@pytest.fixture(scope="module")
+def bench_backends(load_benchmark):
+    return load_benchmark("bench_backends")
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
+def run(tmp_path_factory, bench_backends):
     out = tmp_path_factory.mktemp("bench") / "out.json"
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
@@ -48,7 +47,7 @@ def test_says_whether_cuda_rows_ran(run):
     assert ("CUDA: not available" in printed) is not cuda
 
 
-def test_velocity_rows(run):
+def test_velocity_rows(run, bench_backends):
     rows = run[0]["velocity"]
     assert len(rows) == len(bench_backends.QUICK["sizes"]) * (5 if torch.cuda.is_available() else 3)
     for r in rows:
@@ -56,7 +55,7 @@ def test_velocity_rows(run):
         assert r["ratio"] == pytest.approx(r["velocity_s"] / r["sdpa_s"], rel=1e-12)
 
 
-def test_figure3_rows(run):
+def test_figure3_rows(run, bench_backends):
     (fig,) = run[0]["figure3"]
     q = bench_backends.QUICK
     steps = math.ceil(q["t_max"] / bench_backends.DT)

@@ -6,15 +6,11 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-import bench_fastsum  # noqa: E402
-
-
-def test_quick_run(tmp_path: Path) -> None:
+def test_quick_run(tmp_path: Path, load_benchmark) -> None:
+    bench_fastsum = load_benchmark("bench_fastsum")
     out = tmp_path / "out.json"
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):

@@ -391,6 +391,40 @@ def sweep(
     wall0 = time.perf_counter()
     grid_ = _canonical_grid(grid)
     kwargs_ = dict(kwargs or {})
+    _check_options(workers=workers, seed=seed, cells_per_task=cells_per_task, resume=resume,
+                   store=store, on_failure=on_failure)
+    n_cells = int(np.prod([len(v) for v in grid_.values()]))
+    store_ = Path(store) if store is not None else None
+    if store_ is not None:
+        _prepare_store(store_, _manifest(grid_, seed, func, kwargs_), resume)
+    keys = [cell_key(func, _cell_params(grid_, i), seed, i, kwargs_) for i in range(n_cells)]
+    done = _resumed(store_, keys) if store_ is not None and resume else set()
+    todo = [i for i in range(n_cells) if i not in done]
+    cells = _Cells(func, grid_, seed, kwargs_, keys, store_, desc or "sweep", done, wall0)
+
+    bar = tqdm(total=n_cells, initial=len(done), disable=not progress, desc=desc or "sweep")
+    try:
+        in_process = scheduler == "synchronous" or (scheduler is None and int(workers) == 1)
+        if in_process:
+            _run_in_process(func, grid_, seed, kwargs_, todo, cells.finish, bar,
+                            record=on_failure == "record")
+        elif todo:
+            _run_distributed(func, grid_, seed, kwargs_, todo, cells.finish, bar,
+                             workers=int(workers), scheduler=scheduler, processes=processes,
+                             cells_per_task=cells_per_task, device=device, cost=cost,
+                             record=on_failure == "record")
+    except IntegrationError as exc:  # a failed cell: stop with its reason, keep the others
+        raise cells.stopped(exc) from exc
+    except KeyboardInterrupt as exc:  # an interrupt: the finished cells are kept
+        raise cells.interrupted() from exc
+    finally:
+        bar.close()
+    return cells.outcome()
+
+
+def _check_options(*, workers: int, seed: int, cells_per_task: int | None, resume: bool,
+                   store: Any, on_failure: str) -> None:
+    """:func:`sweep`'s options, checked before any work (``ValueError`` naming the field)."""
     from meanfield.arguments import count
 
     count(workers, "workers")
@@ -403,130 +437,158 @@ def sweep(
     if on_failure not in ON_FAILURE:
         msg = f"on_failure must be one of {ON_FAILURE}, got {on_failure!r}"
         raise ValueError(msg)
-    n_cells = int(np.prod([len(v) for v in grid_.values()]))
-    store_ = Path(store) if store is not None else None
-    results: dict[int, xr.Dataset] = {}
+
+
+def _resumed(store: Path, keys: list[str]) -> set[int]:
+    """The cells stored in ``store`` by this computation (their :func:`cell_key` is
+    ``keys[i]``); a stored cell made by another one is computed again, with a warning."""
     done: set[int] = set()
-    if store_ is not None:
-        _prepare_store(store_, _manifest(grid_, seed, func, kwargs_), resume)
-    keys = [cell_key(func, _cell_params(grid_, i), seed, i, kwargs_) for i in range(n_cells)]
-    if store_ is not None and resume:
-        stale = []
-        for i in range(n_cells):
-            path = _cell_path(store_, i)
-            if path.exists():
-                if _stored_key(path) == keys[i]:
-                    done.add(i)
-                else:
-                    stale.append(i)
-        if stale:
-            warnings.warn(f"resume: {len(stale)} stored cell(s) in {store_} were made by another "
-                          f"computation (cells {stale[:10]}{'...' if len(stale) > 10 else ''}); "
-                          "they are computed again", RuntimeWarning, stacklevel=2)
-    todo = [i for i in range(n_cells) if i not in done]
+    stale = []
+    for i in range(len(keys)):
+        path = _cell_path(store, i)
+        if path.exists():
+            if _stored_key(path) == keys[i]:
+                done.add(i)
+            else:
+                stale.append(i)
+    if stale:  # stacklevel: the caller of sweep
+        warnings.warn(f"resume: {len(stale)} stored cell(s) in {store} were made by another "
+                      f"computation (cells {stale[:10]}{'...' if len(stale) > 10 else ''}); "
+                      "they are computed again", RuntimeWarning, stacklevel=3)
+    return done
 
-    failed: dict[int, tuple[str, Any]] = {}  # index -> (what went wrong, StopReason)
-    finished: set[int] = set(done)
 
-    def finish(index: int, ds: xr.Dataset | BaseException) -> None:
-        if isinstance(ds, BaseException):  # a failed cell (on_failure="record"): not stored
-            failed[index] = (f"{_describe(index, _cell_params(grid_, index))}: {ds}",
-                             getattr(ds, "reason", None))
+def _run_in_process(func: Callable[..., Any], grid: dict[str, np.ndarray], seed: int,
+                    kwargs: dict[str, Any], todo: list[int], finish: Callable[[int, Any], None],
+                    bar: Any, *, record: bool) -> None:
+    """Run the cells in ``todo`` one after the other in this process, ``finish`` each; a cell
+    raising :class:`IntegrationError` stops the sweep (the exception, tagged with the cell's
+    index, is raised) unless ``record``, where it is finished as failed."""
+    for i in todo:
+        try:
+            cell: xr.Dataset | BaseException = _run_cell(
+                func, _cell_params(grid, i), seed, i, kwargs)
+        except IntegrationError as exc:
+            exc.sweep_cell = i  # type: ignore[attr-defined]
+            if not record:
+                raise
+            cell = exc
+        finish(i, cell)
+        bar.update()
+
+
+class _Cells:
+    """The cells of one :func:`sweep` as they finish: written to ``store`` (or kept in memory),
+    the failed ones (``on_failure="record"``) with their reasons; gathered into the sweep's
+    Dataset however the sweep ends (:meth:`outcome`, :meth:`stopped`, :meth:`interrupted`)."""
+
+    def __init__(self, func: Callable[..., Any], grid: dict[str, np.ndarray], seed: int,
+                 kwargs: dict[str, Any], keys: list[str], store: Path | None, desc: str,
+                 done: set[int], wall0: float) -> None:
+        self.func, self.grid, self.seed, self.kwargs = func, grid, seed, kwargs
+        self.keys, self.store, self.desc, self.wall0 = keys, store, desc, wall0
+        self.n_cells = len(keys)
+        self.results: dict[int, xr.Dataset] = {}
+        self.failed: dict[int, tuple[str, Any]] = {}  # index -> (what went wrong, StopReason)
+        self.finished: set[int] = set(done)
+
+    def finish(self, index: int, ds: xr.Dataset | BaseException) -> None:
+        """Record cell ``index``: a Dataset is stored (tagged with its key), an exception is a
+        failed cell (``on_failure="record"``), not stored."""
+        if isinstance(ds, BaseException):
+            self.failed[index] = (f"{_describe(index, _cell_params(self.grid, index))}: {ds}",
+                                  getattr(ds, "reason", None))
             return
-        ds.attrs[_KEY] = keys[index]
-        if store_ is not None:
-            _write_atomic(ds, _cell_path(store_, index))
+        ds.attrs[_KEY] = self.keys[index]
+        if self.store is not None:
+            _write_atomic(ds, _cell_path(self.store, index))
         else:
-            results[index] = ds
-        finished.add(index)
+            self.results[index] = ds
+        self.finished.add(index)
 
-    def gather(indices: set[int]) -> list[xr.Dataset | None]:
-        if store_ is None:
-            return [results.get(i) for i in range(n_cells)]
+    def gather(self) -> list[xr.Dataset | None]:
+        """Every cell's Dataset (``None`` where not finished); a stored cell read back must carry
+        this computation's key."""
+        if self.store is None:
+            return [self.results.get(i) for i in range(self.n_cells)]
         cells: list[xr.Dataset | None] = []
-        for i in range(n_cells):
-            if i not in indices:
+        for i in range(self.n_cells):
+            if i not in self.finished:
                 cells.append(None)
                 continue
-            ds = _load_cell(_cell_path(store_, i))
-            if ds.attrs.get(_KEY) != keys[i]:  # never mix: every cell read must be this computation's
-                msg = (f"the stored cell {_cell_path(store_, i)} was made by another computation "
+            ds = _load_cell(_cell_path(self.store, i))
+            if ds.attrs.get(_KEY) != self.keys[i]:  # never mix: every cell read must be this computation's
+                msg = (f"the stored cell {_cell_path(self.store, i)} was made by another computation "
                        "(its content hash differs); remove it or use another store")
                 raise ValueError(msg)
             cells.append(ds)
         return cells
 
-    def result(stop_reason: str, successful: bool) -> xr.Dataset | None:
-        cells = gather(finished)
+    def result(self, stop_reason: str, successful: bool) -> xr.Dataset | None:
+        """The Dataset over the grid with the result schema's ``attrs`` (``None`` when no cell
+        finished)."""
+        cells = self.gather()
         if all(ds is None for ds in cells):
             return None
-        out = _combine(grid_, cells)
+        out = _combine(self.grid, cells)
         first = next(ds for ds in cells if ds is not None)
-        settings = {"grid": {k: v.tolist() for k, v in grid_.items()}, "seed": int(seed),
-                    "function": f"{func.__module__}.{func.__qualname__}", "kwargs": kwargs_,
+        failed, finished, func = self.failed, self.finished, self.func
+        settings = {"grid": {k: v.tolist() for k, v in self.grid.items()}, "seed": int(self.seed),
+                    "function": f"{func.__module__}.{func.__qualname__}", "kwargs": self.kwargs,
                     "cell_attrs": {k: v for k, v in first.attrs.items() if k != _KEY},
                     "failed_cells": {str(i): failed[i][0] for i in sorted(failed)},
                     "finished_cells": len(finished)}
         t_reached = float(out["time"].values.max()) if "time" in out.coords else math.nan
         out.attrs = result_attrs(
-            title=desc or "sweep", solver="validation.sweep", model="null", settings=settings,
+            title=self.desc, solver="validation.sweep", model="null", settings=settings,
             scheme="", controller="", rtol=None, atol=None, dt=None,
-            stats={"num_steps": n_cells, "num_accepted": len(finished),
+            stats={"num_steps": self.n_cells, "num_accepted": len(finished),
                    "num_rejected": len(failed)},
             stop_reason=stop_reason, successful=successful, t_reached=t_reached,
-            wall_time_s=time.perf_counter() - wall0)
+            wall_time_s=time.perf_counter() - self.wall0)
         return out
 
-    bar = tqdm(total=n_cells, initial=len(done), disable=not progress, desc=desc or "sweep")
-    try:
-        in_process = scheduler == "synchronous" or (scheduler is None and int(workers) == 1)
-        if in_process:
-            for i in todo:
-                try:
-                    cell: xr.Dataset | BaseException = _run_cell(
-                        func, _cell_params(grid_, i), seed, i, kwargs_)
-                except IntegrationError as exc:
-                    exc.sweep_cell = i  # type: ignore[attr-defined]
-                    if on_failure == "stop":
-                        raise
-                    cell = exc
-                finish(i, cell)
-                bar.update()
-        elif todo:
-            _run_distributed(func, grid_, seed, kwargs_, todo, finish, bar,
-                             workers=int(workers), scheduler=scheduler, processes=processes,
-                             cells_per_task=cells_per_task, device=device, cost=cost,
-                             record=on_failure == "record")
-    except IntegrationError as exc:  # a failed cell: stop with its reason, keep the others
+    def _kept(self) -> str:
+        """Where the finished cells are kept (a store), for the messages of an early end."""
+        return (f"; the {len(self.finished)} finished cells are kept in {self.store} (resume=True "
+                "computes only the missing ones)") if self.store is not None else ""
+
+    def stopped(self, exc: IntegrationError) -> SweepError:
+        """The :class:`SweepError` of a failed cell (``on_failure="stop"``), with the partial
+        result."""
         cell_index = int(getattr(exc, "sweep_cell", -1))
-        params = _cell_params(grid_, cell_index) if cell_index >= 0 else {}
-        kept = (f"; the {len(finished)} finished cells are kept in {store_} (resume=True "
-                "computes only the missing ones)") if store_ is not None else ""
-        msg = (f"{desc or 'sweep'}: {_describe(cell_index, params)} failed: {exc}{kept}; "
+        params = _cell_params(self.grid, cell_index) if cell_index >= 0 else {}
+        msg = (f"{self.desc}: {_describe(cell_index, params)} failed: {exc}{self._kept()}; "
                "on_failure='record' records such cells and goes on")
-        partial = result(msg, False)
-        raise SweepError(msg, partial, exc.t, exc.reason, cell_index, params) from exc
-    except KeyboardInterrupt as exc:  # an interrupt: the finished cells are kept
-        kept = (f"; the {len(finished)} finished cells are kept in {store_} (resume=True "
-                "computes only the missing ones)") if store_ is not None else ""
-        msg = (f"{desc or 'sweep'} interrupted after {len(finished)} of {n_cells} cells{kept}")
-        partial = result(f"{StopReason.INTERRUPTED.value}: {msg}", False)
-        raise Interrupted(msg, partial) from exc
-    finally:
-        bar.close()
-    if failed:
+        partial = self.result(msg, False)
+        return SweepError(msg, partial, exc.t, exc.reason, cell_index, params)
+
+    def interrupted(self) -> Interrupted:
+        """The :class:`Interrupted` of a ``KeyboardInterrupt``, with the partial result."""
+        msg = (f"{self.desc} interrupted after {len(self.finished)} of {self.n_cells} "
+               f"cells{self._kept()}")
+        partial = self.result(f"{StopReason.INTERRUPTED.value}: {msg}", False)
+        return Interrupted(msg, partial)
+
+    def outcome(self) -> xr.Dataset:
+        """The result of a sweep that ran every cell: successful, or (``on_failure="record"``)
+        with its failed cells listed; every cell failed: :class:`SweepError`."""
+        failed = self.failed
+        if not failed:
+            out = self.result(StopReason.SUCCESS.value, True)
+            assert out is not None
+            return out
         listed = "; ".join(failed[i][0] for i in sorted(failed)[:5]) + ("; ..." if len(failed) > 5 else "")
-        reason = (f"{len(failed)} of {n_cells} cells failed and are NaN, left out of every "
+        reason = (f"{len(failed)} of {self.n_cells} cells failed and are NaN, left out of every "
                   f"statistic (on_failure='record'): {listed}")
-        if len(finished) == 0:
-            msg = f"{desc or 'sweep'}: every cell failed: {listed}"
+        if len(self.finished) == 0:
+            msg = f"{self.desc}: every cell failed: {listed}"
             first = min(failed)
-            raise SweepError(msg, None, math.nan, failed[first][1], first, _cell_params(grid_, first))
-        out = result(reason, False)
-    else:
-        out = result(StopReason.SUCCESS.value, True)
-    assert out is not None
-    return out
+            raise SweepError(msg, None, math.nan, failed[first][1], first,
+                             _cell_params(self.grid, first))
+        out = self.result(reason, False)
+        assert out is not None
+        return out
 
 
 def _run_distributed(func: Callable[..., Any], grid: dict[str, np.ndarray], seed: int,

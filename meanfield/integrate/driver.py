@@ -195,6 +195,192 @@ def _hermite(s: float, h: float, y0: np.ndarray, f0: np.ndarray, y1: np.ndarray,
             + (-2 * s3 + 3 * s2) * y1 + (s3 - s2) * h * f1)
 
 
+class _Run:
+    """The state of one :func:`integrate` call: the last accepted ``(t, y, stage)``, the stepper
+    and context (a monitor may swap both), the controller's state, the next output index and
+    the step counters. :func:`integrate` reads ``t`` and ``y`` whatever way the run ends."""
+
+    def __init__(self, stepper: Any, y0: np.ndarray, times: np.ndarray, *,
+                 controller: PIController | ConstantStep, output: Output, max_steps: int,
+                 monitors: list[Any], trackers: list[Tracker],
+                 step_bound: Callable[[], float] | None, dense: bool, context: Any) -> None:
+        self.times = times
+        self.t0, self.t_end = float(times[0]), float(times[-1])
+        self.adaptive = bool(controller.adaptive)
+        if self.adaptive and not stepper.adaptive:
+            msg = f"scheme {stepper.name!r} has no error estimate: use controller=ConstantStep(dt)"
+            raise ValueError(msg)
+        self.stepper, self.controller, self.output = stepper, controller, output
+        self.max_steps, self.monitors, self.trackers = max_steps, monitors, trackers
+        self.step_bound, self.dense, self.context = step_bound, dense, context
+        self.y: np.ndarray = y0
+        self.t = self.t0
+        self.stage: Any = None
+        self.stats = {"steps": 0, "accepted": 0, "rejected": 0}
+        self.evaluations = -stepper.evaluations  # counted across steppers a monitor may swap in
+        self.schedule = [fire_times(tr, times) for tr in trackers]
+        self.dt, self.cstate = 0.0, 1.0  # set by begin
+        self.min_dt = 1e-13 * max(abs(self.t0), abs(self.t_end), 1e-300)
+        self.k_out = 1
+        self.overflowed = False  # the last trial step was rejected with a non-finite state
+
+    def begin(self, dt0: float | None) -> bool:
+        """Start the trackers, output ``times[0]``, evaluate the first stage and choose the first
+        step; return whether the field is non-finite at the start."""
+        for tr in self.trackers:
+            tr.initialize(self.t0, self.t_end)
+        self.output(0, self.t0, self.y, self.context)
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # checked by start
+            self.stage = self.stepper.init(self.y)
+        start_overflow = self.stage is not None and not _finite(self.stage)
+        if self.adaptive:
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # a huge field
+                self.dt, self.cstate = self.controller.init(self.y, self.stage, self.t_end - self.t0,
+                                                            self.stepper.error_order)
+            if dt0 is not None:
+                self.dt = float(dt0)
+        else:
+            assert isinstance(self.controller, ConstantStep)
+            self.dt, self.cstate = float(self.controller.dt), 1.0
+        if self.dense and not self.adaptive:  # equal steps over the whole span
+            nsteps = max(1, math.ceil((self.t_end - self.t0) / self.dt - 1e-9))
+            self.dt = (self.t_end - self.t0) / nsteps
+        return start_overflow
+
+    def start(self, start_overflow: bool) -> None:
+        """Stop on a non-finite field at the start; else ask the monitors with a ``start``
+        method (before the first step: a step too large is named, not overflowed)."""
+        if start_overflow:
+            raise Stop(StopReason.OVERFLOW, f"the field is non-finite at the start, t = {self.t:.6g} "
+                       "(e.g. e^{beta <x, y>} beyond float64)")
+        for mon in self.monitors:
+            start = getattr(mon, "start", None)
+            if start is not None:
+                start(self.t0, self.y, self.stage, self.context)
+
+    def step_size(self, target: float) -> float:
+        """The next step towards ``target``: the controller's (bounded by ``step_bound``) and
+        shortened to land on it, or an equal division of the output interval into steps
+        ``<= dt`` (constant steps)."""
+        t = self.t
+        if self.adaptive or self.dense:
+            h = min(self.dt, target - t)
+            if self.step_bound is not None:
+                h = min(h, self.step_bound())
+            if target - (t + h) < 1e-10 * h:
+                h = target - t
+        else:  # equal steps <= dt across the output interval
+            span = target - float(self.times[self.k_out - 1])
+            m = max(1, math.ceil(span / self.dt - 1e-9))
+            h = min(span / m, target - t)
+            if target - (t + h) < 1e-9 * h:
+                h = target - t
+        return h
+
+    def check_step(self, h: float, target: float) -> None:
+        """Stop on a step below its minimum (an overflow if the last trial was non-finite, else
+        the monitors' explanation or :attr:`StopReason.STEP_TOO_SMALL`) or on ``max_steps``."""
+        t = self.t
+        if h < self.min_dt and target - t > self.min_dt:
+            if self.overflowed:
+                raise Stop(StopReason.OVERFLOW, f"the step shrank to dt = {h:.3g} at t = "
+                           f"{t:.6g} and still gave a non-finite state (a field beyond "
+                           "float64)")
+            _explain(self.monitors, "explain_small_step", t, self.y, h)
+            raise Stop(StopReason.STEP_TOO_SMALL, f"dt = {h:.3g} at t = {t:.6g}")
+        if self.stats["steps"] >= self.max_steps:
+            raise Stop(StopReason.MAX_STEPS, f"max_steps={self.max_steps} reached at t = {t:.6g}")
+
+    def rejected(self, err: Any, h: float, y_new: np.ndarray) -> bool:
+        """Let an adaptive controller judge the trial step (and choose the next ``dt``); return
+        whether it rejected it."""
+        controller = self.controller
+        if not isinstance(controller, PIController):
+            return False
+        with np.errstate(over="ignore", invalid="ignore"):
+            error = controller.error_norm(err, self.y, y_new)
+        accept, self.dt, self.cstate = controller.adapt(error, h, self.stepper.error_order, self.cstate)
+        if not accept:
+            self.stats["rejected"] += 1
+            self.overflowed = not _finite(y_new)
+        return not accept
+
+    def output_dense(self, t_new: float, y_new: np.ndarray, stage_new: Any) -> None:
+        """Output every time in ``(t, t_new]`` by the stepper's own interpolant of the step
+        where it has one (``interpolates``), else by cubic Hermite interpolation across it."""
+        times, t_end, t = self.times, self.t_end, self.t
+        own = bool(getattr(self.stepper, "interpolates", False))
+        while self.k_out < len(times) and times[self.k_out] <= t_new + 1e-12 * max(1.0, abs(t_end)):
+            s = min(max((float(times[self.k_out]) - t) / (t_new - t), 0.0), 1.0)
+            yi = (self.stepper.interpolate(s) if own
+                  else _hermite(s, t_new - t, self.y, self.stage, y_new, stage_new))
+            self.output(self.k_out, float(times[self.k_out]), self.stepper.project(yi), self.context)
+            self.k_out += 1
+
+    def ask_monitors(self, t_new: float, y_new: np.ndarray, stage_new: Any) -> tuple[np.ndarray, Any]:
+        """Check every monitor on the accepted state; apply their :class:`Replace` (state, stepper,
+        context). A :class:`Stop` here keeps ``(t, y)``: the last state accepted before."""
+        for mon in self.monitors:
+            rep = mon.check(t_new, y_new, stage_new, self.context)
+            if rep is not None:
+                y_new = rep.y
+                if rep.stepper is not None:
+                    self.evaluations += self.stepper.evaluations - rep.stepper.evaluations
+                    self.stepper = rep.stepper
+                if rep.context is not None:
+                    self.context = rep.context
+                stage_new = rep.stage if rep.stage is not None else self.stepper.init(y_new)
+        return y_new, stage_new
+
+    def fire_trackers(self) -> None:
+        """Hand the current state to every tracker whose schedule fires at ``t``."""
+        for tr, fire in zip(self.trackers, self.schedule):
+            if fire(self.t):
+                tr.handle(self.t, self.y, self.context)
+
+    def advance(self) -> None:
+        """Attempt one step towards the next target (the next output time, or ``times[-1]`` with
+        dense output); if it is accepted, move to it, output, and ask monitors and trackers."""
+        target = self.t_end if self.dense else float(self.times[self.k_out])
+        h = self.step_size(target)
+        self.check_step(h, target)
+        self.stats["steps"] += 1
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # checked below
+            y_new, err, stage_new = self.stepper.step(self.y, h, self.stage)
+        if self.rejected(err, h, y_new):
+            return
+        t = self.t
+        if not _finite(y_new):
+            _explain(self.monitors, "explain_non_finite", t, self.y, h)
+            raise Stop(StopReason.NON_FINITE, f"non-finite state in the step from t = {t:.6g} "
+                       f"to {t + h:.6g}; results are kept up to t = {t:.6g}")
+        self.overflowed = False
+        t_new = target if h == target - t else t + h
+        y_new = self.stepper.project(y_new)
+        self.stats["accepted"] += 1
+        if stage_new is None:
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+                stage_new = self.stepper.init(y_new)  # non-finite: the next step stops
+        if self.dense:
+            self.output_dense(t_new, y_new, stage_new)
+        y_new, stage_new = self.ask_monitors(t_new, y_new, stage_new)
+        self.t, self.y, self.stage = t_new, y_new, stage_new
+        self.fire_trackers()
+        if not self.dense and self.t == target:
+            self.output(self.k_out, self.t, self.y, self.context)
+            self.k_out += 1
+
+    def solution(self, reason: StopReason, detail: str, wall0: float) -> Solution:
+        """How the run ended, with its counters."""
+        stats = self.stats
+        return Solution(
+            reason=reason, detail=detail, t_reached=self.t, y=self.y, context=self.context,
+            num_steps=stats["steps"], num_accepted=stats["accepted"], num_rejected=stats["rejected"],
+            num_evaluations=self.evaluations + self.stepper.evaluations,
+            wall_time_s=_time.perf_counter() - wall0,
+        )
+
+
 def integrate(
     stepper: Any,
     y0: np.ndarray,
@@ -230,134 +416,25 @@ def integrate(
         context: passed to ``output``, trackers and monitors (e.g. the current domain).
     """
     wall0 = _time.perf_counter()
-    monitors = list(monitors)
-    trackers = list(trackers)
-    t0, t_end = float(times[0]), float(times[-1])
-    adaptive = bool(controller.adaptive)
-    if adaptive and not stepper.adaptive:
-        msg = f"scheme {stepper.name!r} has no error estimate: use controller=ConstantStep(dt)"
-        raise ValueError(msg)
-    y = y0
-    t = t0
-    stats = {"steps": 0, "accepted": 0, "rejected": 0}
+    run = _Run(stepper, y0, times, controller=controller, output=output, max_steps=max_steps,
+               monitors=list(monitors), trackers=list(trackers), step_bound=step_bound,
+               dense=dense, context=context)
+    start_overflow = run.begin(dt0)
     reason, detail = StopReason.SUCCESS, ""
-    evaluations = -stepper.evaluations  # counted across steppers a monitor may swap in
-    schedule = [fire_times(tr, times) for tr in trackers]
-    for tr in trackers:
-        tr.initialize(t0, t_end)
-    output(0, t0, y, context)
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # checked below
-        stage = stepper.init(y)
-    start_overflow = stage is not None and not _finite(stage)
-    if adaptive:
-        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # a huge field
-            dt, cstate = controller.init(y, stage, t_end - t0, stepper.error_order)
-        if dt0 is not None:
-            dt = float(dt0)
-    else:
-        assert isinstance(controller, ConstantStep)
-        dt, cstate = float(controller.dt), 1.0
-    min_dt = 1e-13 * max(abs(t0), abs(t_end), 1e-300)
-    k_out = 1
-    if dense and not adaptive:  # equal steps over the whole span
-        nsteps = max(1, math.ceil((t_end - t0) / dt - 1e-9))
-        dt = (t_end - t0) / nsteps
-    overflowed = False  # the last trial step was rejected with a non-finite state
-    own_dense = dense and bool(getattr(stepper, "interpolates", False))
     try:
-        if start_overflow:
-            raise Stop(StopReason.OVERFLOW, f"the field is non-finite at the start, t = {t:.6g} "
-                       "(e.g. e^{beta <x, y>} beyond float64)")
-        for mon in monitors:  # before the first step: a step too large is named, not overflowed
-            start = getattr(mon, "start", None)
-            if start is not None:
-                start(t0, y, stage, context)
-        while k_out < len(times):
-            target = t_end if dense else float(times[k_out])
-            if adaptive or dense:
-                h = min(dt, target - t)
-                if step_bound is not None:
-                    h = min(h, step_bound())
-                if target - (t + h) < 1e-10 * h:
-                    h = target - t
-            else:  # equal steps <= dt across the output interval
-                span = target - float(times[k_out - 1])
-                m = max(1, math.ceil(span / dt - 1e-9))
-                h = min(span / m, target - t)
-                if target - (t + h) < 1e-9 * h:
-                    h = target - t
-            if h < min_dt and target - t > min_dt:
-                if overflowed:
-                    raise Stop(StopReason.OVERFLOW, f"the step shrank to dt = {h:.3g} at t = "
-                               f"{t:.6g} and still gave a non-finite state (a field beyond "
-                               "float64)")
-                _explain(monitors, "explain_small_step", t, y, h)
-                raise Stop(StopReason.STEP_TOO_SMALL, f"dt = {h:.3g} at t = {t:.6g}")
-            if stats["steps"] >= max_steps:
-                raise Stop(StopReason.MAX_STEPS, f"max_steps={max_steps} reached at t = {t:.6g}")
-            stats["steps"] += 1
-            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # checked below
-                y_new, err, stage_new = stepper.step(y, h, stage)
-            if isinstance(controller, PIController):
-                with np.errstate(over="ignore", invalid="ignore"):
-                    error = controller.error_norm(err, y, y_new)
-                accept, dt, cstate = controller.adapt(error, h, stepper.error_order, cstate)
-                if not accept:
-                    stats["rejected"] += 1
-                    overflowed = not _finite(y_new)
-                    continue
-            if not _finite(y_new):
-                _explain(monitors, "explain_non_finite", t, y, h)
-                raise Stop(StopReason.NON_FINITE, f"non-finite state in the step from t = {t:.6g} "
-                           f"to {t + h:.6g}; results are kept up to t = {t:.6g}")
-            overflowed = False
-            t_new = target if h == target - t else t + h
-            y_new = stepper.project(y_new)
-            stats["accepted"] += 1
-            if stage_new is None:
-                with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-                    stage_new = stepper.init(y_new)  # non-finite: the next step stops
-            if dense:
-                while k_out < len(times) and times[k_out] <= t_new + 1e-12 * max(1.0, abs(t_end)):
-                    s = min(max((float(times[k_out]) - t) / (t_new - t), 0.0), 1.0)
-                    if own_dense:
-                        yi = stepper.interpolate(s)
-                    else:
-                        yi = _hermite(s, t_new - t, y, stage, y_new, stage_new)
-                    output(k_out, float(times[k_out]), stepper.project(yi), context)
-                    k_out += 1
-            for mon in monitors:  # a Stop here keeps (t, y): the last state it accepted
-                rep = mon.check(t_new, y_new, stage_new, context)
-                if rep is not None:
-                    y_new = rep.y
-                    if rep.stepper is not None:
-                        evaluations += stepper.evaluations - rep.stepper.evaluations
-                        stepper = rep.stepper
-                    if rep.context is not None:
-                        context = rep.context
-                    stage_new = rep.stage if rep.stage is not None else stepper.init(y_new)
-            t, y, stage = t_new, y_new, stage_new
-            for tr, fire in zip(trackers, schedule):
-                if fire(t):
-                    tr.handle(t, y, context)
-            if not dense and t == target:
-                output(k_out, t, y, context)
-                k_out += 1
+        run.start(start_overflow)
+        while run.k_out < len(times):
+            run.advance()
     except Stop as exc:
         reason, detail = exc.reason, exc.detail
     except FinishedSimulation as exc:
         reason, detail = StopReason.FINISHED_EARLY, str(exc)
     except KeyboardInterrupt:
-        reason, detail = StopReason.INTERRUPTED, f"interrupted at t = {t:.6g}"
+        reason, detail = StopReason.INTERRUPTED, f"interrupted at t = {run.t:.6g}"
     finally:
-        for tr in trackers:
-            tr.finalize({"reason": reason, "t": t, **stats})
-    return Solution(
-        reason=reason, detail=detail, t_reached=t, y=y, context=context,
-        num_steps=stats["steps"], num_accepted=stats["accepted"], num_rejected=stats["rejected"],
-        num_evaluations=evaluations + stepper.evaluations,
-        wall_time_s=_time.perf_counter() - wall0,
-    )
+        for tr in run.trackers:
+            tr.finalize({"reason": reason, "t": run.t, **run.stats})
+    return run.solution(reason, detail, wall0)
 
 
 __all__ = ["IntegrationError", "Interrupted", "Monitor", "Replace", "Solution", "Stop", "StopReason",

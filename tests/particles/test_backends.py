@@ -15,7 +15,6 @@ import xarray as xr
 
 torch = pytest.importorskip("torch")
 
-from particles_helpers import random_matrices, unit  # noqa: E402
 
 from meanfield import Model  # noqa: E402
 from meanfield.cli import main  # noqa: E402
@@ -42,8 +41,13 @@ def _one_torch_thread():
     torch.set_num_threads(threads)
 
 
-def _sphere(batch: int, n: int, d: int, seed: int = 0) -> np.ndarray:
-    return unit(np.random.default_rng(seed).standard_normal((batch, n, d)))
+@pytest.fixture(scope="module")
+def sphere(unit):
+    """``sphere(batch, n, d, seed=0)``: ``batch x n`` tokens on ``S^{d-1}`` (normalised
+    Gaussians)."""
+    def draw(batch: int, n: int, d: int, seed: int = 0) -> np.ndarray:
+        return unit(np.random.default_rng(seed).standard_normal((batch, n, d)))
+    return draw
 
 
 def _feedforward(d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -51,7 +55,19 @@ def _feedforward(d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return 0.5 * g.standard_normal((d, 4)), g.standard_normal((4, d)), g.standard_normal(4)
 
 
-def _variants(d: int) -> dict[str, Model]:
+VARIANTS = ("softmax-QKV", "unnormalized", "multi-head", "l2", "sigmoid", "sinkhorn", "causal",
+            "feedforward-tanh")
+
+
+@pytest.fixture(scope="module")
+def variants(random_matrices) -> dict[str, Model]:
+    """The models of :data:`VARIANTS`, in ``d = 3``."""
+    models = _variants(3, random_matrices)
+    assert tuple(models) == VARIANTS  # every variant is parametrized, under its name
+    return models
+
+
+def _variants(d: int, random_matrices) -> dict[str, Model]:
     Q, K, V = random_matrices(d, 1)
     heads = [random_matrices(d, 2, 0.3), random_matrices(d, 3, 0.3)]
     return {
@@ -65,8 +81,6 @@ def _variants(d: int) -> dict[str, Model]:
         "feedforward-tanh": Model(1.0, feedforward=_feedforward(d), activation="tanh"),
     }
 
-
-VARIANTS = list(_variants(3))
 METHODS_XYZ = {"rk4": 0.05, "dopri5": None, "post_ln": 0.1, "euler_maruyama": 0.02}
 
 
@@ -83,15 +97,15 @@ def _rel(a: xr.Dataset, b: xr.Dataset, var: str = "x") -> float:
 
 @pytest.mark.parametrize("method", list(METHODS_XYZ))
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_numpy_and_torch_agree(variant: str, method: str) -> None:
+def test_numpy_and_torch_agree(variant: str, method: str, sphere, variants) -> None:
     """Every attention variant under every integrator of the tokens (angles: below): the
     trajectories at every output time agree to :data:`AGREE`, the energy and dissipation too
     (computed on the host from those states: the same bound); the noise of Euler–Maruyama is
     drawn on the host, so both backends see the same increments (else they would differ by
     O(sqrt(sigma t)), not round-off)."""
-    model = _variants(3)[variant]
+    model = variants[variant]
     t = np.array([0.0, 0.1, 0.2])
-    x0 = _sphere(2, 8, 3)
+    x0 = sphere(2, 8, 3)
     a = _run(model, x0, t, method)
     b = _run(model, x0, t, method, backend="torch")
     assert a.x.shape == b.x.shape == (3, 2, 8, 3)
@@ -108,17 +122,17 @@ def test_numpy_and_torch_agree(variant: str, method: str) -> None:
 
 @pytest.mark.parametrize("model", [Model(2.0), Model(1.0, attention="unnormalized", value=-1),
                                    Model(2.0, causal=True)], ids=["SA", "USA-repulsive", "causal"])
-def test_angles_agree(model: Model) -> None:
+def test_angles_agree(model: Model, sphere) -> None:
     """The circle in angles (7.1): the angle velocity runs on torch too."""
     t = np.array([0.0, 0.2, 0.4])
-    x0 = _sphere(2, 10, 2, seed=4)
+    x0 = sphere(2, 10, 2, seed=4)
     a = simulate(model, x0, t, method="angles", dt=0.05)
     b = simulate(model, x0, t, method="angles", dt=0.05, backend="torch")
     assert _rel(a, b) <= AGREE and _rel(a, b, "theta") <= AGREE
     np.testing.assert_allclose(b.energy.values, a.energy.values, rtol=AGREE)
 
 
-def test_euclidean_agrees() -> None:
+def test_euclidean_agrees(random_matrices) -> None:
     """Tokens in R^d (no projection, (9.1)) with general Q, K, V."""
     Q, K, V = random_matrices(2, 8)
     model = Model(1.0, Q=Q, K=K, V=V)
@@ -129,13 +143,13 @@ def test_euclidean_agrees() -> None:
     assert _rel(a, b) <= AGREE
 
 
-def test_a_tensor_input_gives_the_same_dataset() -> None:
+def test_a_tensor_input_gives_the_same_dataset(sphere) -> None:
     """A torch tensor ``x0`` runs on torch (its device and dtype) and returns the Dataset a
     NumPy ``x0`` does: same variables, dims, coordinates, host float64, same attrs except
     the backend in ``settings`` and the wall time; values to :data:`AGREE`."""
     model = Model(2.0)
     t = np.linspace(0.0, 0.3, 4)
-    x0 = _sphere(1, 12, 3, seed=3)[0]
+    x0 = sphere(1, 12, 3, seed=3)[0]
     xt = torch.tensor(x0)
     a = simulate(model, x0, t)
     b = simulate(model, xt, t)
@@ -158,7 +172,7 @@ def test_a_tensor_input_gives_the_same_dataset() -> None:
 
 
 @pytest.mark.parametrize("method", ["rk4", "dopri5", "euler_maruyama", "angles"])
-def test_float32_runs(method: str) -> None:
+def test_float32_runs(method: str, sphere) -> None:
     """``dtype="float32"`` runs the whole state in float32, on NumPy and on torch. Each step
     rounds the state and the velocity to float32: a relative error of a few ``eps32`` per step
     (the velocity is a sum of ``n`` terms: ``n eps32`` at worst), carried along by the flow
@@ -168,7 +182,7 @@ def test_float32_runs(method: str) -> None:
     d = 2 if method == "angles" else 3
     model = Model(2.0, noise=0.05 if method == "euler_maruyama" else 0.0)
     t = np.array([0.0, 0.2, 0.4])
-    x0 = _sphere(2, 8, d, seed=6)
+    x0 = sphere(2, 8, d, seed=6)
     kw: dict[str, Any] = {"method": method, "dt": 0.05, "rng": 7, "rtol": 1e-6, "atol": 1e-8}
     ref = simulate(model, x0, t, **kw)
     steps = max(ref.attrs["num_steps"], 8)
@@ -184,9 +198,9 @@ def test_float32_runs(method: str) -> None:
     assert _rel(runs["numpy"], runs["torch"]) <= tol + (10 * kw["rtol"] if method == "dopri5" else 0)
 
 
-def test_bad_options_name_the_field() -> None:
+def test_bad_options_name_the_field(sphere) -> None:
     model = Model(1.0)
-    x0 = _sphere(1, 4, 3)[0]
+    x0 = sphere(1, 4, 3)[0]
     t = [0.0, 0.1]
     with pytest.raises(ValueError, match="backend"):
         simulate(model, x0, t, backend="jax")
@@ -215,14 +229,14 @@ def test_bad_options_name_the_field() -> None:
 def test_cuda_agrees() -> None:  # pragma: no cover - no GPU in CI
     model = Model(2.0)
     t = np.array([0.0, 0.2, 0.4])
-    x0 = _sphere(2, 16, 3)
+    x0 = sphere(2, 16, 3)
     a = simulate(model, x0, t, dt=0.05)
     b = simulate(model, torch.tensor(x0, device="cuda"), t, dt=0.05)
     assert json.loads(b.attrs["settings"])["backend"].startswith("torch cuda")
     assert _rel(a, b) <= AGREE
 
 
-def test_cli_backend_flags(tmp_path: Path, capsys: Any) -> None:
+def test_cli_backend_flags(tmp_path: Path, capsys: Any, sphere) -> None:
     """``--backend torch --dtype float32`` reach simulate (recorded in the file); a CUDA
     device for NumPy exits 2 naming the option."""
     common = ["particles", "--n", "6", "--d", "3", "--t-max", "0.2", "--times", "3",

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from particles_helpers import naive_attention, random_matrices, unit
 
 import particles
 from meanfield import ATTENTION_KINDS, Model, attention
@@ -45,7 +44,8 @@ def test_subclass_registers_itself() -> None:
 @pytest.mark.parametrize("kind", ["softmax", "unnormalized", "l2", "sigmoid"])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("memory_limit", [10**9, 8 * 3 * 37])
-def test_row_kernels_match_dense_formula(kind: str, causal: bool, memory_limit: int) -> None:
+def test_row_kernels_match_dense_formula(kind: str, causal: bool, memory_limit: int, unit,
+                                         random_matrices, naive_attention) -> None:
     # general Q, K, V, a bias, a batch, and (second limit) tiles of a few rows: the tiled,
     # shifted computation must agree with the dense textbook formula to round-off
     # (values O(1)-O(10): 1e-12 relative allows ~ 1e4 ulps of accumulated sums of 40 terms)
@@ -72,7 +72,7 @@ def test_memory_limit_must_be_positive() -> None:
         Tiling(0)
 
 
-def test_softmax_is_max_shifted_at_huge_beta() -> None:
+def test_softmax_is_max_shifted_at_huge_beta(unit) -> None:
     # beta = 1e4: e^{beta <x_i, x_j>} overflows double precision, the shifted softmax does
     # not; the weights tend to the arg-max of <x_i, x_j>, i.e. token i itself (a unit vector
     # is its own nearest neighbour), so the attention output is x_i up to e^{-beta * gap}
@@ -150,7 +150,7 @@ def test_normalised_kernels_have_unit_row_sums(kind: str) -> None:
 
 
 @pytest.mark.parametrize("kind", ["softmax", "l2"])
-def test_shift_fallback_to_row_maximum(kind: str) -> None:
+def test_shift_fallback_to_row_maximum(kind: str, unit, random_matrices) -> None:
     # with general Q, K at beta = 300 the Cauchy-Schwarz row bound exceeds the diagonal
     # logit by more than the 600 slack, so the row maximum is used; compare with scipy's
     # softmax of the dense logits (round-off of logits ~ beta * 1e-16 * |S| ~ 1e-12)

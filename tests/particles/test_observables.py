@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from particles_helpers import random_matrices, unit
 
 import particles
 from meanfield import Model
@@ -36,7 +35,7 @@ def test_energy_beta_zero_limit() -> None:
         assert particles.energy(Model(beta=tiny), x) == pytest.approx(half, rel=1e-14)
 
 
-def test_energy_of_multi_head_model_sums_heads() -> None:
+def test_energy_of_multi_head_model_sums_heads(random_matrices) -> None:
     h1, h2 = random_matrices(3, seed=1), random_matrices(3, seed=2)
     x = particles.sample_sphere(9, 3, 2)
     both = particles.energy(Model(beta=1.2, heads=[h1, h2]), x)
@@ -46,7 +45,7 @@ def test_energy_of_multi_head_model_sums_heads() -> None:
 
 
 @pytest.mark.parametrize("beta", [0.0, 1.5])
-def test_energy_gradient_by_finite_differences(beta: float) -> None:
+def test_energy_gradient_by_finite_differences(beta: float, random_matrices) -> None:
     # central differences, step 1e-6: truncation O(h^2 E''') ~ 1e-12, round-off
     # O(eps E / h) ~ 1e-10; tolerance 1e-7 absolute on O(0.1) gradients
     Q, K, _ = random_matrices(3, seed=3)
@@ -82,7 +81,7 @@ def test_dissipation_identities(value: int, beta: float) -> None:
     np.testing.assert_allclose(particles.dissipation(sa, x), want, rtol=1e-12)
 
 
-def test_dissipation_identity_weighted_metric() -> None:
+def test_dissipation_identity_weighted_metric(random_matrices) -> None:
     # (3.12): SA with Q^T K = V symmetric is a gradient flow of E (kernel <Q x, K y>) for the
     # metric weighted by Z_i = (1/n) sum_k e^{beta <Q x_i, K x_k>}:
     # dE/dt = n sum_i |P^perp grad_i E|^2 / Z_i >= 0; identity up to round-off
@@ -117,7 +116,7 @@ def test_inner_product_histogram_is_a_density() -> None:
         particles.inner_product_histogram(particles.sample_sphere(1, 3, 0))
 
 
-def test_count_clusters() -> None:
+def test_count_clusters(unit) -> None:
     g = np.random.default_rng(9)
     centres = unit(g.standard_normal((3, 5)))
     x = np.repeat(centres, 4, axis=0) + 1e-4 * g.standard_normal((12, 5))

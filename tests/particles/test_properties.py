@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from particles_helpers import naive_attention
 
 import particles
 from meanfield import Model
@@ -24,7 +23,7 @@ kinds = st.sampled_from(["softmax", "unnormalized", "l2", "sigmoid"])
     seed=st.integers(0, 2**16),
 )
 def test_attention_matches_dense_and_velocity_is_tangent(
-    n: int, d: int, beta: float, kind: str, causal: bool, seed: int
+    n: int, d: int, beta: float, kind: str, causal: bool, seed: int, naive_attention
 ) -> None:
     # beta <= 20 on unit tokens: e^{beta <x, y>} <= e^20, so the unshifted dense formula does
     # not overflow and both are accurate to round-off (~1e-15 relative per weight, sums of

@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
-from particles_helpers import random_matrices
 from scipy.integrate import solve_ivp
 
 import particles
@@ -87,7 +86,7 @@ def test_energy_monotone(kind: str, value: int) -> None:
     assert np.max(np.abs(dE)) > 1e-3  # it does move
 
 
-def test_energy_monotone_weighted_metric() -> None:
+def test_energy_monotone_weighted_metric(random_matrices) -> None:
     # (3.12): SA with Q^T K = V symmetric ascends E of the kernel <Q x, K y>
     R = random_matrices(3, seed=4)[0]
     ds = particles.simulate(Model(beta=2.0, Q=R, K=R, V=R.T @ R),
@@ -135,7 +134,7 @@ def test_methods_agree_with_reference() -> None:
         np.testing.assert_allclose(got.x.values, ref, atol=1e-8, err_msg=method)
 
 
-def test_rk4_converges_with_order_4() -> None:
+def test_rk4_converges_with_order_4(random_matrices) -> None:
     # log-log slope of the error at t = 1 against dt in {0.2, 0.1, 0.05}, reference DOP853
     x0 = particles.sample_sphere(8, 3, 8)
     model = Model(beta=3.0, Q=random_matrices(3, 9)[0])

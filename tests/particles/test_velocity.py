@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from particles_helpers import naive_attention, random_matrices
 
 import particles
 from meanfield import Model
@@ -17,7 +16,7 @@ def _model(kind: str, **kw) -> Model:
     return Model(attention=kind, sinkhorn_tol=1e-13, sinkhorn_iterations=5000, **kw)
 
 
-def test_velocity_is_projected_attention() -> None:
+def test_velocity_is_projected_attention(random_matrices, naive_attention) -> None:
     # x_i' = P_{x_i}^perp(sum_j A_ij V x_j): tangent to the sphere (<x_i, x_i'> = 0 to
     # round-off) and equal to the dense formula projected
     Q, K, V = random_matrices(4, seed=11)
@@ -29,7 +28,7 @@ def test_velocity_is_projected_attention() -> None:
     assert np.max(np.abs(np.sum(v * x, axis=-1))) < 1e-14
 
 
-def test_euclidean_geometry_does_not_project() -> None:
+def test_euclidean_geometry_does_not_project(naive_attention) -> None:
     model = Model(beta=1.0)
     x = 2.0 * particles.sample_sphere(10, 3, 1)  # off the sphere: fine in R^d
     np.testing.assert_allclose(
@@ -55,7 +54,7 @@ def test_repulsive_is_minus_attractive(kind: str) -> None:
     np.testing.assert_allclose(r, -a, atol=1e-14)
 
 
-def test_multi_head_is_sum_of_heads() -> None:
+def test_multi_head_is_sum_of_heads(random_matrices) -> None:
     # (2.7): the heads' terms add up (inside one projection)
     h1, h2 = random_matrices(3, seed=4), random_matrices(3, seed=5)
     x = particles.sample_sphere(15, 3, 4)
@@ -66,7 +65,7 @@ def test_multi_head_is_sum_of_heads() -> None:
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_permutation_equivariance(kind: str) -> None:
+def test_permutation_equivariance(kind: str, random_matrices) -> None:
     # relabelling tokens relabels velocities (no mask): v(P x) = P v(x)
     Q, K, V = random_matrices(3, seed=6)
     model = _model(kind, beta=2.5, Q=Q, K=K, V=V)

@@ -17,7 +17,7 @@ from meanfield.integrate import RESULT_ATTRS, check_result_attrs, settings_of
 from meanfield.io import read_netcdf, write_netcdf
 from particles import energy, sample_sphere
 from particles.trained import MODELS_EXTRA, random_encoder
-from validation import tokens as T
+from validation import tokens
 
 PASSAGES = ["one two three four five six seven", "alpha beta gamma delta epsilon"]
 
@@ -29,46 +29,46 @@ def tiny(rng):
 
 def test_split_passages_and_builtin_corpus():
     text = "# a comment\nfirst  para\ncontinues\n\n\nsecond\n"
-    assert T.split_passages(text) == ["first para continues", "second"]
+    assert tokens.split_passages(text) == ["first para continues", "second"]
     with pytest.raises(ValueError, match="empty"):
-        T.split_passages("# only a comment\n\n  \n")
-    corpus = T.builtin_corpus()
+        tokens.split_passages("# only a comment\n\n  \n")
+    corpus = tokens.builtin_corpus()
     assert len(corpus) >= 3 and all(len(p.split()) > 20 for p in corpus)
 
 
 def test_cloud_statistics_exact_configurations(rng):
     d = 6
     eye = np.eye(d)  # pairwise orthogonal: every <y_i, y_j> = 0
-    st = T.cloud_statistics(eye, bins=4, betas=(1.0, 4.0), delta=0.1)
+    st = tokens.cloud_statistics(eye, bins=4, betas=(1.0, 4.0), delta=0.1)
     assert st["mean_inner_product"] == 0.0 and st["fraction_above"] == 0.0
     assert st["clusters"] == d
     assert st["effective_rank"] == pytest.approx(d, rel=1e-12)
     np.testing.assert_allclose(st["histogram"], [0, 0, 2, 0])  # all mass in the bin [0, 0.5)
     same = np.tile(eye[:1], (5, 1))  # one point: every <y_i, y_j> = 1
-    st = T.cloud_statistics(same, bins=4, betas=(2.0,))
+    st = tokens.cloud_statistics(same, bins=4, betas=(2.0,))
     assert st["mean_inner_product"] == 1.0 and st["fraction_above"] == 1.0
     assert st["clusters"] == 1 and st["effective_rank"] == pytest.approx(1.0, abs=1e-12)
     # E_beta of one point: (e^beta - 1) / (2 beta), docs/equations.md section 2
     assert st["energy"][0] == pytest.approx(np.expm1(2.0) / 4.0, rel=1e-14)
     y = sample_sphere(20, 3, rng)
-    st = T.cloud_statistics(y, bins=10)
+    st = tokens.cloud_statistics(y, bins=10)
     assert np.sum(st["histogram"]) * 0.2 == pytest.approx(1.0, rel=1e-12)
     assert st["energy"][1] == pytest.approx(energy(Model(4.0), y), rel=1e-14)
 
 
 def test_cloud_statistics_bad_options():
     with pytest.raises(ValueError, match="bins"):
-        T.token_study(None, PASSAGES, bins=0)
+        tokens.token_study(None, PASSAGES, bins=0)
     with pytest.raises(ValueError, match="delta"):
-        T.token_study(None, PASSAGES, delta=0.0)
+        tokens.token_study(None, PASSAGES, delta=0.0)
     with pytest.raises(ValueError, match="betas"):
-        T.token_study(None, PASSAGES, betas=(-1.0,))
+        tokens.token_study(None, PASSAGES, betas=(-1.0,))
     with pytest.raises(ValueError, match="passages"):
-        T.token_study(None, [])
+        tokens.token_study(None, [])
 
 
 def test_token_study_dataset(tiny, tmp_path):
-    ds = T.token_study(tiny, PASSAGES, bins=8, betas=(1.0, 9.0))
+    ds = tokens.token_study(tiny, PASSAGES, bins=8, betas=(1.0, 9.0))
     L1 = tiny.num_layers + 1
     assert ds.hidden_states.dims == ("passage", "layer", "token", "dim")
     assert ds.hidden_states.shape == (2, L1, 9, tiny.dim)
@@ -100,7 +100,7 @@ def test_token_study_energy_beyond_float64(tiny):
     of hidden_states carry their note."""
     from meanfield.finite import unexplained_nonfinite
 
-    ds = T.token_study(tiny, PASSAGES, bins=8, betas=(1.0, 1e3, 1e300))
+    ds = tokens.token_study(tiny, PASSAGES, bins=8, betas=(1.0, 1e3, 1e300))
     assert unexplained_nonfinite(ds) == []
     assert np.all(np.isinf(ds.energy.sel(beta=1e3))) and ds.energy.attrs["note"]
     assert np.all(np.isfinite(ds.log_energy))
@@ -116,15 +116,15 @@ def test_token_study_energy_beyond_float64(tiny):
 
 def test_fit_toy_beta_recovers_a_known_beta(rng):
     y0 = sample_sphere(16, 3, rng)
-    y1 = T._toy_cloud(y0, 3.0, 0.25)
-    beta, w1 = T.fit_toy_beta(y0, y1, dt=0.25, bounds=(0.0, 10.0))
+    y1 = tokens._toy_cloud(y0, 3.0, 0.25)
+    beta, w1 = tokens.fit_toy_beta(y0, y1, dt=0.25, bounds=(0.0, 10.0))
     # the objective is zero at beta = 3; Brent's bracket stops within xatol = 0.1 of it
     assert beta == pytest.approx(3.0, abs=0.2)
     assert w1 < 0.01
 
 
 def test_dynamics_study_dataset(tiny):
-    ds = T.dynamics_study(tiny, PASSAGES, bins=8, dt=0.125,  # h L = 1.0 < 2.785 (L = 8.03)
+    ds = tokens.dynamics_study(tiny, PASSAGES, bins=8, dt=0.125,  # h L = 1.0 < 2.785 (L = 8.03)
                           variants=("attention", "attention+ff", "post_ln", "post_ln+ff"))
     assert list(ds.variant.values) == ["real", "attention", "attention+ff", "post_ln",
                                        "post_ln+ff"]
@@ -133,10 +133,10 @@ def test_dynamics_study_dataset(tiny):
     np.testing.assert_array_equal(real.w1, 0.0)
     np.testing.assert_allclose(real.kernel_distance, 0.0, atol=1e-6)  # sqrt of round-off
     np.testing.assert_allclose(real.explained.isel(layer=slice(1, None)), 1.0, rtol=1e-12)
-    for v in T.VARIANTS:  # every variant starts from the real layer-0 cloud
+    for v in tokens.VARIANTS:  # every variant starts from the real layer-0 cloud
         assert float(ds.w1.sel(variant=v).isel(layer=0).max()) == 0.0
     assert np.all(np.isnan(ds.toy_beta.isel(layer=0)))
-    lo, hi = T.DEFAULTS["beta_bounds"]
+    lo, hi = tokens.DEFAULTS["beta_bounds"]
     assert np.all((ds.toy_beta.isel(layer=slice(1, None)) >= lo)
                   & (ds.toy_beta.isel(layer=slice(1, None)) <= hi))
     check_result_attrs(ds.attrs)
@@ -147,9 +147,9 @@ def test_dynamics_study_dataset(tiny):
     assert ds.attrs["scheme"] == "rk4" and ds.attrs["dt"] == 0.125
     assert settings_of(ds)["dt"] == 0.125 and ds.attrs["t_reached"] == tiny.num_layers
     with pytest.raises(ValueError, match="dt"):
-        T.dynamics_study(tiny, PASSAGES, dt=0.0)
+        tokens.dynamics_study(tiny, PASSAGES, dt=0.0)
     with pytest.raises(ValueError, match="variants"):
-        T.dynamics_study(tiny, PASSAGES, variants=("nope",))
+        tokens.dynamics_study(tiny, PASSAGES, variants=("nope",))
 
 
 def test_post_ln_variant_is_the_discrete_step(tiny):
@@ -157,23 +157,23 @@ def test_post_ln_variant_is_the_discrete_step(tiny):
     from particles import attention
 
     states = tiny.hidden_states(PASSAGES[0])
-    y0 = T._unit(states[0])
+    y0 = tokens._unit(states[0])
     r = np.linalg.norm(states[:-1], axis=-1).mean(axis=-1)
-    out = T._run_dynamics(tiny, y0, r, "post_ln", 0.5)
+    out = tokens._run_dynamics(tiny, y0, r, "post_ln", 0.5)
     model = tiny.layer_model(0, radius=float(r[0]))
     want = y0 + attention(model, y0)
-    np.testing.assert_allclose(out[1], T._unit(want), atol=1e-12)
+    np.testing.assert_allclose(out[1], tokens._unit(want), atol=1e-12)
 
 
 def test_figures_and_table(tiny):
     import matplotlib.pyplot as plt
 
-    tok = T.token_study(tiny, PASSAGES, bins=8)
-    dyn = T.dynamics_study(tiny, PASSAGES, bins=8, dt=0.125, fit_beta=False)  # RK4 stable: see above
-    for fig in (T.plot_figure1(tok), T.plot_summary(tok), T.plot_dynamics(dyn)):
+    tok = tokens.token_study(tiny, PASSAGES, bins=8)
+    dyn = tokens.dynamics_study(tiny, PASSAGES, bins=8, dt=0.125, fit_beta=False)  # RK4 stable: see above
+    for fig in (tokens.plot_figure1(tok), tokens.plot_summary(tok), tokens.plot_dynamics(dyn)):
         assert len(fig.axes) >= tiny.num_layers + 1 or fig.axes
         plt.close(fig)
-    for table in (T.summary_table(tok), T.dynamics_table(dyn)):
+    for table in (tokens.summary_table(tok), tokens.dynamics_table(dyn)):
         assert table.count("\n") == tiny.num_layers + 2  # header, rule, one row per layer
 
 
@@ -195,8 +195,8 @@ def test_cli_follows_the_conventions_of_the_other_commands(tmp_path, capsys, mon
     from particles import trained
 
     args = build_parser().parse_args(["tokens"])
-    assert (args.bins, args.delta, args.dt) == (T.DEFAULTS["bins"], T.DEFAULTS["delta"],
-                                                T.DEFAULTS["dt"])
+    assert (args.bins, args.delta, args.dt) == (tokens.DEFAULTS["bins"], tokens.DEFAULTS["delta"],
+                                                tokens.DEFAULTS["dt"])
     assert args.progress is True and args.overwrite is False
     assert build_parser().parse_args(["tokens", "--no-progress"]).progress is False
     with pytest.raises(SystemExit):

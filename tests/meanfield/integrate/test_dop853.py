@@ -169,9 +169,10 @@ def test_continuous_extension_is_of_order_seven_and_scipys() -> None:
                         atol=1e-15, dense_output=True).sol
         errors.append(max(np.abs(stepper.interpolate(th) - ref(th * h)).max() for th in thetas))
     assert _slope(hs, np.array(errors)) == pytest.approx(8.0, abs=0.5)
-    from scipy.integrate import DOP853 as ScipyDOP853
+    import scipy.integrate
 
-    scipy_step = ScipyDOP853(lambda _t, y: f(y), 0.0, y0, 1.0, first_step=0.2, rtol=1e-3, atol=1e-3)
+    scipy_step = scipy.integrate.DOP853(lambda _t, y: f(y), 0.0, y0, 1.0, first_step=0.2,
+                                        rtol=1e-3, atol=1e-3)
     scipy_step.step()
     h = scipy_step.t - scipy_step.t_old
     stepper = RungeKutta(f, "dop853")

@@ -1,23 +1,28 @@
-"""Helpers of the particle tests (a unique module name: tests/ has no packages)."""
+"""Fixtures of the particle tests: unit rows, random weights near the identity, a dense
+attention written independently of the package. Each fixture is the function itself
+(session-scoped: no state, and usable with hypothesis' ``@given``)."""
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
+import pytest
 
 from meanfield import Model
 
 
-def unit(x: np.ndarray) -> np.ndarray:
+def _unit(x: np.ndarray) -> np.ndarray:
     return x / np.linalg.norm(x, axis=-1, keepdims=True)
 
 
-def random_matrices(d: int, seed: int, scale: float = 0.5) -> tuple[np.ndarray, ...]:
+def _random_matrices(d: int, seed: int, scale: float = 0.5) -> tuple[np.ndarray, ...]:
     """``Q, K, V`` near the identity (well-conditioned, dynamics of moderate speed)."""
     g = np.random.default_rng(seed)
     return tuple(np.eye(d) + scale * g.standard_normal((d, d)) / np.sqrt(d) for _ in range(3))
 
 
-def naive_attention(model: Model, x: np.ndarray) -> np.ndarray:
+def _naive_attention(model: Model, x: np.ndarray) -> np.ndarray:
     """``sum_h sum_j A_ij V x_j`` from the dense weights of docs/equations.md section 2, one system
     ``(n, d)``, written independently of ``meanfield.kernels`` (no shift, no tiles)."""
     n, d = x.shape
@@ -43,3 +48,21 @@ def naive_attention(model: Model, x: np.ndarray) -> np.ndarray:
             W = W / count
         out += W @ v
     return out
+
+
+@pytest.fixture(scope="session")
+def unit() -> Callable[[np.ndarray], np.ndarray]:
+    """``unit(x)``: the rows of ``x`` divided by their norms."""
+    return _unit
+
+
+@pytest.fixture(scope="session")
+def random_matrices() -> Callable[..., tuple[np.ndarray, ...]]:
+    """``random_matrices(d, seed, scale=0.5)``: ``Q, K, V`` near the identity."""
+    return _random_matrices
+
+
+@pytest.fixture(scope="session")
+def naive_attention() -> Callable[[Model, np.ndarray], np.ndarray]:
+    """``naive_attention(model, x)``: the dense attention of docs/equations.md section 2."""
+    return _naive_attention
