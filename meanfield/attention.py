@@ -1,4 +1,5 @@
-"""The attention registry: every attention kind, its parameters, and which solvers support it.
+"""The attention registry: every attention kind, its mathematics, its parameters, and which
+solvers support it.
 
 .. autosummary::
    AttentionKind
@@ -6,8 +7,11 @@
    Transform
    Energy
    GaussianField
+   Parameters
    NORMALIZATIONS
+   METRICS
    SOLVERS
+   model_parameters
    resolve
    names
    kinds
@@ -16,9 +20,9 @@
    unregister
 
 One table says which attention kinds exist (the weights ``A_ij`` of docs/equations.md
-section 2), which :class:`meanfield.Model` fields belong to each, and which solvers implement
-it. :class:`meanfield.Model` validates its ``attention`` here; every solver calls
-:func:`require` before it starts, so that an unsupported kind is refused with a
+section 2), what each is, which parameters belong to each, and which solvers implement it.
+:class:`meanfield.Model` validates its ``attention`` and the kind's parameters here; every
+solver calls :func:`require` before it starts, so that an unsupported kind is refused with a
 ``ValueError`` that names the solvers that do support it.
 
 Names are case-insensitive and have aliases: ``resolve("SOFTMAX")``, ``resolve("SA")`` and
