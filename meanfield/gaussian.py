@@ -124,14 +124,6 @@ def _check_model(model: Model) -> None:
         raise ValueError(msg)
 
 
-def _sinkhorn_cross(a: np.ndarray, factor: np.ndarray) -> np.ndarray:
-    """``G`` with ``C = L G L^T`` the cross-covariance of the Sinkhorn coupling of
-    ``N(m, L L^T)`` with itself: ``G (I - G^T G)^{-1} = L^T A^T L`` (docs/gaussian.md, 1)."""
-    u, s, wt = np.linalg.svd(factor.T @ a.T @ factor)
-    g = 2.0 * s / (1.0 + np.sqrt(1.0 + 4.0 * s * s))  # root in [0, 1) of g / (1 - g^2) = s
-    return (u * g) @ wt
-
-
 def affine_field(model: Model, mean: np.ndarray, cov: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The field ``X[N(mean, cov)](x) = b + B x`` of the model, as ``(b, B)`` (docs/equations.md 4).
 
@@ -140,29 +132,20 @@ def affine_field(model: Model, mean: np.ndarray, cov: np.ndarray) -> tuple[np.nd
     covariance is ``(cov^{-1} + beta K^T K)^{-1}``). Sinkhorn: ``V E_pi[y | x]`` for the
     Gaussian coupling ``pi`` of ``mu`` with itself, ``V (m + L G^T L^{-1} (x - m))``.
     The noise term is not a field and is not included. ``cov`` may be singular except for
-    Sinkhorn. See docs/gaussian.md, section 1.
+    Sinkhorn. See docs/gaussian.md, section 1. Each head's field is its kind's
+    :class:`meanfield.attention.GaussianField`.
     """
     _check_model(model)
+    head = attention.resolve(model.attention).gaussian_field().head
     mean = np.asarray(mean, dtype=float)
     cov = np.asarray(cov, dtype=float)
     d = mean.shape[0]
     b = np.zeros(d)
     big_b = np.zeros((d, d))
-    factor = np.linalg.cholesky(cov) if model.attention == "sinkhorn" else None
     for q, k, v in model.matrices(d):
-        a = model.beta * (k.T @ q)
-        if factor is not None:  # sinkhorn
-            g = _sinkhorn_cross(a, factor)
-            slope = v @ factor @ np.linalg.solve(factor.T, g).T  # V L G^T L^{-1}
-            b += v @ mean - slope @ mean
-            big_b += slope
-            continue
-        if model.attention == "l2":
-            vp = v @ np.linalg.solve(np.eye(d) + model.beta * cov @ (k.T @ k), np.eye(d))
-        else:
-            vp = v
-        b += vp @ mean
-        big_b += vp @ (cov @ a)
+        bh, big_bh = head(model.beta, q, k, v, mean, cov)
+        b += bh
+        big_b += big_bh
     return b, big_b
 
 
@@ -536,7 +519,7 @@ def interaction_matrix(model: Model, d: int) -> tuple[float, np.ndarray]:
         ValueError: another attention kind, or a head whose ``V`` is not a multiple of ``I``.
     """
     _check_model(model)
-    if model.attention != "softmax":
+    if not attention.resolve(model.attention).gaussian_field().plain:
         msg = ("interaction_matrix needs softmax attention (an affine field v(m + Sigma A x)), got "
                f"{model.attention!r}")
         raise ValueError(msg)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -51,7 +51,7 @@ def _as_matrix(name: str, value: Any) -> np.ndarray | None:
     return a
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, init=False)
 class Model:
     """Self-attention dynamics (docs/equations.md sections 2-3).
 
@@ -71,34 +71,80 @@ class Model:
             exclusive with ``Q, K, V``.
         causal: token ``i`` attends to ``j <= i`` only (particles and the Lagrangian
             solver, whose nodes carry a label; not the spectral solvers).
-        sigmoid_bias: the bias ``b`` of sigmoid attention.
-        sinkhorn_iterations: maximum number of Sinkhorn iterations.
-        sinkhorn_tol: stop Sinkhorn once row and column sums are within this of 1.
         feedforward: optional ``(w, a, b)`` of the feed-forward term ``w sigma(a x + b)``
             added inside the projection ((2.8)): ``w`` is ``d x l``, ``a`` is ``l x d``,
             ``b`` has length ``l`` (particles and the Lagrangian solver; not the spectral
             solvers).
         activation: ``sigma`` of the feed-forward term: ``"relu"``, ``"tanh"``,
             ``"sigmoid"`` or ``"gelu"``.
+        parameters: the attention kind's own parameters (its entry's
+            :attr:`~meanfield.attention.AttentionKind.parameters`), as a mapping; they may
+            also be given as keywords: ``sigmoid_bias`` (the bias ``b`` of sigmoid attention),
+            ``sinkhorn_iterations`` (the maximum number of Sinkhorn iterations),
+            ``sinkhorn_tol`` (stop Sinkhorn once row and column sums are within this of 1),
+            or those of a registered kind. The kind validates them and fills in its defaults
+            (:attr:`parameters`); they read as attributes (``model.sigmoid_bias``). A
+            parameter of another kind is validated and dropped (it does not act on this one).
     """
 
     beta: float
-    attention: str = "softmax"
-    value: int = 1
-    noise: float = 0.0
-    Q: Any = None
-    K: Any = None
-    V: Any = None
-    heads: Any = None
-    causal: bool = False
-    sigmoid_bias: float = 0.0
-    sinkhorn_iterations: int = 200
-    sinkhorn_tol: float = 1e-10
-    feedforward: Any = None
-    activation: str = "relu"
+    attention: str
+    value: int
+    noise: float
+    Q: Any
+    K: Any
+    V: Any
+    heads: Any
+    causal: bool
+    feedforward: Any
+    activation: str
+    parameters: attention_registry.Parameters
     _dim: int | None = field(default=None, init=False, repr=False)
 
-    def __post_init__(self) -> None:
+    def __init__(
+        self,
+        beta: float,
+        attention: str = "softmax",
+        value: int = 1,
+        noise: float = 0.0,
+        Q: Any = None,
+        K: Any = None,
+        V: Any = None,
+        heads: Any = None,
+        causal: bool = False,
+        feedforward: Any = None,
+        activation: str = "relu",
+        parameters: Mapping[str, Any] | None = None,
+        **kind_parameters: Any,
+    ) -> None:
+        given = dict(parameters or {})
+        both = sorted(set(given) & set(kind_parameters))
+        if both:
+            msg = f"parameters {both} are given both in parameters and as keywords; give them once"
+            raise ValueError(msg)
+        given.update(kind_parameters)
+        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
+        for name, v in (("beta", beta), ("attention", attention), ("value", value),
+                        ("noise", noise), ("Q", Q), ("K", K), ("V", V), ("heads", heads),
+                        ("causal", causal), ("feedforward", feedforward),
+                        ("activation", activation), ("_dim", None)):
+            set_(name, v)
+        self._check_scalars()
+        dims = self._check_matrices()
+        dims |= self._check_heads()
+        dims |= self._check_feedforward()
+        if self.activation not in ACTIVATIONS:
+            msg = f"activation must be one of {tuple(ACTIVATIONS)}, got {self.activation!r}"
+            raise ValueError(msg)
+        if len(dims) > 1:
+            msg = f"Q, K, V (and heads) must share one dimension d, got sizes {sorted(dims)}"
+            raise ValueError(msg)
+        set_("_dim", dims.pop() if dims else None)
+        set_("causal", bool(self.causal))
+        set_("parameters", attention_registry.model_parameters(self.attention, given))
+
+    def _check_scalars(self) -> None:
+        """``beta``, ``attention``, ``value``, ``noise``."""
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
         # a number, not text: beta="4" is refused (a string that happens to parse is more
         # often a mistake, e.g. a column of a table read as text, than an intention)
@@ -121,74 +167,82 @@ class Model:
             msg = f"noise must be finite and >= 0, got {self.noise!r}"
             raise ValueError(msg)
         set_("noise", noise)
+
+    def _check_matrices(self) -> set[int]:
+        """``Q, K, V``: square, finite, read-only; their sizes."""
         dims = set()
         for name in ("Q", "K", "V"):
             m = _as_matrix(name, getattr(self, name))
-            set_(name, m)
+            object.__setattr__(self, name, m)
             if m is not None:
                 dims.add(m.shape[0])
-        if self.heads is not None:
-            if any(getattr(self, n) is not None for n in ("Q", "K", "V")):
-                msg = "heads and Q, K, V are exclusive: give the matrices inside heads"
+        return dims
+
+    def _check_heads(self) -> set[int]:
+        """``heads``: ``(Q, K, V)`` triples, exclusive with ``Q, K, V``; their sizes."""
+        if self.heads is None:
+            return set()
+        if any(getattr(self, n) is not None for n in ("Q", "K", "V")):
+            msg = "heads and Q, K, V are exclusive: give the matrices inside heads"
+            raise ValueError(msg)
+        dims: set[int] = set()
+        heads = []
+        for h, triple in enumerate(self.heads):
+            if len(triple) != 3:
+                msg = f"heads[{h}] must be a (Q, K, V) triple, got {len(triple)} items"
                 raise ValueError(msg)
-            heads = []
-            for h, triple in enumerate(self.heads):
-                if len(triple) != 3:
-                    msg = f"heads[{h}] must be a (Q, K, V) triple, got {len(triple)} items"
+            mats = []
+            for n, m in zip("QKV", triple):
+                a = _as_matrix(f"heads[{h}].{n}", m)
+                if a is None:
+                    msg = f"heads[{h}].{n} must be a square matrix, got None"
                     raise ValueError(msg)
-                mats = []
-                for n, m in zip("QKV", triple):
-                    a = _as_matrix(f"heads[{h}].{n}", m)
-                    if a is None:
-                        msg = f"heads[{h}].{n} must be a square matrix, got None"
-                        raise ValueError(msg)
-                    mats.append(a)
-                dims.update(m.shape[0] for m in mats)
-                heads.append(tuple(mats))
-            if not heads:
-                msg = "heads must contain at least one (Q, K, V) triple"
-                raise ValueError(msg)
-            set_("heads", tuple(heads))
-        if self.feedforward is not None:
-            if len(self.feedforward) != 3:
-                msg = f"feedforward must be a (w, a, b) triple, got {len(self.feedforward)} items"
-                raise ValueError(msg)
-            w, a, b = (np.array(m, dtype=float) for m in self.feedforward)
-            if w.ndim != 2 or a.ndim != 2 or b.ndim != 1 or a.shape != (w.shape[1], w.shape[0]) \
-                    or b.shape != (w.shape[1],):
-                msg = (
-                    "feedforward (w, a, b) must have shapes (d, l), (l, d), (l,); got "
-                    f"{w.shape}, {a.shape}, {b.shape}"
-                )
-                raise ValueError(msg)
-            if not all(np.all(np.isfinite(m)) for m in (w, a, b)):
-                msg = "feedforward contains non-finite entries"
-                raise ValueError(msg)
-            for m in (w, a, b):
-                m.setflags(write=False)
-            dims.add(w.shape[0])
-            set_("feedforward", (w, a, b))
-        if self.activation not in ACTIVATIONS:
-            msg = f"activation must be one of {tuple(ACTIVATIONS)}, got {self.activation!r}"
+                mats.append(a)
+            dims.update(m.shape[0] for m in mats)
+            heads.append(tuple(mats))
+        if not heads:
+            msg = "heads must contain at least one (Q, K, V) triple"
             raise ValueError(msg)
-        if len(dims) > 1:
-            msg = f"Q, K, V (and heads) must share one dimension d, got sizes {sorted(dims)}"
+        object.__setattr__(self, "heads", tuple(heads))
+        return dims
+
+    def _check_feedforward(self) -> set[int]:
+        """``feedforward``: a finite ``(w, a, b)`` of shapes ``(d, l), (l, d), (l,)``; ``{d}``."""
+        if self.feedforward is None:
+            return set()
+        if len(self.feedforward) != 3:
+            msg = f"feedforward must be a (w, a, b) triple, got {len(self.feedforward)} items"
             raise ValueError(msg)
-        set_("_dim", dims.pop() if dims else None)
-        set_("causal", bool(self.causal))
-        bias = float(self.sigmoid_bias)
-        if not math.isfinite(bias):
-            msg = f"sigmoid_bias must be finite, got {self.sigmoid_bias!r}"
+        w, a, b = (np.array(m, dtype=float) for m in self.feedforward)
+        if w.ndim != 2 or a.ndim != 2 or b.ndim != 1 or a.shape != (w.shape[1], w.shape[0]) \
+                or b.shape != (w.shape[1],):
+            msg = (
+                "feedforward (w, a, b) must have shapes (d, l), (l, d), (l,); got "
+                f"{w.shape}, {a.shape}, {b.shape}"
+            )
             raise ValueError(msg)
-        set_("sigmoid_bias", bias)
-        if int(self.sinkhorn_iterations) < 1:
-            msg = f"sinkhorn_iterations must be >= 1, got {self.sinkhorn_iterations!r}"
+        if not all(np.all(np.isfinite(m)) for m in (w, a, b)):
+            msg = "feedforward contains non-finite entries"
             raise ValueError(msg)
-        set_("sinkhorn_iterations", int(self.sinkhorn_iterations))
-        if not float(self.sinkhorn_tol) > 0:
-            msg = f"sinkhorn_tol must be > 0, got {self.sinkhorn_tol!r}"
-            raise ValueError(msg)
-        set_("sinkhorn_tol", float(self.sinkhorn_tol))
+        for m in (w, a, b):
+            m.setflags(write=False)
+        object.__setattr__(self, "feedforward", (w, a, b))
+        return {w.shape[0]}
+
+    def __getattr__(self, name: str) -> Any:
+        """A parameter of the attention kind, by name (``model.sigmoid_bias``)."""
+        parameters = self.__dict__.get("parameters")
+        if parameters is not None and name in parameters:
+            return parameters[name]
+        msg = (f"{type(self).__name__!r} object has no attribute {name!r}"
+               + (f" (attention={self.__dict__.get('attention')!r} has the parameters "
+                  f"{tuple(parameters)})" if parameters is not None else ""))
+        raise AttributeError(msg)
+
+    @property
+    def kind(self) -> attention_registry.AttentionKind:
+        """The registry entry of :attr:`attention` (its mathematics)."""
+        return attention_registry.resolve(self.attention)
 
     # -- derived -------------------------------------------------------------------------
 
@@ -240,6 +294,7 @@ class Model:
     def replace(self, **changes: Any) -> Model:
         """A copy with some fields changed (validated again)."""
         kw = {n: getattr(self, n) for n in _FIELDS}
+        kw.update(self.parameters)
         kw.update(changes)
         return Model(**kw)
 
@@ -256,6 +311,7 @@ class Model:
                 v = ([[m.tolist() for m in triple] for triple in v] if n == "heads"
                      else [m.tolist() for m in v])
             out[n] = v
+        out.update(self.parameters)  # the kind's own, flat (as the fields were before)
         return out
 
     def to_json(self) -> str:
@@ -263,8 +319,12 @@ class Model:
 
     @classmethod
     def from_state(cls, state: dict[str, Any] | str) -> Model:
+        """The model of a :meth:`state` (or its JSON), also as written before the kinds'
+        parameters moved onto their entries (every kind's parameters, flat); keys that are
+        neither fields nor a registered kind's parameters are ignored."""
         fields: dict[str, Any] = json.loads(state) if isinstance(state, str) else state
-        return cls(**{k: v for k, v in fields.items() if k in _FIELDS})
+        known = set(_FIELDS) | {p.name for k in attention_registry.kinds() for p in k.parameters}
+        return cls(**{k: v for k, v in fields.items() if k in known})
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Model):
@@ -277,7 +337,8 @@ class Model:
 
 _FIELDS: Sequence[str] = (
     "beta", "attention", "value", "noise", "Q", "K", "V", "heads", "causal",
-    "sigmoid_bias", "sinkhorn_iterations", "sinkhorn_tol", "feedforward", "activation",
+    "feedforward", "activation",
 )
+"""The fields common to every kind (the kind's own parameters are in :attr:`Model.parameters`)."""
 
 __all__ = ["ATTENTION_KINDS", "Model"]

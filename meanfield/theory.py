@@ -45,6 +45,22 @@ from numpy.typing import ArrayLike
 from scipy import special
 from scipy.integrate import solve_ivp
 
+from meanfield import attention as attention_registry
+
+
+def _normalized(attention: str) -> bool:
+    """Whether the kind ``attention`` normalises its rows (SA) rather than dividing by ``n``
+    (USA). The formulas of this module hold for the kinds with the interaction energy
+    ``E_beta`` (the kernel ``e^{beta <x, y>}``, docs/equations.md section 3), which the metric
+    of their gradient flow tells apart; ``ValueError`` for another kind."""
+    kind = attention_registry.resolve(attention)
+    if kind.energy is None:
+        names = tuple(k.name for k in attention_registry.kinds() if k.energy is not None)
+        msg = (f"attention must be one of {names} (a kind with the interaction energy E_beta), "
+               f"got {attention!r}")
+        raise ValueError(msg)
+    return kind.energy.metric == "attention"
+
 
 def growth_rate(d: int, attention: str, beta: float, l: int | np.ndarray, sign: float = 1.0,
                 noise: float = 0.0) -> float | np.ndarray:
@@ -61,7 +77,7 @@ def growth_rate(d: int, attention: str, beta: float, l: int | np.ndarray, sign: 
     if beta == 0:  # the limit (I_nu(b) ~ (b/2)^nu / Gamma(nu + 1)): only l = 1 moves
         out = sign * np.where(ell == 1, (d - 1) / d, 0.0) - noise * lap
     else:
-        if attention == "softmax":
+        if _normalized(attention):
             ratio = special.ive(nu, beta) / special.ive(d / 2 - 1, beta)
         else:
             ratio = math.gamma(d / 2) * (2 / beta) ** (d / 2 - 1) * special.iv(nu, beta)
@@ -71,7 +87,7 @@ def growth_rate(d: int, attention: str, beta: float, l: int | np.ndarray, sign: 
 
 def gamma_rhs(beta: float, n: int, attention: str) -> Callable[[float, np.ndarray], np.ndarray]:
     """The right-hand side of (6.9) (SA) or (6.10) (USA), written without overflow."""
-    if attention == "softmax":  # (6.9), divided through by e^beta
+    if _normalized(attention):  # (6.9), divided through by e^beta
         def rhs(t: float, g: np.ndarray) -> np.ndarray:
             e = np.exp(beta * (g - 1.0))
             return 2.0 * e * (1.0 - g) * ((n - 1) * g + 1.0) / (1.0 + (n - 1) * e)
@@ -215,7 +231,7 @@ def _zonal_ratios(d: int, attention: str, beta: float, sigma: float, degree: int
     from meanfield.special import scaled_kernel_multipliers
 
     m = scaled_kernel_multipliers(np.arange(degree + 1), beta, d)
-    if attention == "softmax":
+    if _normalized(attention):
         return m / m[0] / (beta * sigma)
     return m * math.exp(beta) / (beta * sigma)
 
@@ -247,9 +263,7 @@ def noisy_steady_state(d: int, attention: str, beta: float, sigma: float, start:
     Raises:
         RuntimeError: no convergence to ``tol`` in ``max_iter`` iterations (with the residual).
     """
-    if attention not in ("softmax", "unnormalized"):
-        msg = f"attention must be 'softmax' or 'unnormalized', got {attention!r}"
-        raise ValueError(msg)
+    softmax = _normalized(attention)
     if not (beta > 0 and sigma > 0):
         msg = f"beta and sigma must be > 0, got beta={beta!r}, sigma={sigma!r}"
         raise ValueError(msg)
@@ -266,13 +280,13 @@ def noisy_steady_state(d: int, attention: str, beta: float, sigma: float, start:
     residual = math.inf
 
     def admissible(c: np.ndarray) -> bool:  # SA: K * rho > 0 at every node
-        return attention != "softmax" or bool(np.all(1.0 + (mu / p * c) @ table > 0))
+        return not softmax or bool(np.all(1.0 + (mu / p * c) @ table > 0))
 
     if not admissible(a):
         msg = "the start has K * rho <= 0 somewhere (not the coefficients of a density)"
         raise ValueError(msg)
     for it in range(1, max_iter + 1):
-        if attention == "softmax":
+        if softmax:
             psi = 1.0 + (mu / p * a) @ table  # 1 + sum nu_l a_l P_l
             x = p * np.log(psi)
             dx = (mu / p)[:, None] * table * (p / psi)[None, :]  # d x / d a_k
@@ -323,7 +337,7 @@ def bifurcation_normal_form(d: int, attention: str, beta: float) -> dict[str, fl
     sc = noise_threshold(d, attention, beta)
     mu = _zonal_ratios(d, attention, beta, sc, 2)
     m2, m4, m12, n2 = 1.0 / d, 3.0 / (d * (d + 2)), 2.0 / (d * (d + 2)), (d + 2) * (d - 1) / 2
-    if attention == "softmax":
+    if _normalized(attention):
         p = 1.0 / (beta * sc)
         nu1, nu2 = mu[1] / p, mu[2] / p
         q = (n2 * m12 / 2 - p * nu1**2 * (d - 1) / (2 * d)) / (1 - p * nu2)

@@ -65,6 +65,7 @@ def angle_velocity(
     B, n = tb.shape
     out = bk.empty(tb, (B, n))
     beta = model.beta
+    normalized = attention_registry.resolve(model.attention).normalized
     for bs, rs in Tiling(memory_limit, buffers=3).tiles(B, n, n):
         diff = tb[bs, rs, None] - tb[bs, None, :]  # theta_i - theta_j
         w = xp.exp(beta * (xp.cos(diff) - 1.0))  # shifted by e^{-beta}; cancels in SA
@@ -75,7 +76,7 @@ def angle_velocity(
         else:
             count = np.full(rows.size, float(n))
         num = -xp.sum(w * xp.sin(diff), axis=-1)
-        if model.attention == "softmax":
+        if normalized:  # SA: rows sum to 1
             out[bs, rs] = num / xp.sum(w, axis=-1)
         else:
             out[bs, rs] = num * float(np.exp(beta)) / bk.like(num, count)

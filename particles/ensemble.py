@@ -231,8 +231,7 @@ def _pieces(beta: float | Schedule, t: np.ndarray, m: int, attention: str | None
     """The pieces of a run and their times (:meth:`meanfield.Schedule.pieces`: start, the
     output times inside, end); one piece over ``t`` for a number ``beta``."""
     if not isinstance(beta, Schedule):
-        softmax = require("softmax" if attention is None else attention,
-                          "ensemble").name == "softmax"
+        softmax = require("softmax" if attention is None else attention, "ensemble").normalized
         return [(_Piece(float(beta), softmax, bilinear, value, _step(dt, "dt")), t)]
     parts = beta.pieces(t)
     index = {s: k for k, s in enumerate(beta.starts)}
@@ -243,12 +242,12 @@ def _pieces(beta: float | Schedule, t: np.ndarray, m: int, attention: str | None
     for model, times in parts:
         k = index[max(s for s in beta.starts if s <= times[0])]
         try:
-            kind = require(model.attention, "ensemble").name
+            kind = require(model.attention, "ensemble")
         except ValueError as exc:
             msg = f"schedule piece {k}: {exc}"
             raise ValueError(msg) from None
-        if attention is not None and require(attention, "ensemble").name != kind:
-            msg = (f"schedule piece {k} has attention={kind!r}, but attention={attention!r} "
+        if attention is not None and require(attention, "ensemble") is not kind:
+            msg = (f"schedule piece {k} has attention={kind.name!r}, but attention={attention!r} "
                    "was given: leave attention=None to take the pieces' own")
             raise ValueError(msg)
         b, v = _model_matrices(k, model, m)
@@ -257,7 +256,7 @@ def _pieces(beta: float | Schedule, t: np.ndarray, m: int, attention: str | None
                 msg = (f"schedule piece {k}: {name} is given both by the model's matrices and "
                        f"by the {name} argument; give one")
                 raise ValueError(msg)
-        out.append((_Piece(model.beta, kind == "softmax", bils[k] if b is None else b,
+        out.append((_Piece(model.beta, kind.normalized, bils[k] if b is None else b,
                            vals[k] if v is None else v, _step(dts[k], f"dt of piece {k}")),
                     times))
     return out

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from meanfield.attention import resolve
 from meanfield.kernels import DEFAULT_MEMORY_LIMIT
 from meanfield.model import Model
 
@@ -112,8 +113,8 @@ def mirror_field(model: Model, x: np.ndarray, flips: Flips, *,
     on the fixed coordinates and ``(E tanh c^B) x_j^B`` on block ``B``: two products of ``m x
     m`` by ``m x d`` (one Gram, one sum), ``4^b`` times fewer operations than the ``n`` points.
     Rows in tiles of ``memory_limit`` bytes."""
-    kind = {"softmax": "softmax", "unnormalized": "unnormalized"}.get(model.attention)
-    if kind is None or not model.is_identity or model.causal or model.noise > 0:
+    entry = resolve(model.attention)  # the kinds with the energy E_beta: e^{beta <x, y>}
+    if not entry.has_energy(model):
         msg = ("model: mirror images need Q = K = I, V = +-I, softmax or unnormalized attention, no "
                f"mask or noise (got attention={model.attention!r})")
         raise ValueError(msg)
@@ -134,7 +135,7 @@ def mirror_field(model: Model, x: np.ndarray, flips: Flips, *,
         # top_i = beta sum_parts |x_i^P| max_j |x_j^P| >= a + sum_B |c^B| (Cauchy-Schwarz) and
         # <= sqrt(b + 1) beta, while the row's largest logit is beta (j = i, g = 1): nothing
         # overflows, nothing that counts underflows
-        top = beta * sum(nm[sl] * np.max(nm) for nm in norms) if kind == "softmax" else np.zeros(len(x[sl]))
+        top = beta * sum(nm[sl] * np.max(nm) for nm in norms) if entry.normalized else np.zeros(len(x[sl]))
         E = (beta * parts[0][sl]) @ parts[0].T
         E -= top[:, None]
         np.exp(E, out=E)
@@ -154,7 +155,7 @@ def mirror_field(model: Model, x: np.ndarray, flips: Flips, *,
         for B, ratio in enumerate(ratios, start=1):
             ratio *= E
             mean[:, blocks[B - 1]] = ratio @ parts[B]
-        if kind == "softmax":
+        if entry.normalized:  # SA; USA divides by the count
             mean /= np.sum(E, axis=1, keepdims=True)
         else:
             mean /= m * 2 ** len(blocks)

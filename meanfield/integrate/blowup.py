@@ -31,11 +31,14 @@ from typing import Any
 
 import numpy as np
 
+from meanfield.attention import kinds, resolve
 from meanfield.integrate import Stop, StopReason
 from meanfield.special import MAX_EXP_ARG
 
-ROW_BOUNDED = ("softmax", "l2", "sinkhorn", "sigmoid")
-"""Attention kinds whose rows ``sum_j A_ij`` are at most 1."""
+ROW_BOUNDED = tuple(k.name for k in kinds() if k.row_bounded)
+"""The built-in attention kinds whose rows ``sum_j A_ij`` are at most 1 (derived from their
+entries when this module is imported: :attr:`meanfield.attention.AttentionKind.row_bounded`
+is the live answer, for kinds registered later too)."""
 
 MARGIN = 2.0
 """How far past the Grönwall bound a numerical solution may go before it is declared blown up
@@ -45,7 +48,7 @@ MARGIN = 2.0
 def growth_rate(model: Any, d: int) -> float | None:
     """``L = sum_h ||V_h||_2`` with ``M(t) <= M(t_0) e^{L (t - t_0)}`` for the kinds of
     :data:`ROW_BOUNDED` without a feed-forward term; ``None`` where no such bound holds."""
-    if model.attention not in ROW_BOUNDED or getattr(model, "feedforward", None) is not None:
+    if not resolve(model.attention).row_bounded or getattr(model, "feedforward", None) is not None:
         return None
     return float(sum(np.linalg.norm(V, 2) for _, _, V in model.matrices(d)))
 
@@ -55,7 +58,7 @@ def overflow_radius(model: Any, d: int, dtype: str = "float64") -> float:
     range of ``dtype``: ``sqrt(709.78 / (beta max_h ||Q_h|| ||K_h||))`` in float64 (88.72 in
     float32); ``inf`` for the kinds that never form these weights unshifted (all but
     unnormalised attention)."""
-    if model.attention != "unnormalized":
+    if not resolve(model.attention).unshifted:
         return math.inf
     qk = max(float(np.linalg.norm(Q, 2) * np.linalg.norm(K, 2)) for Q, K, _ in model.matrices(d))
     scale = float(model.beta) * qk

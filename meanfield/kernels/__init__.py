@@ -2,6 +2,7 @@
 
 .. autosummary::
    Kernel
+   RowKernel
    Softmax
    Unnormalized
    L2
@@ -31,7 +32,7 @@ summation of the field (:mod:`~meanfield.kernels.fastsum`, :mod:`~meanfield.kern
 from __future__ import annotations
 
 from meanfield.kernels.base import Kernel, get_kernel, prefix_mass, registered_kernels
-from meanfield.kernels.rows import L2, Sigmoid, Softmax, Unnormalized
+from meanfield.kernels.rows import L2, RowKernel, Sigmoid, Softmax, Unnormalized
 from meanfield.kernels.sinkhorn import Sinkhorn
 from meanfield.kernels.tiling import DEFAULT_MEMORY_LIMIT, Tiling
 
@@ -39,6 +40,7 @@ __all__ = [
     "DEFAULT_MEMORY_LIMIT",
     "L2",
     "Kernel",
+    "RowKernel",
     "Sigmoid",
     "Sinkhorn",
     "Softmax",

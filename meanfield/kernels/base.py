@@ -21,18 +21,19 @@ from meanfield.kernels.tiling import Tiling
 class Kernel(ABC):
     """An attention kind (abstract). Subclasses set ``name`` and register themselves.
 
+    The kind's mathematics (normalisation, transform of the logits, column bias) and its
+    parameters come from its entry in :mod:`meanfield.attention` (:attr:`kind`).
+
     Args:
         beta: inverse temperature.
         causal: apply the causal mask.
-        bias: additive bias inside the kernel (used by ``sigmoid``).
-        iterations, tol: Sinkhorn settings.
+        parameters: the kind's own parameters (``sigmoid_bias``, ``sinkhorn_iterations``,
+            ``sinkhorn_tol``, ...), validated by its entry; defaults for those not given.
     """
 
     name: ClassVar[str]
     """The attention kind: a canonical name of :mod:`meanfield.attention` whose entry
     declares ``"particles"``."""
-    normalized: ClassVar[bool]
-    """Whether the rows of ``A`` sum to 1 (then ``beta = 0`` gives the plain mean)."""
     registry: ClassVar[dict[str, type[Kernel]]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -45,31 +46,21 @@ class Kernel(ABC):
                 raise ValueError(msg)
             Kernel.registry[cls.name] = cls
 
-    def __init__(
-        self,
-        beta: float,
-        causal: bool = False,
-        bias: float = 0.0,
-        iterations: int = 200,
-        tol: float = 1e-10,
-    ) -> None:
+    def __init__(self, beta: float, causal: bool = False, **parameters: Any) -> None:
         self.beta = float(beta)
         self.causal = bool(causal)
-        self.bias = float(bias)
-        self.iterations = int(iterations)
-        self.tol = float(tol)
+        self.kind = attention_registry.resolve(self.name)
+        self.parameters = self.kind.parameter_values(parameters)
+        self.normalized = self.kind.normalized
+        """Whether the rows of ``A`` sum to 1 (then ``beta = 0`` gives the plain mean)."""
+        self.exponential = self.kind.exponential
+        """Whether the weight of a logit is ``e^S`` (else the entry's transform)."""
 
     @classmethod
     def from_model(cls, model: Any) -> Kernel:
-        """The kernel of a :class:`meanfield.Model` (its attention kind and settings)."""
-        kernel_cls = get_kernel(model.attention)
-        return kernel_cls(
-            beta=model.beta,
-            causal=model.causal,
-            bias=model.sigmoid_bias,
-            iterations=model.sinkhorn_iterations,
-            tol=model.sinkhorn_tol,
-        )
+        """The kernel of a :class:`meanfield.Model` (its attention kind and parameters)."""
+        return get_kernel(model.attention)(beta=model.beta, causal=model.causal,
+                                           **model.parameters)
 
     @abstractmethod
     def apply(

@@ -67,6 +67,7 @@ from typing import Any, NamedTuple
 import ducc0
 import numpy as np
 
+from meanfield import attention as attention_registry
 from meanfield.special import check_exp_beta, kernel_multipliers_over_beta, scaled_kernel_multipliers
 
 METHODS = ("auto", "direct", "fast")
@@ -199,7 +200,7 @@ def general_reason(model: Any, d: int) -> str | None:
                 "exponential; it stays direct)")
     if model.feedforward is not None:
         return "feedforward: the fast field has no feed-forward term; it stays direct"
-    if model.attention == "unnormalized":
+    if attention_registry.resolve(model.attention).unshifted:  # e^S / n: e^beta does not cancel
         for Q, K, _ in model.matrices(d):
             try:
                 check_exp_beta(float(model.beta) * float(np.linalg.norm(Q.T @ K, 2)),
@@ -266,7 +267,7 @@ def zonal_reason(model: Any, d: int, *, causal_labels: bool = False) -> str | No
             return "Q, K: the zonal fast field needs Q^T K = c I with c >= 0"
     if _scalar_multiple(V) is None:
         return "V: the zonal fast field needs V = v I (a scalar multiple of the identity)"
-    if model.attention == "unnormalized":
+    if attention_registry.resolve(model.attention).unshifted:  # e^S / n: e^beta does not cancel
         try:
             check_exp_beta(_beta_eff(model, d), "unnormalized attention")
         except ValueError as err:
@@ -519,7 +520,7 @@ def _plan(model: Any, d: int, tol: float) -> _Plan:
     L, tail = band_limit(beta, d, tol)
     k, g = _multipliers(beta, d, L)
     q = -_degree_weights(d, L)[1] * g  # exact multipliers: no round-off to amplify
-    normalized = model.attention != "unnormalized"
+    normalized = attention_registry.resolve(model.attention).normalized
     return _Plan(L, tail, k, g, q, 1.0 if normalized else math.exp(beta), normalized, beta)
 
 

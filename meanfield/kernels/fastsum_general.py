@@ -77,6 +77,7 @@ import numpy as np
 import scipy.fft
 from scipy.special import logsumexp
 
+from meanfield import attention as attention_registry
 from meanfield.kernels import fastsum, prefix_mass
 from meanfield.kernels.fastsum import GENERAL_KINDS, general_reason
 from meanfield.special import scaled_kernel_multipliers
@@ -517,12 +518,13 @@ def general_field(
     m = nodes.shape[1]
     eps = max(tol * fastsum.EPS_FRACTION, fastsum.NUFFT_EPS_MIN)
     beta = float(model.beta)
-    kind = model.attention
-    normalized = kind != "unnormalized"
+    kind = attention_registry.resolve(model.attention)
+    normalized = kind.normalized
+    doubly = kind.normalization == "doubly"  # Sinkhorn: the column potentials
     heads = model.matrices(d)
     vel = np.empty(points.shape)
     div = np.empty((B, p)) if divergence else None
-    pots: list[np.ndarray] = [np.empty((B, m)) for _ in heads] if kind == "sinkhorn" else []
+    pots: list[np.ndarray] = [np.empty((B, m)) for _ in heads] if doubly else []
     worst, corrected, Lmax, Cmax, tail_max = 0.0, 0, 0, 0, 0.0
     for b in range(B):
         # off the sphere (a Runge-Kutta stage) the field of x / |x|, as the zonal path
@@ -549,10 +551,10 @@ def general_field(
             A = Q.T @ K
             z = y @ A.T  # A y_j
             wb = w
-            if kind == "l2":  # the column bias -beta |K y|^2 / 2
+            if kind.key_bias is not None:  # l2 (of GENERAL_KINDS): the column bias -beta |K y|^2 / 2
                 c = -0.5 * beta * np.sum((y @ K.T) ** 2, axis=1)
                 wb = w * np.exp(c - np.max(c))
-            elif kind == "sinkhorn":
+            elif doubly:
                 g0 = None if potentials is None else potentials[h][b]
                 g, nc = _sinkhorn_potentials(model, y, A, None if weights is None else w, g0,
                                              tol, eps, nthreads)

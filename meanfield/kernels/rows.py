@@ -21,7 +21,7 @@ empirical measure of the prefix).
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -51,11 +51,10 @@ class _RowKernel(Kernel):
     Lagrangian solver's extras go through ``scaled_dot_product_attention`` (:meth:`_sdpa`).
     """
 
-    exponential: ClassVar[bool] = True
-
     def column_bias(self, k: Any) -> Any | None:
-        """An additive term ``c_j`` of the logits (``None``: zero)."""
-        return None
+        """An additive term ``c_j`` of the logits: the entry's ``key_bias`` (``None``: zero)."""
+        key_bias = self.kind.key_bias
+        return None if key_bias is None else key_bias(self.beta, k)
 
     def row_bound(self, q: Any, k: Any) -> Any | None:
         """An upper bound ``c_i >= max_j S_ij`` (``q`` already times ``beta``), or ``None``.
@@ -67,8 +66,21 @@ class _RowKernel(Kernel):
         return xp.sqrt(bk.rows_dot(q, q)) * kmax[:, None]
 
     def transform(self, S: Any) -> None:
-        """Non-exponential kinds: overwrite logits with weights (before ``/ count``)."""
-        raise NotImplementedError
+        """Non-exponential kinds: overwrite logits with weights (before ``/ count``), by the
+        entry's :class:`~meanfield.attention.Transform`."""
+        assert self.kind.transform is not None
+        self.kind.transform.apply(S, self.parameters)
+
+    def derivative(self, W: Any, out: Any) -> None:
+        """Non-exponential kinds: ``phi'`` of the logits from the weights ``W`` into ``out``
+        (the entry's :class:`~meanfield.attention.Transform`; a kind that declares the
+        Lagrangian solver has it)."""
+        transform = self.kind.transform
+        if transform is None or transform.derivative is None:
+            msg = (f"attention={self.name!r}: the derivative sums need the derivative of its "
+                   "transform (Transform.derivative), which its entry does not give")
+            raise ValueError(msg)
+        transform.derivative(W, out)
 
     def _shift(self, qb: Any, k: Any, cb: Any | None) -> Any | None:
         if not self.exponential or qb.shape[1] != k.shape[1]:
@@ -233,9 +245,7 @@ class _RowKernel(Kernel):
                 self.transform(S)
                 if derivs:
                     P = pbuf[: b * (r1 - r0) * mm].reshape(shape)  # type: ignore[index]
-                    bk.multiply(S, -1.0, out=P)
-                    P += 1.0
-                    P *= S  # sigmoid' = sigmoid (1 - sigmoid)
+                    self.derivative(S, P)  # phi' from the weights phi
                     if weights is not None:
                         P *= weights[bs, None, :mm]
             res = _weighted_sum(S, v[bs, :mm], None if vcols is None else vcols[:, bs, :mm])
@@ -288,7 +298,6 @@ class Softmax(_RowKernel):
     ``beta``."""
 
     name = "softmax"
-    normalized = True
 
 
 class L2(_RowKernel):
@@ -300,10 +309,6 @@ class L2(_RowKernel):
     """
 
     name = "l2"
-    normalized = True
-
-    def column_bias(self, k: Any) -> Any:
-        return -0.5 * self.beta * bk.rows_dot(k, k)
 
     def row_bound(self, q: Any, k: Any) -> Any:
         # q is beta q: beta (<q, k> - |k|^2/2) <= beta |q|^2 / 2 = |beta q|^2 / (2 beta)
@@ -320,17 +325,16 @@ class Unnormalized(_RowKernel):
     """
 
     name = "unnormalized"
-    normalized = False
 
 
 class Sigmoid(_RowKernel):
     """``sigmoid``: ``A_ij = sigmoid(beta <q_i, k_j> + b) / n`` (``/(i+1)`` if causal)."""
 
     name = "sigmoid"
-    normalized = False
-    exponential = False
 
-    def transform(self, S: Any) -> None:
-        if self.bias:
-            S += self.bias
-        bk.sigmoid_(S)  # sigmoid(-inf) = 0: the causal mask carries over
+
+RowKernel = _RowKernel
+"""The tiled row kernel under a public name: the base of a new kind whose row ``i`` depends on
+the logits of row ``i`` only (docs/extending.md). It takes the normalisation, the transform of
+the logits (and its derivative) and the column bias from the kind's registry entry, so a
+subclass sets ``name`` and nothing else."""

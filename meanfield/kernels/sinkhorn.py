@@ -44,15 +44,19 @@ class Sinkhorn(Kernel):
     """
 
     name = "sinkhorn"
-    normalized = True
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        if self.causal:
-            msg = (
-                "attention='sinkhorn' with causal=True is degenerate: the only lower-"
-                "triangular doubly stochastic matrix is the identity"
-            )
+    def __init__(self, beta: float, causal: bool = False, *, iterations: int | None = None,
+                 tol: float | None = None, **parameters: Any) -> None:
+        """``iterations``, ``tol``: short names of ``sinkhorn_iterations``, ``sinkhorn_tol``."""
+        for short, name in ((iterations, "sinkhorn_iterations"), (tol, "sinkhorn_tol")):
+            if short is not None:
+                parameters[name] = short
+        super().__init__(beta, causal, **parameters)
+        self.iterations = int(self.parameters["sinkhorn_iterations"])
+        self.tol = float(self.parameters["sinkhorn_tol"])
+        why = self.kind.causal_degenerate
+        if self.causal and why is not None:
+            msg = f"attention={self.name!r} with causal=True is degenerate: {why}"
             raise ValueError(msg)
         self.last_iterations = 0
         self.last_error = math.nan

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 from scipy.special import logsumexp
 
+from meanfield import attention as attention_registry
 from meanfield.kernels import fastsum
 from meanfield.kernels.tiling import DEFAULT_MEMORY_LIMIT, Tiling, _logits, block_for
 from meanfield.lagrangian.field import _apply
@@ -43,10 +44,9 @@ from meanfield.lagrangian.field import _apply
 
 def has_energy(model: Any) -> bool:
     """Whether ``E_beta`` is monotone along the exact flow of ``model`` (docs/equations.md
-    sections 2-3): SA or USA, ``Q = K = I``, ``V = +-I``, no mask, no noise, no feed-forward."""
-    return (model.attention in ("softmax", "unnormalized") and model.is_identity
-            and not model.causal and model.noise == 0
-            and getattr(model, "feedforward", None) is None)
+    sections 2-3): a kind with an energy (SA, USA), ``Q = K = I``, ``V = +-I``, no mask, no
+    noise, no feed-forward (:meth:`meanfield.attention.AttentionKind.has_energy`)."""
+    return attention_registry.resolve(model.attention).has_energy(model)
 
 
 def fast_energy_reason(model: Any, d: int) -> str | None:

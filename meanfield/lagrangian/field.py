@@ -121,11 +121,10 @@ def _kernel(model: Any, solver: str, causal: bool) -> tuple[Any, Sinkhorn | None
     """The row kernel of the model's kind, and for Sinkhorn the kernel that finds its
     potentials (the field is then softmax with the potentials as a column bias)."""
     kind = attention_registry.require(model.attention, solver)
-    settings = {"beta": model.beta, "causal": causal, "bias": model.sigmoid_bias,
-                "iterations": model.sinkhorn_iterations, "tol": model.sinkhorn_tol}
-    if kind.name == "sinkhorn":
-        return Softmax(model.beta), Sinkhorn(**settings)
-    return Kernel.registry[kind.name](**settings), None
+    kernel = Kernel.registry[kind.name](model.beta, causal, **model.parameters)
+    if isinstance(kernel, Sinkhorn):
+        return Softmax(model.beta), kernel
+    return kernel, None
 
 
 # -- the field ----------------------------------------------------------------------------
@@ -235,10 +234,10 @@ def ambient_field(
 # -- validation ---------------------------------------------------------------------------
 
 def _check_model(model: Any) -> None:
-    attention_registry.require(model.attention, "lagrangian")
-    if model.attention == "sinkhorn" and model.causal:
-        msg = ("model: attention='sinkhorn' with causal=True is degenerate (a lower-triangular "
-               "doubly stochastic coupling is diagonal); use causal=False")
+    why = attention_registry.require(model.attention, "lagrangian").causal_degenerate
+    if model.causal and why is not None:
+        msg = (f"model: attention={model.attention!r} with causal=True is degenerate ({why}); "
+               "use causal=False")
         raise ValueError(msg)
     if model.noise > 0:
         msg = (f"model.noise={model.noise!r}: the Lagrangian (characteristics) solver has no "

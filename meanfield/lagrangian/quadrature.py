@@ -84,10 +84,11 @@ EVALUATIONS_PER_STEP = 6
 
 
 def _log_phi(model: Any, S: np.ndarray) -> np.ndarray:
-    """``log phi(S)`` of the model's attention kind."""
-    if model.attention == "sigmoid":
-        return -np.logaddexp(0.0, -(S + model.sigmoid_bias))
-    return S  # e^S: softmax, L2 (with its column bias), unnormalised, Sinkhorn (potentials)
+    """``log phi(S)`` of the model's attention kind: ``S`` for the exponential kinds (softmax,
+    L2 with its column bias, unnormalised, Sinkhorn with its potentials), else the log of its
+    :class:`~meanfield.attention.Transform`."""
+    transform = attention_registry.resolve(model.attention).transform
+    return S if transform is None else transform.log_weight(S, model.parameters)
 
 
 def _log_weights(model: Any, x: np.ndarray, weights: np.ndarray, labels: np.ndarray | None,
@@ -99,15 +100,15 @@ def _log_weights(model: Any, x: np.ndarray, weights: np.ndarray, labels: np.ndar
     lq = None if labels is None or queries is None else labels[queries]
     with np.errstate(divide="ignore"):
         logw = np.log(weights)
-    kind = attention_registry.resolve(model.attention).name
+    key_bias = attention_registry.resolve(model.attention).key_bias
     rows = max(1, int(memory_limit) // (3 * 8 * max(n, 1)))
     for h, (Q, K, _V) in enumerate(model.matrices(d)):
         q = model.beta * (xq @ np.asarray(Q, dtype=float).T)
         k = x @ np.asarray(K, dtype=float).T
         col = logw.copy()
-        if kind == "l2":
-            col -= 0.5 * model.beta * np.einsum("nd,nd->n", k, k)
-        if kind == "sinkhorn" and potentials is not None:
+        if key_bias is not None:  # l2: -beta |k_j|^2 / 2
+            col += key_bias(model.beta, k)
+        if potentials is not None:  # the Sinkhorn potentials (a field state of that kind only)
             col += np.asarray(bk.to_numpy(potentials[h]), dtype=float).reshape(n)
         for r0 in range(0, xq.shape[0], rows):
             r1 = min(xq.shape[0], r0 + rows)
@@ -498,7 +499,9 @@ class SphereQuadratureMonitor:
 
     def _integrands(self, y: np.ndarray) -> list[np.ndarray]:
         """``g_ij`` (module docstring), shape ``(n, queries, components)``, one per head."""
-        sa = attention_registry.resolve(self.model.attention).name != "unnormalized"
+        # the integrand centred on X_i except for the weights e^S / n (USA); sigmoid, also
+        # divided by the count, is monitored as the normalised kinds (as it always was)
+        sa = not attention_registry.resolve(self.model.attention).unshifted
         if self.rings:
             from meanfield.lagrangian.rings import log_hyp0f1, ring_coordinates
 

@@ -46,7 +46,9 @@ from meanfield.special import log_sphere_area
 
 RING_KINDS = {"softmax": "softmax", "l2": "softmax", "unnormalized": "unnormalized"}
 """The attention kinds whose ring average is the Bessel form (``l2`` is softmax on the sphere:
-``|x - y|^2 = 2 - 2 <x, y>``, the constant cancels in the normalisation)."""
+``|x - y|^2 = 2 - 2 <x, y>``, the constant cancels in the normalisation), and the form each
+takes: ``"softmax"`` for the kinds whose rows are normalised, ``"unnormalized"`` for those
+divided by the count (their entries' normalisation; a test holds the two together)."""
 
 _SERIES_TOL = 1e-18  # the series stops when a term falls below this fraction of the sum
 _SERIES_MAX = 4000
@@ -116,7 +118,7 @@ def check_model(model: Model) -> str:
         msg = (f"model has {what}: ring nodes need Q = K = I, V = +-I (the flow keeps a zonal "
                "density zonal only then); use meanfield.lagrangian.nodes.zonal or another node set")
         raise ValueError(msg)
-    return RING_KINDS[model.attention]
+    return "softmax" if attention_registry.resolve(model.attention).normalized else "unnormalized"
 
 
 def ring_field(model: Model, phi: np.ndarray, weights: np.ndarray, d: int, *,

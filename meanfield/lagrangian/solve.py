@@ -433,6 +433,8 @@ def _assemble(saved: list[tuple[float, np.ndarray]], model: Model, nodes: Any,
     if labels is not None:
         data["label"] = ("node", labels, {"long_name": "position label in [0, 1]"})
     if has_energy(model):
+        # dE/dt = s int |X|^2 dmu (Wasserstein) or s int |X|^2 Z_mu dmu (the attention metric)
+        metric = attention_registry.resolve(model.attention).flow_energy().metric
         w = np.broadcast_to(weights, (tvals.size, weights.size))
         fast_energy = method == "fast" and fast_energy_reason(model, d) is None
         terms = energy_terms(model, x, np.ascontiguousarray(w), memory_limit=memory_limit,
@@ -445,7 +447,7 @@ def _assemble(saved: list[tuple[float, np.ndarray]], model: Model, nodes: Any,
                 v = weighted_field(model, x[k], weights, geometry=nodes.geometry, labels=labels,
                                    divergence=False, memory_limit=memory_limit,
                                    method=method).velocity
-                factor = 1.0 + z[k] if model.attention == "softmax" else 1.0
+                factor = 1.0 + z[k] if metric == "attention" else 1.0
                 speed2[k] = np.sum(weights * factor * np.einsum("nd,nd->n", v, v))
         data.update(energy_variables("time", terms.energy, terms.log_energy, {
             "long_name": "interaction energy E_beta (docs/equations.md (3.5), -1 convention)"}))

@@ -43,16 +43,19 @@ from meanfield.model import Model
 from meanfield.special import check_exp_beta, exp_beta
 
 
-def _check_pde_model(model: Model) -> None:
+def _check_pde_model(model: Model) -> str:
+    """The metric of the model's flow (:class:`meanfield.attention.Energy`: ``"attention"``
+    for SA, ``"wasserstein"`` for USA); ``ValueError`` for a model the PDE solvers do not take."""
     from meanfield.attention import require  # noqa: PLC0415
 
-    require(model.attention, "spectral")
+    metric = require(model.attention, "spectral").flow_energy().metric
     if not model.is_identity:
         msg = (
             "the spherical PDE solvers need Q = K = I and V = value*I (zonal interaction); "
             "use the particle system or solve_gaussian for general matrices"
         )
         raise ValueError(msg)
+    return metric
 
 
 class Flow(ABC):
@@ -305,17 +308,17 @@ class ContinuityFlow(Flow):
     """
 
     def __init__(self, model: Model, domain: Domain) -> None:
-        _check_pde_model(model)
+        metric = _check_pde_model(model)
         super().__init__(domain, model.noise)
         self.model = model
         self.sign = model.sign
         beta = model.beta
-        if model.attention != "softmax":
+        if metric != "attention":  # the Wasserstein flow carries e^beta (it does not cancel)
             check_exp_beta(beta, f"{model.attention} attention")
         self._exp_beta = exp_beta(beta)  # SA: cancels in X; inf only in the diagnostics
         self._grad_mult = domain.kernel_multipliers_over_beta(beta)  # lambda e^{-b}/b
         self._kernel_mult = domain.scaled_kernel_multipliers(beta)  # lambda e^{-b}
-        self._softmax = model.attention == "softmax"
+        self._softmax = metric == "attention"  # X = grad Z / (beta Z)
         self._energy = GradientFlow(domain, InteractionEnergy(beta), WassersteinMetric())
 
     def _velocity_parts(self) -> tuple[np.ndarray, float, np.ndarray | None, float]:
@@ -387,13 +390,17 @@ def _ones(flow: Flow, like: np.ndarray) -> np.ndarray:
     return buf
 
 
+_METRICS: dict[str, Callable[[], AttentionMetric | WassersteinMetric]] = {
+    "attention": AttentionMetric, "wasserstein": WassersteinMetric}
+"""The metric classes of :data:`meanfield.attention.METRICS`."""
+
+
 def make_flow(model: Model, domain: Domain, form: str = "continuity") -> Flow:
     """The flow of ``model`` on ``domain`` in the ``continuity`` or ``gradient`` form."""
     if form == "continuity":
         return ContinuityFlow(model, domain)
     if form == "gradient":
-        _check_pde_model(model)
-        metric = AttentionMetric() if model.attention == "softmax" else WassersteinMetric()
+        metric = _METRICS[_check_pde_model(model)]()
         return GradientFlow(
             domain, InteractionEnergy(model.beta), metric, sign=model.sign, noise=model.noise
         )

@@ -47,15 +47,21 @@ def test_builtin_contents() -> None:
     assert attention.names() == tuple(BUILTIN)
     for name, (aliases, params, solvers) in BUILTIN.items():
         kind = attention.resolve(name)
-        assert (kind.aliases, kind.parameters, set(kind.solvers)) == (aliases, params, solvers)
+        names = tuple(p.name for p in kind.parameters)
+        assert (kind.aliases, names, set(kind.solvers)) == (aliases, params, solvers)
         assert kind.reference.startswith("docs/")
         assert kind.formula
 
 
-def test_parameters_are_model_fields() -> None:
-    fields = {f.name for f in dataclasses.fields(Model)}
+def test_parameters_are_model_keywords() -> None:
+    """Each kind's parameters are Model keywords: the model stores them (defaults filled in),
+    reads them as attributes, and its state round-trips them."""
     for kind in attention.kinds():
-        assert set(kind.parameters) <= fields
+        model = Model(1.0, attention=kind.name)
+        assert dict(model.parameters) == {p.name: p.default for p in kind.parameters}
+        for p in kind.parameters:
+            assert getattr(model, p.name) == p.default
+            assert Model.from_state(model.to_json()) == model
 
 
 def test_names_by_solver() -> None:
