@@ -12,6 +12,9 @@ solvers support it.
    METRICS
    SOLVERS
    model_parameters
+   Solver
+   register_solver
+   unregister_solver
    resolve
    names
    kinds
@@ -54,21 +57,74 @@ import numpy as np
 
 from meanfield import backend as bk
 
-SOLVERS: Mapping[str, str] = MappingProxyType({
-    "particles": "particles.simulate, particles.velocity",
-    "angles": "particles.angles, the circle in angles (7.1)",
-    "spectral": "meanfield.solve, meanfield.make_flow",
-    "gaussian": "meanfield.solve_gaussian",
-    "phase_diagram": "validation.phase_diagram, with the gamma-ODE (6.9)/(6.10)",
-    "ensemble": "particles.ensemble, many small systems with per-realisation matrices",
-    "lagrangian": "meanfield.solve_lagrangian, the characteristics of the weighted measure",
-})
-"""The solvers an attention kind may declare, by name, with their entry points:
-``particles`` the finite-n system (docs/equations.md section 2), ``angles`` its circle form
-(7.1) (section 2), ``spectral`` the mean-field PDE (section 3), ``gaussian`` the Gaussian
-reduction in ``R^d`` (section 4), ``phase_diagram`` the phase diagram study (sections 4-5),
-``ensemble`` the batched ensembles of SA/USA systems behind it (section 2), ``lagrangian``
-the method of characteristics for the mean-field PDE on weighted nodes (docs/lagrangian.md)."""
+
+@dataclass(frozen=True)
+class Solver:
+    """A solver that attention kinds may declare, registered by the package that provides it.
+
+    Args:
+        name: what a kind's ``solvers`` and :func:`require` call it (lower case).
+        entry: its entry points, in words (quoted in the errors of :func:`require`).
+        section: the section of docs/equations.md whose equations it integrates; listings
+            (:data:`SOLVERS`, the errors of :func:`require`) follow it, the finite-n system
+            (section 2) first, then registration order.
+    """
+
+    name: str
+    entry: str
+    section: int
+
+
+_SOLVERS: dict[str, Solver] = {}
+_ENTRIES: dict[str, str] = {}
+
+SOLVERS: Mapping[str, str] = MappingProxyType(_ENTRIES)
+"""The registered solvers, ``name -> entry points`` (a read-only view of the registry that
+:func:`register_solver` fills): the core registers ``spectral`` (the mean-field PDE,
+section 3), ``lagrangian`` (its characteristics on weighted nodes, docs/lagrangian.md) and
+``gaussian`` (the Gaussian reduction in ``R^d``, section 4); the ``particles`` package
+registers ``particles``, ``angles`` and ``ensemble`` (section 2), ``validation`` registers
+``phase_diagram`` (section 5)."""
+
+
+def register_solver(name: str, entry: str, *, section: int) -> Solver:
+    """Register the solver ``name`` (see :class:`Solver`) and return its record.
+
+    A kind may declare a solver before the package that provides it registers it; asking
+    about it (:func:`require`, :func:`kinds`, :meth:`AttentionKind.supports`) needs it
+    registered. ``ValueError`` for a malformed name or entry, or a name already registered
+    with another record (registering the same record again does nothing).
+    """
+    _check_solvers("register_solver name", [name])
+    if not isinstance(entry, str) or not entry.strip():
+        msg = f"register_solver entry must be a non-empty string, got {entry!r}"
+        raise ValueError(msg)
+    if not isinstance(section, int) or isinstance(section, bool) or section < 1:
+        msg = f"register_solver section must be an int >= 1, got {section!r}"
+        raise ValueError(msg)
+    record = Solver(name, entry, section)
+    if _SOLVERS.get(name, record) != record:
+        msg = f"solver {name!r} is already registered ({_SOLVERS[name].entry})"
+        raise ValueError(msg)
+    _SOLVERS[name] = record
+    _sort_solvers()
+    return record
+
+
+def unregister_solver(name: str) -> Solver:
+    """Remove the solver ``name`` and return its record (``ValueError`` if not registered)."""
+    _registered("solver", name)
+    record = _SOLVERS.pop(name)
+    _sort_solvers()
+    return record
+
+
+def _sort_solvers() -> None:
+    order = sorted(_SOLVERS.values(), key=lambda s: s.section)  # stable: registration order
+    _SOLVERS.clear()
+    _SOLVERS.update((s.name, s) for s in order)
+    _ENTRIES.clear()
+    _ENTRIES.update((s.name, s.entry) for s in order)
 
 
 NORMALIZATIONS: Mapping[str, str] = MappingProxyType({
@@ -253,8 +309,8 @@ class AttentionKind:
                 raise ValueError(msg)
         set_("aliases", tuple(self.aliases))
         set_("parameters", tuple(self.parameters))
-        set_("solvers", frozenset(self.solvers))
         _check_solvers(f"AttentionKind {self.name!r} solvers", self.solvers)
+        set_("solvers", frozenset(self.solvers))
         reasons = tuple((str(s), str(why)) for s, why in self.reasons)
         _check_solvers(f"AttentionKind {self.name!r} reasons", [s for s, _ in reasons])
         both = sorted({s for s, _ in reasons} & self.solvers)
@@ -360,9 +416,9 @@ class AttentionKind:
         return Parameters(out)
 
     def supports(self, solver: str) -> bool:
-        """Whether ``solver`` (a name in :data:`SOLVERS`) implements this kind."""
-        _check_solvers("solver", [solver])
-        return solver in self.solvers
+        """Whether ``solver`` implements this kind: ``True`` if the kind declares it, else
+        ``False`` for a registered solver (:data:`SOLVERS`) and ``ValueError`` for any other."""
+        return solver in self.solvers or not _registered("solver", solver)
 
     def reason(self, solver: str) -> str | None:
         """Why ``solver`` cannot support this kind, if the entry says."""
@@ -370,10 +426,26 @@ class AttentionKind:
 
 
 def _check_solvers(label: str, solvers: Iterable[str]) -> None:
-    unknown = sorted(set(solvers) - set(SOLVERS))
-    if unknown:
-        msg = f"{label}: unknown solver(s) {unknown}; known: {tuple(SOLVERS)}"
+    """Solver names are non-empty lower-case strings; whether a package registers them is
+    asked later (:func:`_registered`), so that a kind may name a solver of a package that is
+    imported after it."""
+    if isinstance(solvers, str):
+        msg = f"{label} must be a collection of solver names, got the string {solvers!r}"
         raise ValueError(msg)
+    bad = sorted(repr(s) for s in solvers
+                 if not isinstance(s, str) or not s or s != s.strip().lower())
+    if bad:
+        msg = f"{label}: solver names must be non-empty lower-case strings, got {', '.join(bad)}"
+        raise ValueError(msg)
+
+
+def _registered(label: str, solver: str) -> str:
+    """``solver`` if a package has registered it, else ``ValueError`` naming those that have."""
+    if solver not in _SOLVERS:
+        msg = (f"{label}: unknown solver {solver!r} (no package has registered it); "
+               f"registered: {tuple(_SOLVERS)}")
+        raise ValueError(msg)
+    return solver
 
 
 _REGISTRY: dict[str, AttentionKind] = {}
@@ -423,7 +495,7 @@ def resolve(name: str | AttentionKind) -> AttentionKind:
 def kinds(solver: str | None = None) -> tuple[AttentionKind, ...]:
     """The registered entries, in registration order; only those ``solver`` supports if given."""
     if solver is not None:
-        _check_solvers("solver", [solver])
+        _registered("solver", solver)
     return tuple(k for k in _REGISTRY.values() if solver is None or solver in k.solvers)
 
 
@@ -435,18 +507,20 @@ def names(solver: str | None = None) -> tuple[str, ...]:
 def require(kind: str | AttentionKind, solver: str) -> AttentionKind:
     """The entry for ``kind`` if ``solver`` supports it.
 
-    Raises ``ValueError`` for an unknown kind (listing the known ones) and for a kind the
-    solver does not support (naming the solvers that do, why not where the entry says, and
-    the kinds the solver does support).
+    Raises ``ValueError`` for an unknown kind (listing the known ones), for a solver that
+    the kind does not declare and no package has registered (listing those registered), and
+    for a kind the solver does not support (naming the solvers that do, why not where the
+    entry says, and the kinds the solver does support).
     """
-    _check_solvers("solver", [solver])
     entry = resolve(kind)
-    if solver in entry.solvers:
+    if solver in entry.solvers:  # the entry declares it: the solver's package is the caller
         return entry
+    _registered("solver", solver)
     why = entry.reason(solver)
-    others = [s for s in SOLVERS if s in entry.solvers]
-    where = ("; solvers that support it: " + "; ".join(f"{s!r} ({SOLVERS[s]})" for s in others)
-             if others else "; no solver supports it yet")
+    others = [*(s for s in SOLVERS if s in entry.solvers), *sorted(entry.solvers - set(SOLVERS))]
+    where = ("; solvers that support it: " + "; ".join(
+        f"{s!r} ({SOLVERS.get(s, 'not registered: no imported package provides it')})"
+        for s in others) if others else "; no solver supports it yet")
     msg = (f"attention={entry.name!r} is not supported by {solver!r} ({SOLVERS[solver]})"
            f"{': ' + why if why else ''}{where}; {solver!r} supports {names(solver)}")
     raise ValueError(msg)
@@ -543,7 +617,16 @@ def _gaussian_sinkhorn(beta: float, q: np.ndarray, k: np.ndarray, v: np.ndarray,
     return v @ mean - slope @ mean, slope
 
 
-_ALL = frozenset(SOLVERS)
+
+# the core's solvers (docs/equations.md sections 3 and 4; docs/lagrangian.md)
+register_solver("spectral", "meanfield.solve, meanfield.make_flow", section=3)
+register_solver("gaussian", "meanfield.solve_gaussian", section=4)
+register_solver("lagrangian", "meanfield.solve_lagrangian, the characteristics of the weighted "
+                "measure", section=3)
+
+
+_ALL = frozenset({"particles", "angles", "spectral", "gaussian", "phase_diagram", "ensemble",
+                  "lagrangian"})
 
 _BUILTIN = (
     AttentionKind(
@@ -607,6 +690,6 @@ del _kind
 
 __all__ = [
     "METRICS", "NORMALIZATIONS", "SOLVERS", "AttentionKind", "Energy", "GaussianField", "Parameter",
-    "Parameters", "Transform", "kinds", "model_parameters", "names", "register", "require",
-    "resolve", "unregister",
+    "Parameters", "Solver", "Transform", "kinds", "model_parameters", "names", "register",
+    "register_solver", "require", "resolve", "unregister", "unregister_solver",
 ]

@@ -20,6 +20,7 @@ See ``docs/particles.md``.
 
 from __future__ import annotations
 
+from meanfield import attention as _attention
 from meanfield.integrate import DOPRI5, RK4, ButcherTableau
 from meanfield.kernels import (
     DEFAULT_MEMORY_LIMIT,
@@ -47,6 +48,14 @@ from particles.observables import (
 from particles.samplers import orthogonal, sample_density, sample_gaussian, sample_sphere
 from particles.simulate import METHODS, SimulationError, simulate, simulate_angles
 from particles.velocity import attention, attention_weights, project_tangent, velocity
+
+# the solvers this package provides, for the attention kinds to declare (docs/equations.md
+# section 2): meanfield.attention.require(kind, "particles") etc.
+_attention.register_solver("particles", "particles.simulate, particles.velocity", section=2)
+_attention.register_solver("angles", "particles.angles, the circle in angles (7.1)", section=2)
+_attention.register_solver(
+    "ensemble", "particles.ensemble, many small systems with per-realisation matrices",
+    section=2)
 
 __all__ = [
     "DEFAULT_MEMORY_LIMIT",

@@ -1,8 +1,9 @@
 """``meanfield particles ...``: simulate the finite-n system and write NetCDF atomically.
 
 Registered with the ``meanfield`` command through the entry point
-``particles = "particles.cli"`` (group ``meanfield.commands``); its options come from the
-one table :mod:`meanfield.cli.options`. This module also draws particle files for
+``particles = "particles.cli"`` (group ``meanfield.commands``); its options are declared
+here (:data:`OPTIONS`, :data:`TABLE`) and registered with
+:func:`meanfield.cli.options.register_command`. This module also draws particle files for
 ``meanfield plot`` (group ``meanfield.plotters``): :func:`accepts` and :func:`draw`.
 """
 
@@ -16,15 +17,50 @@ from typing import Any
 import numpy as np
 
 from meanfield.cli import options
+from meanfield.cli.options import Option, Use
 from particles.simulate import METHODS
+
+OPTIONS: dict[str, Option] = {
+    "causal": Option("--causal", "causal mask (token i attends to j <= i)", None, False,
+                     flag_only=True),
+    "batch": Option("--batch", "independent systems (0: a single system, no batch axis)",
+                    options.integer, 0, lambda v: v >= 0, "must be >= 0"),
+    "method": Option("--method", "time integrator", str, "rk4", choices=tuple(METHODS)),
+    "memory_limit_mb": Option("--memory-limit-mb", "bound on the n x n attention tiles, in MiB",
+                              options.number, 256.0, options.POSITIVE, "must be finite and > 0"),
+    "no_observables": Option("--no-observables",
+                             "skip energy and dissipation (saves two n^2 passes per output)",
+                             None, False, flag_only=True),
+}
+"""The options only ``meanfield particles`` takes (they join
+:data:`meanfield.cli.options.OPTIONS`)."""
+
+TABLE: dict[str, Any] = {
+    "n": 32, "d": 2, "batch": 0, "beta": 4.0,
+    "attention": Use(choices=options.attention_kinds("particles")), "value": 1,
+    "causal": False, "noise": Use(default=0.0, help="sigma (needs --method euler_maruyama)"),
+    "geometry": "sphere",
+    "init": Use(default="sphere", choices=("sphere", "orthogonal", "gaussian"),
+                help="uniform on the sphere, orthogonal (d >= n), or standard Gaussian"),
+    "t_max": 30.0, "times": 301, "seed": 0, "method": Use(),
+    "dt": Use(help="step of fixed-step methods"), "rtol": 1e-9, "atol": 1e-12,
+    "memory_limit_mb": 256.0, "field_method": "auto", "no_observables": False,
+    "out": Path("particles.nc"),
+    "plot": Use(help="PNG of the trajectories (circle: angle vs time; S^2: paths)"),
+    "overwrite": False, "progress": True, "backend": "numpy", "device": None,
+    "dtype": "float64",
+}
+"""The options of ``meanfield particles`` in ``--help`` order: a default, or a :class:`Use`
+(the options of :data:`OPTIONS` and the shared ones of :mod:`meanfield.cli.options`)."""
+
+options.register_command("particles", TABLE, OPTIONS)
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
     """Register ``particles`` and set ``func``."""
     parser = options.add_parser(
         sub, "particles", func=run, help="simulate n interacting tokens (the finite-n system)",
-        description="Simulate the particle system of docs/equations.md section 2 and write NetCDF.",
-        changes={"method": {"choices": tuple(METHODS)}})
+        description="Simulate the particle system of docs/equations.md section 2 and write NetCDF.")
     return parser
 
 

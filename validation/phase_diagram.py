@@ -64,6 +64,9 @@ QK_ENSEMBLES = ("identity", "ginibre", "goe")
 V_ENSEMBLES = ("identity", "ginibre", "goe", "qk")
 """Laws of ``V``: identity, real Ginibre, GOE (normalised as above), or ``V = Qᵀ K``."""
 
+attention_registry.register_solver(
+    "phase_diagram", "validation.phase_diagram, with the gamma-ODE (6.9)/(6.10)", section=5)
+
 ATTENTIONS = attention_registry.names(solver="phase_diagram")
 """Attention kinds with a gamma-ODE ((6.9) SA, (6.10) USA): those of
 :mod:`meanfield.attention` that declare the ``"phase_diagram"`` solver."""

@@ -25,11 +25,8 @@ from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Any, Sequence
 
-from meanfield.cli.options import check_required
+from meanfield.cli.options import GROUP, OPTIONS, check_required
 from meanfield.integrate import IntegrationError
-
-GROUP = "meanfield.commands"
-"""Entry-point group of the subcommands: ``name = "package.module"``."""
 
 
 def command_entry_points() -> list[EntryPoint]:
@@ -99,13 +96,6 @@ def _fail(command: str, text: str, code: int, exc: BaseException | None = None) 
     return code
 
 
-_OUTPUTS = {"out": "--out", "plot": "--plot", "plot_clusters": "--plot-clusters"}
-"""The options that name files a command writes."""
-
-_FIGURES = ("plot", "plot_clusters")
-"""Those of :data:`_OUTPUTS` that name figures (their extension must name a format)."""
-
-
 FOLDER_KEY = "_meanfield_folder_outputs"
 """Namespace attribute listing the output options of a command that name folders (checked by
 the command itself, with :func:`meanfield.io.check_folder`, after what needs no output)."""
@@ -121,13 +111,13 @@ def _check_outputs(args: argparse.Namespace) -> None:
     if "overwrite" not in vars(args):
         return
     folders = getattr(args, FOLDER_KEY, ())
-    for dest, flag in _OUTPUTS.items():
-        value = vars(args).get(dest)
-        if isinstance(value, Path) and dest in _FIGURES:
-            figure_format(value, flag)  # a format matplotlib writes, named by the extension
+    for dest, opt in OPTIONS.items():  # those that name files (Option.writes)
+        value = vars(args).get(dest) if opt.writes else None
+        if isinstance(value, Path) and opt.writes == "figure":
+            figure_format(value, opt.flag)  # a format matplotlib writes, named by the extension
         if isinstance(value, Path) and dest not in folders:
             again = dest == "out" and bool(vars(args).get("resume")) and _partial(value)
-            check_writable(value, overwrite=args.overwrite or again, name=flag)
+            check_writable(value, overwrite=args.overwrite or again, name=opt.flag)
 
 
 def _partial(path: Path) -> bool:

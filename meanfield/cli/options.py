@@ -2,11 +2,16 @@
 
 :data:`OPTIONS` holds each option (flag, type, help, default, check, old spellings);
 :data:`COMMANDS` says which options each subcommand takes, in the order ``--help`` lists
-them, with the defaults and choices that differ between commands. A command builds its
-parser with :func:`add_options`; a bad value raises ``ValueError`` naming the option as the
-user typed it (``--t-max must be > 0, got 0``) before anything is computed. Old spellings
-(``--t-end``, ``--num``, ``--N``, ...) are accepted as hidden aliases for one release, with
-a note on stderr. ``--help`` shows the default of every option.
+them, with the defaults and choices that differ between commands. The core declares the
+options of its own commands (``solve``, ``plot``, ``gaussian``, ``convergence``) and those
+that several commands share (the model, time, output, ...); a package declares the table of
+each of its commands and the options only that command takes in the command's module, and
+registers them with :func:`register_command` when the module is imported (``meanfield
+particles``: :mod:`particles.cli`). A command builds its parser with :func:`add_options`;
+a bad value raises ``ValueError`` naming the option as the user typed it (``--t-max must be
+> 0, got 0``) before anything is computed. Old spellings (``--t-end``, ``--num``, ``--N``,
+...) are accepted as hidden aliases for one release, with a note on stderr. ``--help`` shows
+the default of every option.
 """
 
 from __future__ import annotations
@@ -26,6 +31,9 @@ from meanfield import attention as attention_registry
 REQUIRED_KEY = "_meanfield_required"
 """Namespace attribute listing ``(dest, flag)`` of the options a command requires."""
 
+GROUP = "meanfield.commands"
+"""Entry-point group of the subcommands: ``name = "package.module"`` (:mod:`meanfield.cli`)."""
+
 TYPED_KEY = "_meanfield_typed"
 """Namespace attribute mapping each option given to the spelling typed (see :func:`typed`)."""
 
@@ -38,6 +46,8 @@ class Option:
     words for the error message (``"must be > 0"``). ``flag_only``: a flag without a value
     (``--causal``); ``switch``: a pair ``--x/--no-x``. ``aliases`` are old spellings, accepted
     but hidden from ``--help``. ``shown`` is how ``--help`` reads a default of ``None``.
+    ``writes``: the option names a file the command writes, ``"file"`` or ``"figure"`` (whose
+    extension must also name a format), checked before any work (:mod:`meanfield.cli`).
     """
 
     flag: str
@@ -54,6 +64,7 @@ class Option:
     required: bool = False
     metavar: str | None = None
     shown: str | None = None
+    writes: str | None = None
 
     def validate(self, value: Any, typed: str | None = None) -> Any:
         """Return ``value`` if valid, else raise ``ValueError`` naming ``typed`` (or the flag)."""
@@ -111,7 +122,7 @@ def _attention(text: str) -> str:
         return text
 
 
-def _kinds(*solvers: str) -> Callable[[], tuple[str, ...]]:
+def attention_kinds(*solvers: str) -> Callable[[], tuple[str, ...]]:
     """The attention kinds some of ``solvers`` support, read from the registry when a parser
     is built."""
     return lambda: tuple(dict.fromkeys(k for s in solvers for k in attention_registry.names(s)))
@@ -129,7 +140,7 @@ def _init(text: str) -> str:
     return {"vonmises": "von-mises"}.get(text, text)
 
 
-def _int(text: str) -> int:
+def integer(text: str) -> int:
     """An integer; ``1.5`` is refused (``int(float(text))`` would truncate it silently)."""
     try:
         return int(text)
@@ -138,7 +149,8 @@ def _int(text: str) -> int:
         raise argparse.ArgumentTypeError(msg) from None
 
 
-def _float(text: str) -> float:
+def number(text: str) -> float:
+    """A number (``inf`` and ``nan`` parse; the option's check refuses them where it must)."""
     try:
         return float(text)
     except ValueError:
@@ -150,22 +162,22 @@ def _finite(lo: float, *, strict: bool) -> Callable[[float], bool]:
     return lambda v: math.isfinite(v) and (v > lo if strict else v >= lo)
 
 
-_POSITIVE = _finite(0.0, strict=True)
-_NONNEGATIVE = _finite(0.0, strict=False)
+POSITIVE = _finite(0.0, strict=True)
+"""The check of an option that must be finite and > 0."""
+NONNEGATIVE = _finite(0.0, strict=False)
+"""The check of an option that must be finite and >= 0."""
 
 # -- the table --------------------------------------------------------------------------------
 
 OPTIONS: dict[str, Option] = {
     # the model (docs/equations.md sections 2 and 3)
-    "beta": Option("--beta", "inverse temperature beta", _float, 4.0, _NONNEGATIVE,
+    "beta": Option("--beta", "inverse temperature beta", number, 4.0, NONNEGATIVE,
                    "must be finite and >= 0", metavar="BETA"),
     "attention": Option("--attention", "attention kind", _attention, "softmax"),
-    "value": Option("--value", "+1 attractive (V = I), -1 repulsive (V = -I)", _int, 1,
+    "value": Option("--value", "+1 attractive (V = I), -1 repulsive (V = -I)", integer, 1,
                     choices=(1, -1)),
-    "noise": Option("--noise", "sigma of sigma*Laplacian", _float, 0.0, _NONNEGATIVE,
+    "noise": Option("--noise", "sigma of sigma*Laplacian", number, 0.0, NONNEGATIVE,
                     "must be finite and >= 0"),
-    "causal": Option("--causal", "causal mask (token i attends to j <= i)", None, False,
-                     flag_only=True),
     "model": Option("--model", "JSON file of a Model (overrides the model options)", Path,
                     shown="none"),
     "Q": Option("--Q", "Q as a JSON matrix", _json_array, shown="identity"),
@@ -176,30 +188,30 @@ OPTIONS: dict[str, Option] = {
     # the domain
     "domain": Option("--domain", "spectral domain", str, "circle"),  # choices: the registry's
     "resolution": Option("--resolution", "grid size (circle: N; sphere: lmax; zonal: degree)",
-                         _int, 128, lambda v: v >= 1, "must be >= 1", aliases=("--N",)),
-    "d": Option("--d", "dimension d (tokens in R^d; the zonal domain is S^{d-1})", _int, 8,
+                         integer, 128, lambda v: v >= 1, "must be >= 1", aliases=("--N",)),
+    "d": Option("--d", "dimension d (tokens in R^d; the zonal domain is S^{d-1})", integer, 8,
                 lambda v: v >= 1, "must be >= 1"),
     "max_resolution": Option("--max-resolution", "largest resolution the refinement may reach",
-                             _int, None, lambda v: v >= 1, "must be >= 1",
+                             integer, None, lambda v: v >= 1, "must be >= 1",
                              shown="8 x --resolution"),
     # time
-    "t_max": Option("--t-max", "final time", _float, 4.0, _POSITIVE, "must be finite and > 0",
+    "t_max": Option("--t-max", "final time", number, 4.0, POSITIVE, "must be finite and > 0",
                     aliases=("--t-end",)),
-    "times": Option("--times", "number of output times, evenly spaced in [0, t-max]", _int, 51,
+    "times": Option("--times", "number of output times, evenly spaced in [0, t-max]", integer, 51,
                     lambda v: v >= 2, "must be >= 2", aliases=("--num",)),
-    "rtol": Option("--rtol", "relative tolerance of the time stepper", _float, 1e-8, _POSITIVE,
+    "rtol": Option("--rtol", "relative tolerance of the time stepper", number, 1e-8, POSITIVE,
                    "must be finite and > 0"),
-    "atol": Option("--atol", "absolute tolerance of the time stepper", _float, 1e-12,
-                   _NONNEGATIVE, "must be finite and >= 0"),
-    "dt": Option("--dt", "time step (largest step of adaptive methods)", _float, None,
-                 _POSITIVE, "must be finite and > 0", shown="per method"),
+    "atol": Option("--atol", "absolute tolerance of the time stepper", number, 1e-12,
+                   NONNEGATIVE, "must be finite and >= 0"),
+    "dt": Option("--dt", "time step (largest step of adaptive methods)", number, None,
+                 POSITIVE, "must be finite and > 0", shown="per method"),
     "form": Option("--form", "continuity form, or gradient-flow form", str, "continuity",
                    choices=("continuity", "gradient")),
     # initial data
     "init": Option("--init", "initial condition", _init, "modes", aliases=("--initial",)),
-    "kappa": Option("--kappa", "von Mises(-Fisher) concentration", _float, 1.0, _NONNEGATIVE,
+    "kappa": Option("--kappa", "von Mises(-Fisher) concentration", number, 1.0, NONNEGATIVE,
                     "must be finite and >= 0"),
-    "r": Option("--r", "wrapped Cauchy radius", _float, 0.5, lambda v: 0 <= v < 1,
+    "r": Option("--r", "wrapped Cauchy radius", number, 0.5, lambda v: 0 <= v < 1,
                 "must lie in [0, 1)"),
     "modes": Option("--modes", "uniform + modes, as k:amplitude pairs", _modes, {1: 0.05},
                     shown="1:0.05"),
@@ -208,57 +220,29 @@ OPTIONS: dict[str, Option] = {
     "mean": Option("--mean", "initial mean, JSON vector", _json_array, required=True),
     "cov": Option("--cov", "initial covariance, JSON matrix", _json_array, required=True),
     # particles
-    "n": Option("--n", "tokens per system", _int, 32, lambda v: v >= 1, "must be >= 1"),
-    "batch": Option("--batch", "independent systems (0: a single system, no batch axis)", _int,
-                    0, lambda v: v >= 0, "must be >= 0"),
+    "n": Option("--n", "tokens per system", integer, 32, lambda v: v >= 1, "must be >= 1"),
     "geometry": Option("--geometry", "tokens on the sphere, or in R^d", str, "sphere",
                        choices=("sphere", "euclidean")),
-    "method": Option("--method", "time integrator", str, "rk4"),
-    "memory_limit_mb": Option("--memory-limit-mb", "bound on the n x n attention tiles, in MiB",
-                              _float, 256.0, _POSITIVE, "must be finite and > 0"),
     "field_method": Option(
         "--field-method", "how the attention field is summed: direct (the O(n^2) sum, the "
         "reference), fast (fast summation on S^1/S^2, meanfield.kernels.fastsum; refused where it does "
         "not apply), auto (fast where it applies and pays, direct otherwise); the choice made "
         "is recorded in the output's settings", str, "auto", choices=("auto", "direct", "fast")),
-    "no_observables": Option("--no-observables",
-                             "skip energy and dissipation (saves two n^2 passes per output)",
-                             None, False, flag_only=True),
     # studies
-    "levels": Option("--levels", "number of resolutions R 2^j", _int, 4, lambda v: v >= 2,
+    "levels": Option("--levels", "number of resolutions R 2^j", integer, 4, lambda v: v >= 2,
                      "must be >= 2"),
     "tolerances": Option("--tolerances", "rtol values of the tolerance study (empty: skip)",
                          _floats, [1e-6, 1e-7, 1e-8, 1e-9], shown="1e-6,1e-7,1e-8,1e-9"),
-    "tail_tol": Option("--tail-tol", "resolution monitor threshold", _float, 1e-10, _POSITIVE,
+    "tail_tol": Option("--tail-tol", "resolution monitor threshold", number, 1e-10, POSITIVE,
                        "must be finite and > 0"),
-    "beta_min": Option("--beta-min", "smallest beta", _float, 0.1, _NONNEGATIVE,
-                       "must be finite and >= 0"),
-    "beta_max": Option("--beta-max", "largest beta", _float, 9.0, _NONNEGATIVE,
-                       "must be finite and >= 0"),
-    "betas": Option("--betas", "number of beta values", _int, 90, lambda v: v >= 1,
-                    "must be >= 1"),
-    "delta": Option("--delta", "tokens i, j are together when <x_i, x_j> >= 1 - delta", _float,
+    "delta": Option("--delta", "tokens i, j are together when <x_i, x_j> >= 1 - delta", number,
                     1e-3, lambda v: 0 < v < 1, "must lie in (0, 1)"),
-    "realizations": Option("--realizations", "random starts (per cell, or per beta)", _int,
+    "realizations": Option("--realizations", "random starts (per cell, or per beta)", integer,
                            1024, lambda v: v >= 1, "must be >= 1", aliases=("--seeds",)),
-    "qk": Option("--qk", "law of Q^T K, drawn per realisation (Figure 5)", str, "identity",
-                 choices=("identity", "ginibre", "goe")),
-    "v": Option("--v", "law of V; 'qk' sets V = Q^T K", str, "identity",
-                choices=("identity", "ginibre", "goe", "qk")),
-    "pde": Option("--pde", "also count the peaks of the PDE density", None, False,
-                  flag_only=True),
-    "pde_times": Option("--pde-times", "number of PDE output times", _int, 61,
-                        lambda v: v >= 2, "must be >= 2"),
-    # the validation suite
-    "suite": Option("--suite", "quick (minutes) or full (larger sizes, more checks)", str,
-                    "quick", choices=("quick", "full")),
-    "only": Option("--only", "run only checks matching PATTERN: comma-separated whole names or "
-                   "shell globs", str, metavar="PATTERN", shown="every check"),
-    "list": Option("--list", "list the suite's checks and exit", None, False, flag_only=True),
     # randomness, parallelism, resuming
-    "seed": Option("--seed", "root seed of every random draw", _int, 0, lambda v: v >= 0,
+    "seed": Option("--seed", "root seed of every random draw", integer, 0, lambda v: v >= 0,
                    "must be >= 0"),
-    "workers": Option("--workers", "processes of a Dask LocalCluster (1: no cluster)", _int, 1,
+    "workers": Option("--workers", "processes of a Dask LocalCluster (1: no cluster)", integer, 1,
                       lambda v: v >= 1, "must be >= 1"),
     "scheduler": Option("--scheduler", "address of an existing Dask scheduler "
                         "(tcp://host:8786)", str, metavar="ADDRESS", shown="none"),
@@ -272,10 +256,6 @@ OPTIONS: dict[str, Option] = {
         "settings['failed_cells'], and the file is written with successful = 0 and exit code 1 "
         "(the file as a whole is not the result asked for: a script must not take it for one)",
         str, "stop", choices=("stop", "record")),
-    "store": Option("--store", "directory for the per-cell files", Path,
-                    shown="OUT with suffix .cells"),
-    "keep_cells": Option("--keep-cells", "keep the per-cell files after success", None, False,
-                         flag_only=True),
     # array backend (meanfield.backend, docs/backends.md)
     "backend": Option("--backend", "array library: numpy, or torch (pip install "
                       "'meanfield[torch]')", str, "numpy", choices=("numpy", "torch")),
@@ -284,25 +264,11 @@ OPTIONS: dict[str, Option] = {
                      str, shown="cpu"),
     "dtype": Option("--dtype", "floating-point precision of the state", str, "float64",
                     choices=("float64", "float32")),
-    # the token study of a trained model (meanfield tokens, docs/real_model.md)
-    "text": Option("--text", "a UTF-8 text file; passages are its paragraphs (blank-line "
-                   "separated)", Path, metavar="FILE", shown="none"),
-    "corpus": Option("--corpus", "the builtin public-domain passages", str,
-                     choices=("builtin",), shown="builtin, unless --text"),
-    "bins": Option("--bins", "histogram bins on [-1, 1]", _int, 40, lambda v: v >= 1,
-                   "must be >= 1"),
-    "dynamics_passages": Option("--dynamics-passages", "run the dynamics on the first N "
-                                "passages (0: none)", _int, None, lambda v: v >= 0,
-                                "must be >= 0", metavar="N", shown="all"),
-    "no_fit": Option("--no-fit", "skip the toy-model beta fit", None, False, flag_only=True),
-    "passage": Option("--passage", "the passage shown in the per-layer histograms", _int, 0,
-                      lambda v: v >= 0, "must be >= 0"),
     # output
-    "out": Option("--out", "file to write", Path, shown="no file written"),
-    "plot": Option("--plot", "also draw the result to this PNG", Path, shown="no figure"),
-    "plot_clusters": Option("--plot-clusters", "PNG of the cluster counts and dwell times",
-                            Path, shown="no figure"),
-    "at": Option("--at", "times to draw (sphere maps; nearest output times)", _float,
+    "out": Option("--out", "file to write", Path, shown="no file written", writes="file"),
+    "plot": Option("--plot", "also draw the result to this PNG", Path, shown="no figure",
+                   writes="figure"),
+    "at": Option("--at", "times to draw (sphere maps; nearest output times)", number,
                  aliases=("--times",), nargs="*", shown="a few, evenly spaced"),
     "progress": Option("--progress", "show a progress bar", None, True, switch=True),
     "overwrite": Option("--overwrite", "replace output files that exist (else they are refused "
@@ -330,16 +296,9 @@ class Use:
 _NONE = Use()
 
 
-def _at_least_2(v: int) -> bool:
-    return v >= 2
-
-
-_PAIRS = Use(default=32, check=_at_least_2, need="must be >= 2 (clusters are pairs of tokens)")
-"""``--n`` of the studies that count pairs of tokens."""
-
 COMMANDS: dict[str, dict[str, Any]] = {
     "solve": {
-        "beta": 4.0, "attention": Use(choices=_kinds("spectral", "lagrangian"),
+        "beta": 4.0, "attention": Use(choices=attention_kinds("spectral", "lagrangian"),
                                       help="attention kind (lagrangian: every kind)"),
         "value": 1, "noise": 0.0, "resolution": 128, "d": 8,
         "geometry": Use(help="lagrangian only: sphere (layer norm) or euclidean (R^d)"),
@@ -365,7 +324,7 @@ COMMANDS: dict[str, dict[str, Any]] = {
     "convergence": {
         "domain": Use(default="circle", choices=_domains),
         "resolution": Use(default=32, help="coarsest N / lmax / degree"), "d": 8,
-        "beta": 1.0, "attention": Use(choices=_kinds("spectral")), "value": 1,
+        "beta": 1.0, "attention": Use(choices=attention_kinds("spectral")), "value": 1,
         "noise": 0.0, "init": Use(default="von-mises", choices=("von-mises", "wrapped-cauchy", "modes")),
         "kappa": 1.0, "r": 0.5, "modes": _NONE, "rho0": None, "t_max": 1.0, "times": 5,
         "levels": 4, "rtol": Use(default=1e-10, help="time tolerance of the resolution study"),
@@ -373,88 +332,100 @@ COMMANDS: dict[str, dict[str, Any]] = {
         "out": Use(help="NetCDF file for the study"), "overwrite": False,
     },
     "gaussian": {
-        "model": None, "beta": 1.0, "attention": Use(choices=_kinds("gaussian")),
+        "model": None, "beta": 1.0, "attention": Use(choices=attention_kinds("gaussian")),
         "value": Use(default=1, help="sign folded into V"), "noise": 0.0, "Q": None, "K": None,
         "V": None, "heads": None, "mean": _NONE, "cov": _NONE,
         "t_max": Use(required=True), "times": 101, "rtol": 1e-10, "atol": 1e-12,
         "out": Use(help="NetCDF file to write"),
         "plot": Use(help="PNG: ellipses for d = 2, eigenvalues otherwise"), "overwrite": False,
     },
-    "particles": {
-        "n": 32, "d": 2, "batch": 0, "beta": 4.0, "attention": Use(choices=_kinds("particles")),
-        "value": 1,
-        "causal": False, "noise": Use(default=0.0, help="sigma (needs --method euler_maruyama)"),
-        "geometry": "sphere",
-        "init": Use(default="sphere", choices=("sphere", "orthogonal", "gaussian"),
-                    help="uniform on the sphere, orthogonal (d >= n), or standard Gaussian"),
-        "t_max": 30.0, "times": 301, "seed": 0, "method": _NONE,
-        "dt": Use(help="step of fixed-step methods"), "rtol": 1e-9, "atol": 1e-12,
-        "memory_limit_mb": 256.0, "field_method": "auto", "no_observables": False,
-        "out": Path("particles.nc"),
-        "plot": Use(help="PNG of the trajectories (circle: angle vs time; S^2: paths)"),
-        "overwrite": False, "progress": True, "backend": "numpy", "device": None,
-        "dtype": "float64",
-    },
-    "validate": {
-        "suite": "quick", "only": None, "out": Use(default=Path("meanfield-validation"),
-                                                    help="output folder"),
-        "seed": 0, "workers": 1, "scheduler": None, "resume": Use(
-            help="skip the checks already finished in --out"),
-        "list": False, "progress": True,
-        "overwrite": Use(help="replace the records of an earlier run in --out (else a folder "
-                              "holding them is refused before any work)"),
-    },
-    "phase-diagram": {
-        "n": _PAIRS, "d": Use(default=[2], nargs="+", check=_at_least_2, need="must be >= 2",
-                              help="dimension(s) d of S^{d-1} (several give a d axis)"),
-        "beta_min": 0.1, "beta_max": 9.0, "betas": 90, "t_max": 30.0, "times": 200,
-        "delta": 1e-3, "realizations": Use(default=1024, help="random starts per cell"),
-        "attention": Use(choices=_kinds("phase_diagram")), "qk": "identity",
-        "v": "identity", "dt": Use(default=0.3, help="largest RK4 step"), "seed": 0,
-        "workers": 1, "scheduler": None, "on_failure": "stop", "store": None,
-        "resume": Use(help="skip the cells already in the store (after an interruption); "
-                           "an --out file left by the interrupted run (successful = 0) is "
-                           "replaced"),
-        "keep_cells": False, "progress": True,
-        "out": Use(required=True, help="NetCDF file to write"),
-        "plot": Use(help="PNG heat map with the curve (6.12)"), "overwrite": False,
-        "backend": "numpy", "device": None, "dtype": "float64",
-    },
-    "metastability": {
-        "beta": Use(default=[4.0, 9.0], nargs="+", help="inverse temperatures"), "n": _PAIRS,
-        "realizations": Use(default=256, help="random starts per beta"), "t_max": 30.0,
-        "times": 301, "delta": 1e-3, "attention": Use(choices=_kinds("ensemble")),
-        "dt": Use(default=0.1, help="largest RK4 step"), "seed": 0, "workers": 1,
-        "scheduler": None, "on_failure": "stop", "pde": False,
-        "resolution": Use(default=256, help="starting grid size N of the PDE"),
-        "pde_times": 61, "progress": True,
-        "out": Use(required=True, help="NetCDF file to write"),
-        "plot": Use(help="PNG of the angles against time (Figure 4)"),
-        "plot_clusters": None, "overwrite": False,
-        "backend": "numpy", "device": None, "dtype": "float64",
-    },
-    "tokens": {  # the study's defaults are validation.tokens.DEFAULTS (a test keeps them equal)
-        "text": None, "corpus": None, "out": Use(default=Path("meanfield-tokens"),
-                                                 help="output folder"),
-        "bins": 40, "delta": Use(default=0.1, check=lambda v: 0 < v <= 2,
-                                 need="must lie in (0, 2]",
-                                 help="cluster threshold: pairs with <y_i, y_j> >= 1 - delta "
-                                      "are linked"),
-        "dt": Use(default=0.25, check=lambda v: math.isfinite(v) and 0 < v <= 1,
-                  need="must lie in (0, 1]",
-                  help="RK4 step of the dynamics (one layer = one unit of time)"),
-        "dynamics_passages": None, "no_fit": False, "passage": 0, "progress": True,
-        "overwrite": Use(help="replace the files of an earlier study in --out (else they are "
-                              "refused before any work)"),
-    },
 }
-"""Per command, its options in ``--help`` order: a default, or a :class:`Use`."""
+"""Per command, its options in ``--help`` order: a default, or a :class:`Use`. The core's
+commands are listed here; a package registers the tables of its own commands with
+:func:`register_command` (``meanfield particles``: :mod:`particles.cli`)."""
+
+_OWN: dict[str, tuple[str, ...]] = {}
+"""The options of :data:`OPTIONS` that :func:`register_command` added for one command."""
+
+
+def register_command(command: str, table: Mapping[str, Any],
+                     own: Mapping[str, Option] | None = None) -> None:
+    """Register the options of ``command``, a command of another package.
+
+    ``table`` is its :data:`COMMANDS` entry (option names in ``--help`` order, each with the
+    command's default or a :class:`Use`): names of :data:`OPTIONS` (the shared ones, such as
+    the model's) or of ``own``, the options only this command takes, which join
+    :data:`OPTIONS`. ``ValueError`` if the command is registered with another table, if an
+    own option takes a name or a flag of another option, or if ``table`` names an option
+    that neither holds. Registering the same tables again does nothing.
+    """
+    own = dict(own or {})
+    if not isinstance(command, str) or not command:
+        msg = f"register_command command must be a non-empty string, got {command!r}"
+        raise ValueError(msg)
+    if command in COMMANDS:
+        if COMMANDS[command] == dict(table) and all(OPTIONS.get(k) is o for k, o in own.items()):
+            return
+        msg = f"command {command!r} is already registered with other options"
+        raise ValueError(msg)
+    _check_own(command, own)
+    unknown = sorted(set(table) - set(OPTIONS) - set(own))
+    if unknown:
+        msg = f"command {command!r} names options that are not registered: {unknown}"
+        raise ValueError(msg)
+    OPTIONS.update(own)
+    _OWN[command] = tuple(own)
+    COMMANDS[command] = dict(table)
+
+
+def _check_own(command: str, own: Mapping[str, Option]) -> None:
+    """The own options of ``command`` take no name, flag or old spelling already taken."""
+    taken = {f: n for n, o in OPTIONS.items() for f in (o.flag, *o.aliases)}
+    for name, opt in own.items():
+        if not isinstance(opt, Option):
+            msg = f"command {command!r}: own option {name!r} must be an Option, got {opt!r}"
+            raise ValueError(msg)
+        clash = [f for f in (opt.flag, *opt.aliases) if f in taken]
+        if name in OPTIONS or clash:
+            other = OPTIONS[name].flag if name in OPTIONS else taken[clash[0]]
+            msg = (f"command {command!r}: own option {name!r} ({opt.flag}) clashes with the "
+                   f"registered option {other!r}")
+            raise ValueError(msg)
+        taken.update((f, name) for f in (opt.flag, *opt.aliases))
+
+
+def unregister_command(command: str) -> dict[str, Any]:
+    """Remove the table of ``command`` (registered with :func:`register_command`) and its own
+    options; return the table."""
+    if command not in _OWN:
+        msg = f"command {command!r} was not registered with register_command"
+        raise ValueError(msg)
+    for name in _OWN.pop(command):
+        del OPTIONS[name]
+    return COMMANDS.pop(command)
+
+
+def command_table(command: str) -> Mapping[str, Any]:
+    """The options of ``command`` (:data:`COMMANDS`); the table of another package's command
+    is registered when its module is imported, which this does through its entry point (group
+    :data:`GROUP`) if it has not been."""
+    if command not in COMMANDS:
+        from importlib.metadata import entry_points
+
+        for ep in entry_points(group=GROUP):
+            if ep.name == command:
+                ep.load()
+                break
+    if command not in COMMANDS:
+        msg = f"command {command!r} has no registered options; registered: {sorted(COMMANDS)}"
+        raise ValueError(msg)
+    return COMMANDS[command]
 
 
 def option_for(command: str, name: str, **change: Any) -> Option:
     """The :class:`Option` ``name`` as ``command`` uses it (its default, choices, help)."""
     opt = OPTIONS[name]
-    use = COMMANDS.get(command, {}).get(name, _NONE)
+    use = command_table(command).get(name, _NONE)
     if not isinstance(use, Use):
         use = Use(default=use)
     fields = {k: getattr(use, k) for k in ("choices", "nargs", "required", "help", "shown",
@@ -543,11 +514,12 @@ def add_options(parser: argparse.ArgumentParser, command: str,
     """Add every option of ``command`` in :data:`COMMANDS`; ``changes[name]`` overrides fields
     of one (choices only the owning package knows, such as the particle integrators)."""
     changes = changes or {}
-    unknown = set(changes) - set(COMMANDS[command])
+    table = command_table(command)
+    unknown = set(changes) - set(table)
     if unknown:
         msg = f"changes name options that {command!r} does not take: {sorted(unknown)}"
         raise ValueError(msg)
-    for name in COMMANDS[command]:
+    for name in table:
         add_option(parser, command, name, **changes.get(name, {}))
 
 
@@ -570,5 +542,6 @@ def add_parser(subparsers: Any, command: str, *, help: str, description: str,  #
     return p
 
 
-__all__ = ["COMMANDS", "OPTIONS", "Option", "Use", "add_option", "add_options", "add_parser",
-           "check_required", "option_for", "typed"]
+__all__ = ["COMMANDS", "GROUP", "NONNEGATIVE", "OPTIONS", "POSITIVE", "Option", "Use", "add_option",
+           "add_options", "add_parser", "attention_kinds", "check_required", "command_table",
+           "integer", "number", "option_for", "register_command", "typed", "unregister_command"]

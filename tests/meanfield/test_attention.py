@@ -85,8 +85,16 @@ def test_entries_are_frozen_and_checked() -> None:
     kind = attention.resolve("softmax")
     with pytest.raises(dataclasses.FrozenInstanceError):
         kind.name = "x"  # type: ignore[misc]
-    with pytest.raises(ValueError, match="unknown solver"):
-        attention.AttentionKind(name="x", formula="", reference="", solvers=frozenset({"pde"}))
+    # a solver name is checked when it is asked about (a kind may name a solver of a package
+    # imported later): an entry naming an unregistered one is built, and asking about it fails
+    pde = attention.AttentionKind(name="x", formula="", reference="", solvers=frozenset({"pde"}))
+    assert pde.supports("pde") and not pde.supports("particles")
+    with pytest.raises(ValueError, match="unknown solver 'pdf' .*registered: .*'particles'"):
+        pde.supports("pdf")
+    with pytest.raises(ValueError, match="lower-case strings, got 'PDE'"):
+        attention.AttentionKind(name="x", formula="", reference="", solvers=frozenset({"PDE"}))
+    with pytest.raises(ValueError, match="collection of solver names, got the string"):
+        attention.AttentionKind(name="x", formula="", reference="", solvers="particles")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="lower-case"):
         attention.AttentionKind(name="X", formula="", reference="", solvers=frozenset())
     with pytest.raises(ValueError, match="reasons against solvers it supports"):

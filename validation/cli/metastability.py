@@ -18,9 +18,41 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from meanfield.cli import options
+from meanfield.cli.options import Option, Use
+from validation.cli import PAIRS
+
+OPTIONS: dict[str, Option] = {
+    "pde": Option("--pde", "also count the peaks of the PDE density", None, False,
+                  flag_only=True),
+    "pde_times": Option("--pde-times", "number of PDE output times", options.integer, 61,
+                        lambda v: v >= 2, "must be >= 2"),
+    "plot_clusters": Option("--plot-clusters", "PNG of the cluster counts and dwell times",
+                            Path, shown="no figure", writes="figure"),
+}
+"""The options only ``meanfield metastability`` takes (they join
+:data:`meanfield.cli.options.OPTIONS`)."""
+
+TABLE: dict[str, Any] = {
+    "beta": Use(default=[4.0, 9.0], nargs="+", help="inverse temperatures"), "n": PAIRS,
+    "realizations": Use(default=256, help="random starts per beta"), "t_max": 30.0,
+    "times": 301, "delta": 1e-3, "attention": Use(choices=options.attention_kinds("ensemble")),
+    "dt": Use(default=0.1, help="largest RK4 step"), "seed": 0, "workers": 1,
+    "scheduler": None, "on_failure": "stop", "pde": False,
+    "resolution": Use(default=256, help="starting grid size N of the PDE"),
+    "pde_times": 61, "progress": True,
+    "out": Use(required=True, help="NetCDF file to write"),
+    "plot": Use(help="PNG of the angles against time (Figure 4)"),
+    "plot_clusters": None, "overwrite": False,
+    "backend": "numpy", "device": None, "dtype": "float64",
+}
+"""The options of ``meanfield metastability`` in ``--help`` order: a default, or a :class:`Use`
+(the options of :data:`OPTIONS` and the shared ones of :mod:`meanfield.cli.options`)."""
+
+options.register_command("metastability", TABLE, OPTIONS)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:

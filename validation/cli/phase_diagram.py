@@ -28,6 +28,48 @@ from pathlib import Path
 from typing import Any
 
 from meanfield.cli import options
+from meanfield.cli.options import Option, Use
+from validation.cli import PAIRS, at_least_2
+
+OPTIONS: dict[str, Option] = {
+    "beta_min": Option("--beta-min", "smallest beta", options.number, 0.1, options.NONNEGATIVE,
+                       "must be finite and >= 0"),
+    "beta_max": Option("--beta-max", "largest beta", options.number, 9.0, options.NONNEGATIVE,
+                       "must be finite and >= 0"),
+    "betas": Option("--betas", "number of beta values", options.integer, 90, lambda v: v >= 1,
+                    "must be >= 1"),
+    "qk": Option("--qk", "law of Q^T K, drawn per realisation (Figure 5)", str, "identity",
+                 choices=("identity", "ginibre", "goe")),
+    "v": Option("--v", "law of V; 'qk' sets V = Q^T K", str, "identity",
+                choices=("identity", "ginibre", "goe", "qk")),
+    "store": Option("--store", "directory for the per-cell files", Path,
+                    shown="OUT with suffix .cells"),
+    "keep_cells": Option("--keep-cells", "keep the per-cell files after success", None, False,
+                         flag_only=True),
+}
+"""The options only ``meanfield phase-diagram`` takes (they join
+:data:`meanfield.cli.options.OPTIONS`)."""
+
+TABLE: dict[str, Any] = {
+    "n": PAIRS, "d": Use(default=[2], nargs="+", check=at_least_2, need="must be >= 2",
+                          help="dimension(s) d of S^{d-1} (several give a d axis)"),
+    "beta_min": 0.1, "beta_max": 9.0, "betas": 90, "t_max": 30.0, "times": 200,
+    "delta": 1e-3, "realizations": Use(default=1024, help="random starts per cell"),
+    "attention": Use(choices=options.attention_kinds("phase_diagram")), "qk": "identity",
+    "v": "identity", "dt": Use(default=0.3, help="largest RK4 step"), "seed": 0,
+    "workers": 1, "scheduler": None, "on_failure": "stop", "store": None,
+    "resume": Use(help="skip the cells already in the store (after an interruption); "
+                       "an --out file left by the interrupted run (successful = 0) is "
+                       "replaced"),
+    "keep_cells": False, "progress": True,
+    "out": Use(required=True, help="NetCDF file to write"),
+    "plot": Use(help="PNG heat map with the curve (6.12)"), "overwrite": False,
+    "backend": "numpy", "device": None, "dtype": "float64",
+}
+"""The options of ``meanfield phase-diagram`` in ``--help`` order: a default, or a :class:`Use`
+(the options of :data:`OPTIONS` and the shared ones of :mod:`meanfield.cli.options`)."""
+
+options.register_command("phase-diagram", TABLE, OPTIONS)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:

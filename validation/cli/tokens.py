@@ -1,7 +1,8 @@
 """``meanfield tokens``: Figure 1 with a trained model, and its tokens against the dynamics
 driven by its own weights (:mod:`validation.tokens`); writes NetCDF and PNG figures.
 
-Its options come from the one table :mod:`meanfield.cli.options` (defaults in ``--help``,
+Its options are declared here (:data:`OPTIONS`, :data:`TABLE`) and registered with
+:func:`meanfield.cli.options.register_command` (defaults in ``--help``,
 ``--progress/--no-progress``, ``--overwrite``), as every other command's. The outputs in
 ``--out`` are checked before the model is loaded: a file of an earlier study is refused
 unless ``--overwrite``. ``tokens.nc`` is written as soon as it is computed, so an interruption
@@ -11,15 +12,55 @@ or a failure of the dynamics study keeps it.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from meanfield.cli import FOLDER_KEY, options
+from meanfield.cli.options import Option, Use
 
 FIGURES = ("figure1.png", "summary.png")
 """The figures of the token study; the dynamics add ``dynamics.png``."""
+
+
+OPTIONS: dict[str, Option] = {
+    "text": Option("--text", "a UTF-8 text file; passages are its paragraphs (blank-line "
+                   "separated)", Path, metavar="FILE", shown="none"),
+    "corpus": Option("--corpus", "the builtin public-domain passages", str,
+                     choices=("builtin",), shown="builtin, unless --text"),
+    "bins": Option("--bins", "histogram bins on [-1, 1]", options.integer, 40, lambda v: v >= 1,
+                   "must be >= 1"),
+    "dynamics_passages": Option("--dynamics-passages", "run the dynamics on the first N "
+                                "passages (0: none)", options.integer, None, lambda v: v >= 0,
+                                "must be >= 0", metavar="N", shown="all"),
+    "no_fit": Option("--no-fit", "skip the toy-model beta fit", None, False, flag_only=True),
+    "passage": Option("--passage", "the passage shown in the per-layer histograms",
+                      options.integer, 0, lambda v: v >= 0, "must be >= 0"),
+}
+"""The options only ``meanfield tokens`` takes (they join
+:data:`meanfield.cli.options.OPTIONS`)."""
+
+TABLE: dict[str, Any] = {
+    "text": None, "corpus": None, "out": Use(default=Path("meanfield-tokens"),
+                                             help="output folder"),
+    "bins": 40, "delta": Use(default=0.1, check=lambda v: 0 < v <= 2,
+                             need="must lie in (0, 2]",
+                             help="cluster threshold: pairs with <y_i, y_j> >= 1 - delta "
+                                  "are linked"),
+    "dt": Use(default=0.25, check=lambda v: math.isfinite(v) and 0 < v <= 1,
+              need="must lie in (0, 1]",
+              help="RK4 step of the dynamics (one layer = one unit of time)"),
+    "dynamics_passages": None, "no_fit": False, "passage": 0, "progress": True,
+    "overwrite": Use(help="replace the files of an earlier study in --out (else they are "
+                          "refused before any work)"),
+}
+"""The options of ``meanfield tokens`` in ``--help`` order: a default, or a :class:`Use`
+(the options of :data:`OPTIONS` and the shared ones of :mod:`meanfield.cli.options`). The
+study's defaults are :data:`validation.tokens.DEFAULTS` (a test keeps them equal)."""
+
+options.register_command("tokens", TABLE, OPTIONS)
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:

@@ -17,6 +17,31 @@ from pathlib import Path
 from typing import Any
 
 from meanfield.cli import FOLDER_KEY, options
+from meanfield.cli.options import Option, Use
+
+OPTIONS: dict[str, Option] = {
+    "suite": Option("--suite", "quick (minutes) or full (larger sizes, more checks)", str,
+                    "quick", choices=("quick", "full")),
+    "only": Option("--only", "run only checks matching PATTERN: comma-separated whole names or "
+                   "shell globs", str, metavar="PATTERN", shown="every check"),
+    "list": Option("--list", "list the suite's checks and exit", None, False, flag_only=True),
+}
+"""The options only ``meanfield validate`` takes (they join
+:data:`meanfield.cli.options.OPTIONS`)."""
+
+TABLE: dict[str, Any] = {
+    "suite": "quick", "only": None, "out": Use(default=Path("meanfield-validation"),
+                                                help="output folder"),
+    "seed": 0, "workers": 1, "scheduler": None, "resume": Use(
+        help="skip the checks already finished in --out"),
+    "list": False, "progress": True,
+    "overwrite": Use(help="replace the records of an earlier run in --out (else a folder "
+                          "holding them is refused before any work)"),
+}
+"""The options of ``meanfield validate`` in ``--help`` order: a default, or a :class:`Use`
+(the options of :data:`OPTIONS` and the shared ones of :mod:`meanfield.cli.options`)."""
+
+options.register_command("validate", TABLE, OPTIONS)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
