@@ -7,7 +7,7 @@
    to_numpy
 
 The numerics (the attention kernels of :mod:`meanfield.kernels`, the field of
-:mod:`meanfield.lagrangian.field`, the integrators' stage arithmetic of
+:mod:`meanfield.kernels.interaction`, the integrators' stage arithmetic of
 :mod:`meanfield.integrate`) are written once against an array namespace ``xp``: the Python
 array API standard, which ``array-api-compat`` gives NumPy and PyTorch alike
 (:func:`namespace`). What the standard leaves out and the tiled kernels need, in-place

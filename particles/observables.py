@@ -47,17 +47,25 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
-from meanfield.kernels.tiling import _SMALL_D, DEFAULT_MEMORY_LIMIT, Tiling, _logits, _weighted_sum, block_for
-from meanfield.lagrangian.energy import (
+from meanfield.kernels.interaction import (
     EXP_SAFE,
+    apply_matrix,
     energy_terms,
     exponent_bound,
     fast_energy_reason,
     times_exp,
     use_fast_energy,
 )
+from meanfield.kernels.tiling import (
+    DEFAULT_MEMORY_LIMIT,
+    Tiling,
+    block_for,
+    logit_tiles,
+    value_columns,
+    weighted_sum,
+)
 from particles.inputs import as_tokens, check_geometry
-from particles.velocity import _apply, _as_batch, velocity
+from particles.velocity import _as_batch, velocity
 
 
 def _shape_out(x: np.ndarray, values: np.ndarray) -> Any:
@@ -92,7 +100,7 @@ def energy(
     model: Any, x: np.ndarray, *, memory_limit: int = DEFAULT_MEMORY_LIMIT, method: str = "direct"
 ) -> float | np.ndarray:
     """``E_beta(X)`` of docs/equations.md section 2 (``(batch,)`` for a batch), ``beta = 0`` included:
-    the energy of the empirical measure, :func:`meanfield.lagrangian.energy.weighted_energy`
+    the energy of the empirical measure, :func:`meanfield.kernels.interaction.weighted_energy`
     with the weights ``1/n`` (tiled ``expm1(beta s) / beta``, the Taylor series where ``beta
     |s| < 1e-8``, shifted exponents where ``e^{beta s}`` would overflow); ``method``: see
     :func:`energies`."""
@@ -104,7 +112,7 @@ def log_energy(
 ) -> float | np.ndarray:
     """``log E_beta(X)`` (``(batch,)`` for a batch): finite where ``E_beta`` exceeds the
     float64 range (``beta`` beyond ~710 on the sphere, up to ``1e300``), one log-sum-exp of
-    the shifted tiles (:class:`meanfield.lagrangian.energy.EnergyTerms`); ``-inf`` where
+    the shifted tiles (:class:`meanfield.kernels.interaction.EnergyTerms`); ``-inf`` where
     ``E_beta = 0``, NaN where ``E_beta < 0``."""
     return energies(model, x, memory_limit=memory_limit, method=method)[1]
 
@@ -159,12 +167,13 @@ def _scaled_gradient(model: Any, xb: np.ndarray, memory_limit: int
                      ) -> tuple[np.ndarray, np.ndarray]:
     """``(g, c)`` with ``grad E = e^c g`` per batch: ``c = 0`` unless the weights
     ``e^{beta s}`` would overflow (``beta`` beyond ~700 on the sphere), then ``c`` is the
-    largest exponent bound of :func:`meanfield.lagrangian.energy.exponent_bound`, so that ``g`` is finite."""
+    largest exponent bound of :func:`meanfield.kernels.interaction.exponent_bound`, so that
+    ``g`` is finite."""
     B, n, d = xb.shape
     beta = model.beta
     grad = np.zeros_like(xb)
     tiling = Tiling(memory_limit, buffers=2, block=block_for(d))
-    pairs = [(_apply(Q, xb), _apply(K, xb), Q, K) for Q, K in _factors(model, d)]
+    pairs = [(apply_matrix(Q, xb), apply_matrix(K, xb), Q, K) for Q, K in _factors(model, d)]
     shift = np.zeros(B)
     for q, k, _, _ in pairs:
         shift = np.maximum(shift, exponent_bound(beta, q, k))
@@ -175,14 +184,13 @@ def _scaled_gradient(model: Any, xb: np.ndarray, memory_limit: int
         qk = q @ K  # rows (K^T Q x_j)^T
         kt = np.swapaxes(k, 1, 2)
         head = np.zeros_like(xb)
-        kqc = np.ascontiguousarray(np.moveaxis(kq, -1, 0)) if d <= _SMALL_D else None
-        for bs, rs in tiling.tiles(B, n, n):
-            S = _logits(q[bs, rs], kt[bs], np.empty((bs.stop - bs.start, rs.stop - rs.start, n)))
+        kqc = value_columns(kq)
+        for bs, rs, S in logit_tiles(q, kt, tiling):
             S *= beta
             if np.any(shift[bs]):
                 S -= shift[bs, None, None]
             np.exp(S, out=S)
-            head[bs, rs] += _weighted_sum(S, kq[bs], None if kqc is None else kqc[:, bs])
+            head[bs, rs] += weighted_sum(S, kq[bs], None if kqc is None else kqc[:, bs])
             if not symmetric:
                 head[bs] += np.matmul(np.swapaxes(S, 1, 2), qk[bs, rs])
         # Q = K: s_ij = s_ji and Q^T K = K^T Q, so both sums agree

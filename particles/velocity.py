@@ -22,7 +22,7 @@ import numpy as np
 
 from meanfield import backend as bk
 from meanfield.kernels import DEFAULT_MEMORY_LIMIT, Kernel, Tiling, fastsum
-from meanfield.lagrangian.field import _apply, _fast_field, ambient_field, project_tangent
+from meanfield.kernels.interaction import ambient_field, apply_matrix, fast_field_at, project_tangent
 from particles.inputs import as_tokens, check_geometry
 
 
@@ -47,7 +47,7 @@ def attention(
     model: Any, x: np.ndarray, *, memory_limit: int = DEFAULT_MEMORY_LIMIT, check: bool = True
 ) -> np.ndarray:
     """``sum_h sum_j A^h_ij V_h x_j`` (before projection), shape of ``x``: the field of the
-    empirical measure (:func:`meanfield.lagrangian.field.ambient_field`, equal weights).
+    empirical measure (:func:`meanfield.kernels.interaction.ambient_field`, equal weights).
 
     Args:
         model: a :class:`meanfield.Model`.
@@ -74,7 +74,7 @@ def attention_weights(
     B, n, _ = xb.shape
     eye = np.broadcast_to(np.eye(n), (B, n, n))
     out = [
-        kernel.apply(_apply(Q, xb), _apply(K, xb), eye, tiling)
+        kernel.apply(apply_matrix(Q, xb), apply_matrix(K, xb), eye, tiling)
         for Q, K, _ in model.matrices(xb.shape[-1])
     ]
     W = np.stack(out) if len(out) > 1 else out[0][None]
@@ -129,10 +129,10 @@ def velocity(
 def _fast_velocity(model: Any, xb: np.ndarray, memory_limit: int,
                    tol: float = fastsum.DEFAULT_TOL) -> np.ndarray:
     """:func:`velocity` by fast summation (float64), the points it cannot vouch for by the
-    direct sum (:func:`meanfield.lagrangian.field._fast_field` with ``weights=None``: equal
+    direct sum (:func:`meanfield.kernels.interaction.fast_field_at` with ``weights=None``: equal
     weights, causal by index)."""
     x64 = np.ascontiguousarray(xb, dtype=float)
-    return _fast_field(model, x64, x64, None, "none", True, memory_limit, tol=tol).velocity
+    return fast_field_at(model, x64, x64, None, "none", True, memory_limit, tol=tol).velocity
 
 
 __all__ = ["attention", "attention_weights", "project_tangent", "velocity"]

@@ -25,8 +25,10 @@ defined.
 
 The package: :mod:`~meanfield.kernels.tiling` (the memory bound and the products of a tile),
 :mod:`~meanfield.kernels.base` (the contract and the registry), :mod:`~meanfield.kernels.rows`
-(softmax, unnormalised, L2, sigmoid), :mod:`~meanfield.kernels.sinkhorn`, and the fast
-summation of the field (:mod:`~meanfield.kernels.fastsum`, :mod:`~meanfield.kernels.fastsum_general`).
+(softmax, unnormalised, L2, sigmoid), :mod:`~meanfield.kernels.sinkhorn`, the fast
+summation of the field (:mod:`~meanfield.kernels.fastsum`, :mod:`~meanfield.kernels.fastsum_general`),
+and :mod:`~meanfield.kernels.interaction`, the field and energy of a weighted measure of points
+(what the particle system and the Lagrangian solver integrate).
 """
 
 from __future__ import annotations

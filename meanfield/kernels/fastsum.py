@@ -8,6 +8,7 @@ r"""Fast summation of the attention field on ``S^1`` and ``S^2`` (docs/particles
    band_limit
    use_fast
    fast_field
+   zonal_sums
    energy
 
 For zonal attention (``<Q x, K y> = c <x, y>``, ``V = v I``, one head) the field of ``mu =
@@ -647,6 +648,24 @@ def _sums_circle(points: np.ndarray, nodes: np.ndarray, w: np.ndarray, k: np.nda
     return v1.real, grad, lap
 
 
+def zonal_sums(model: Any, x: np.ndarray, weights: np.ndarray, *,
+               tol: float = DEFAULT_TOL) -> np.ndarray:
+    """The scaled zonal sums ``sum_j w_j e^{beta (<x_i, x_j> - 1)} = e^{-beta} Z_mu(x_i)`` at
+    the nodes ``x`` (B, n, d) themselves, ``d`` 2 or 3 (``weights`` (B, n)): the adjoint
+    transform of the measure, the Funk–Hecke multipliers and the synthesis at the nodes (module
+    docstring), with the coefficients to ``max(tol / 8, NUFFT_EPS_MIN)``. ``(B, n)``; no
+    validation (SA or USA, ``Q = K = I``, ``beta > 0``)."""
+    B, n, d = x.shape
+    plan = _plan(model, d, tol)
+    eps = max(tol / 8, NUFFT_EPS_MIN)
+    sums = _sums_sphere if d == 3 else _sums_circle
+    out = np.empty((B, n))
+    for b in range(B):
+        out[b] = sums(x[b], x[b], np.asarray(weights[b], dtype=float), plan.k, plan.g, plan.q,
+                      eps, False, 0)[0]
+    return out
+
+
 # -- the field ----------------------------------------------------------------------------
 
 def fast_field(
@@ -737,7 +756,7 @@ def energy(model: Any, x: Any, weights: Any = None, *, tol: float = DEFAULT_TOL,
     1)`` (docs/equations.md section 3, the ``-1`` convention of (3.5)) of ``mu = sum_j w_j
     delta_{x_j}`` on ``S^1`` or ``S^2``, from the coefficients of ``mu`` alone (Parseval):
     ``O(n + L^2 log L)`` against the direct ``O(n^2)`` of
-    :func:`meanfield.lagrangian.energy.weighted_energy`.
+    :func:`meanfield.kernels.interaction.weighted_energy`.
 
     ``E = c / 2 + (e^beta / 2) sum_{l >= 1} g_l |S^{d-1}| sum_m |mu_lm|^2`` with ``c`` =
     :func:`meanfield.special.constant_mode_energy_factor` (the ``l = 0`` term minus 1, without
@@ -808,4 +827,5 @@ __all__ = [
     "merge_settings",
     "use_fast",
     "zonal_reason",
+    "zonal_sums",
 ]

@@ -27,7 +27,7 @@ and the transforms' error, relative to the largest values, swamp the small ones)
 
 **The field.** For one head with node weights ``w_j`` (times ``e^{c_j}``, a column bias: l2's
 ``-beta |K y_j|^2 / 2``, Sinkhorn's potential ``g_j``) the direct code
-(:func:`meanfield.lagrangian.field.ambient_field`) computes ``F = sum_j a_j V y_j`` with ``a_j``
+(:func:`meanfield.kernels.interaction.ambient_field`) computes ``F = sum_j a_j V y_j`` with ``a_j``
 the (normalised) weights, ``tr DF = beta (sum_j a_j <V y_j, A y_j> - <F, A ybar>)`` and ``x^T
 DF x = beta (sum_j a_j <x, V y_j><x, A y_j> - <x, F><x, A ybar>)`` (normalised kinds;
 unnormalized: without the second terms, divided by the mass). All of these are sums of the

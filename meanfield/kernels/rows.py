@@ -28,15 +28,20 @@ import numpy as np
 from meanfield import backend as bk
 from meanfield.kernels.base import Kernel
 from meanfield.kernels.tiling import (
-    _LONG_ROW,
-    _SHIFT_SLACK,
-    _SMALL_D,
     Tiling,
-    _causal_mask,
-    _logits,
-    _weighted_sum,
     block_for,
+    causal_mask,
+    logit_tiles,
+    tile_logits,
+    value_columns,
+    weighted_sum,
 )
+
+_SHIFT_SLACK = 600.0
+"""A row bound ``c_i >= max_j S_ij`` replaces the row maximum (one pass saved) when it exceeds
+a known logit of the row, the diagonal ``S_ii``, by less than this: then the largest weight
+``e^{S_ij - c_i} >= e^{-600}`` cannot underflow, and weights below ``e^{-708}`` relative to
+``c_i`` are below ``e^{-108}`` relative to the largest."""
 
 
 class _RowKernel(Kernel):
@@ -113,7 +118,7 @@ class _RowKernel(Kernel):
             mask = None if cb is None else cb[bs, None, :]
             whole = rs.start == 0 and rs.stop == n and n == m
             if self.causal and not (whole and mask is None):
-                masked = _causal_mask(rs.start, rs.stop, m, q)
+                masked = causal_mask(rs.start, rs.stop, m, q)
                 mask = (~masked if mask is None
                         else mask.expand(-1, rs.stop - rs.start, -1).masked_fill(masked, -math.inf))
             out[bs, rs] = sdpa(qb[bs, rs], k[bs], v[bs], attn_mask=mask, scale=1.0,
@@ -156,133 +161,196 @@ class _RowKernel(Kernel):
             ``out`` ``(B, n, dv)``; with ``extra`` or ``second``, the triple ``(out,
             extra_out (B, n, e) or None, second_out (B, n) or None)``.
         """
-        xp = bk.namespace(q)
-        dev = bk.device_of(q)
-        B, n, _ = q.shape
-        m = k.shape[1]
-        dv = v.shape[-1]
         derivs = extra is not None or second is not None
-        ne = 0 if extra is None else extra.shape[-1]
-        cb = self.column_bias(k)
-        for c in (bias, None if weights is None or not self.exponential else _log(weights)):
-            if c is not None:
-                cb = c if cb is None else cb + c
+        cb = self._logit_bias(k, bias, weights)
         if (not bk.is_numpy(q) and self.exponential and self.normalized and not derivs
                 and weights is None and labels is None and mass is None):
             return self._sdpa(q, k, v, cb, tiling)
-        if weights is not None and not self.exponential:
-            v = v * weights[..., None]
-        if extra is not None and self.exponential:
-            v = xp.concat([v, extra], axis=-1)  # phi' = phi: the same product
-        if self.normalized:  # row sums from the same product: A [v, 1]
-            v = xp.concat([v, xp.ones(tuple(v.shape[:2]) + (1,), dtype=v.dtype, device=dev)],
-                          axis=-1)
-        dvt = v.shape[-1]
-        out = bk.empty(q, (B, n, dvt - self.normalized))
-        eout = bk.empty(q, (B, n, ne)) if (extra is not None and not self.exponential) else None
-        sout = bk.empty(q, (B, n)) if second is not None else None
-        qb = q * self.beta if self.beta != 1.0 else q
-        kt = bk.swap_last(k)
-        shift = self._shift(qb, k, cb)
-        if labels is not None and not (n == m and bool(xp.all(labels[0] == labels[1]))):
-            shift = None  # the diagonal logit (the row bound's witness) may be masked
-        # keys sorted by label: a query attends to a prefix of the columns
-        sorted_keys = labels is not None and bool(xp.all(labels[1][..., 1:] >= labels[1][..., :-1]))
-        if sorted_keys:
-            qlab, klab = (bk.to_numpy(a) for a in labels)  # type: ignore[union-attr]
-        pair = isinstance(second, tuple)
-        if pair:
-            qt = second[0]  # type: ignore[index]
-            ktt = bk.swap_last(second[1])  # type: ignore[index]
-        small = dv <= _SMALL_D and m >= _LONG_ROW
-        vcols = bk.contiguous(xp.permute_dims(v, (2, 0, 1))) if small else None
-        # the tile plus one temporary of its size (broadcast logits, causal mask), plus the
-        # unscaled logits, the t tile and the derivative weights when asked for
-        nbuf = 2 + (second is not None) + pair + (derivs and not self.exponential)
-        tiling = Tiling(tiling.memory_limit, buffers=nbuf, block=block_for(q.shape[-1]),
-                        itemsize=bk.itemsize(q))
-        size = min(tiling.entries(), B * n * m)
-        buf = bk.empty(q, (size,))
-        ubuf = bk.empty(q, (size,)) if second is not None else None
-        tbuf = bk.empty(q, (size,)) if pair else None
-        pbuf = bk.empty(q, (size,)) if derivs and not self.exponential else None
-        index_causal = self.causal and labels is None
-        for bs, rs in tiling.tiles(B, n, m):
-            b = bs.stop - bs.start
-            r0, r1 = rs.start, rs.stop
-            mm = min(m, r1) if index_causal else m  # causal: columns j <= i < r1 only
-            if sorted_keys:
-                top = float(np.max(qlab[bs, rs]))
-                mm = max(1, max(int(np.searchsorted(klab[i], top, side="right"))
-                                for i in range(bs.start, bs.stop)))
-            shape = (b, r1 - r0, mm)
-            S = buf[: b * (r1 - r0) * mm].reshape(shape)
-            if ubuf is None:
-                _logits(qb[bs, rs], kt[bs, :, :mm], S)
-                if cb is not None:
-                    S += cb[bs, None, :mm]
-            else:  # keep the logits beta u_ij next to the weights
-                U = ubuf[: b * (r1 - r0) * mm].reshape(shape)
-                _logits(qb[bs, rs], kt[bs, :, :mm], U)
-                S[...] = U
-                if cb is not None:
-                    S += cb[bs, None, :mm]
-            if index_causal:
-                count = xp.arange(r0 + 1, r1 + 1, dtype=q.dtype, device=dev)[None, :, None]
-                bk.masked_fill_(S, _causal_mask(r0, r1, mm, S), -math.inf)
-            else:
-                count = xp.full((1, 1, 1), float(m), dtype=q.dtype, device=dev)
-            if labels is not None:
-                bk.masked_fill_(S, labels[1][bs, None, :mm] > labels[0][bs, rs, None], -math.inf)
-            if mass is not None:
-                count = mass[bs, rs, None]
-            P = S
-            if self.exponential:
-                M = xp.max(S, axis=-1, keepdims=True) if shift is None else shift[bs, rs, None]
-                S -= M
-                bk.exp_(S)
-            else:
-                self.transform(S)
-                if derivs:
-                    P = pbuf[: b * (r1 - r0) * mm].reshape(shape)  # type: ignore[index]
-                    self.derivative(S, P)  # phi' from the weights phi
-                    if weights is not None:
-                        P *= weights[bs, None, :mm]
-            res = _weighted_sum(S, v[bs, :mm], None if vcols is None else vcols[:, bs, :mm])
-            if eout is not None:
-                eout[bs, rs] = bk.matmul(P, extra[bs, :mm])  # type: ignore[index]
-            if sout is not None:
-                if pair:  # beta sum P t u = sum P t (beta u)
-                    T = tbuf[: b * (r1 - r0) * mm].reshape(shape)  # type: ignore[index]
-                    _logits(qt[bs, rs], ktt[bs, :, :mm], T)
-                    sout[bs, rs] = bk.einsum("brm,brm,brm->br", P, T, U)
-                elif self.beta != 0:  # t = s u: beta sum P s u^2 = s sum P (beta u)^2 / beta
-                    sout[bs, rs] = bk.einsum("brm,brm,brm->br", P, U, U) * (
-                        float(second) / self.beta)  # type: ignore[arg-type]
-                else:
-                    sout[bs, rs] = 0.0
-            if self.normalized:
-                den = res[..., dvt - 1:]
-                out[bs, rs] = res[..., : dvt - 1] / den
-                if sout is not None:
-                    sout[bs, rs] /= den[..., 0]
-            elif self.exponential:
-                scale = xp.exp(M) / count
-                out[bs, rs] = res * scale
-                if sout is not None:
-                    sout[bs, rs] *= scale[..., 0]
-            else:
-                out[bs, rs] = res / count
-                if eout is not None:
-                    eout[bs, rs] /= count
-                if sout is not None:
-                    sout[bs, rs] /= count[..., 0]
+        dv = v.shape[-1]
+        run = _Pass(self, q, k, self._values(v, weights, extra), dv, tiling, cb, weights=weights,
+                    labels=labels, mass=mass, extra=extra, second=second)
+        for bs, rs, L in logit_tiles(run.qb, run.kt, run.tiling, columns=run.columns):
+            run.tile(bs, rs, L)
+        out, eout = run.out, run.eout
         if not derivs:
             return out
         main = out[..., :dv]
         if extra is not None and self.exponential:
             eout = out[..., dv:]
-        return main, eout, sout
+        return main, eout, run.sout
+
+    def _logit_bias(self, k: Any, bias: Any | None, weights: Any | None) -> Any | None:
+        """The column bias ``c_j`` of the logits: the kind's own, plus ``bias``, plus ``log
+        w_j`` for the exponential kinds."""
+        cb = self.column_bias(k)
+        for c in (bias, None if weights is None or not self.exponential else _log(weights)):
+            if c is not None:
+                cb = c if cb is None else cb + c
+        return cb
+
+    def _values(self, v: Any, weights: Any | None, extra: Any | None) -> Any:
+        """The value columns of the product ``A v``: ``v`` (times the weights for the other
+        kinds), the ``extra`` columns for the exponential kinds (``phi' = phi``: the same
+        product), and a column of ones for the row sums of the normalised kinds."""
+        xp = bk.namespace(v)
+        if weights is not None and not self.exponential:
+            v = v * weights[..., None]
+        if extra is not None and self.exponential:
+            v = xp.concat([v, extra], axis=-1)  # phi' = phi: the same product
+        if self.normalized:  # row sums from the same product: A [v, 1]
+            v = xp.concat([v, xp.ones(tuple(v.shape[:2]) + (1,), dtype=v.dtype,
+                                      device=bk.device_of(v))], axis=-1)
+        return v
+
+
+class _Pass:
+    """One tiled pass of :meth:`_RowKernel.apply`: the constants of the call, its outputs
+    and the work of one tile of logits (:func:`meanfield.kernels.tiling.logit_tiles`)."""
+
+    def __init__(self, kernel: _RowKernel, q: Any, k: Any, v: Any, dv: int, tiling: Tiling,
+                 cb: Any | None, *, weights: Any | None, labels: tuple[Any, Any] | None,
+                 mass: Any | None, extra: Any | None,
+                 second: float | tuple[Any, Any] | None) -> None:
+        xp = bk.namespace(q)
+        B, n, _ = q.shape
+        m = k.shape[1]
+        self.kernel, self.xp, self.dev, self.dtype, self.m = kernel, xp, bk.device_of(q), q.dtype, m
+        self.v, self.cb, self.weights, self.labels, self.mass = v, cb, weights, labels, mass
+        self.extra, self.second = extra, second
+        self.derivs = extra is not None or second is not None
+        self.dvt = v.shape[-1]
+        self.out = bk.empty(q, (B, n, self.dvt - kernel.normalized))
+        self.eout = (bk.empty(q, (B, n, extra.shape[-1]))
+                     if (extra is not None and not kernel.exponential) else None)
+        self.sout = bk.empty(q, (B, n)) if second is not None else None
+        self.qb = q * kernel.beta if kernel.beta != 1.0 else q
+        self.kt = bk.swap_last(k)
+        shift = kernel._shift(self.qb, k, cb)
+        if labels is not None and not (n == m and bool(xp.all(labels[0] == labels[1]))):
+            shift = None  # the diagonal logit (the row bound's witness) may be masked
+        self.shift = shift
+        # keys sorted by label: a query attends to a prefix of the columns
+        self.sorted_keys = (labels is not None
+                            and bool(xp.all(labels[1][..., 1:] >= labels[1][..., :-1])))
+        if self.sorted_keys:
+            self.qlab, self.klab = (bk.to_numpy(a) for a in labels)  # type: ignore[union-attr]
+        self.pair = isinstance(second, tuple)
+        if self.pair:
+            self.qt = second[0]  # type: ignore[index]
+            self.ktt = bk.swap_last(second[1])  # type: ignore[index]
+        self.vcols = value_columns(v, components=dv)
+        # the tile plus one temporary of its size (broadcast logits, causal mask), plus the
+        # unscaled logits, the t tile and the derivative weights when asked for
+        nbuf = 2 + (second is not None) + self.pair + (self.derivs and not kernel.exponential)
+        self.tiling = Tiling(tiling.memory_limit, buffers=nbuf, block=block_for(q.shape[-1]),
+                             itemsize=bk.itemsize(q))
+        size = min(self.tiling.entries(), B * n * m)
+        # the buffer of logit_tiles holds the tile, or with second the logits beside it
+        self.buf = bk.empty(q, (size,)) if second is not None else None
+        self.tbuf = bk.empty(q, (size,)) if self.pair else None
+        self.pbuf = bk.empty(q, (size,)) if self.derivs and not kernel.exponential else None
+        self.index_causal = kernel.causal and labels is None
+
+    def columns(self, bs: slice, rs: slice) -> int:
+        """The columns the rows ``rs`` attend to: a prefix when causal or sorted by label."""
+        mm = min(self.m, rs.stop) if self.index_causal else self.m  # causal: j <= i < r1 only
+        if self.sorted_keys:
+            top = float(np.max(self.qlab[bs, rs]))
+            mm = max(1, max(int(np.searchsorted(self.klab[i], top, side="right"))
+                            for i in range(bs.start, bs.stop)))
+        return mm
+
+    def tile(self, bs: slice, rs: slice, L: Any) -> None:
+        """The outputs of the rows ``rs`` from their logits ``L`` (overwritten)."""
+        if self.buf is None:
+            S, U = L, None
+        else:  # keep the logits beta u_ij next to the weights
+            S, U = _view(self.buf, L.shape), L
+            S[...] = U
+        mm = S.shape[-1]
+        if self.cb is not None:
+            S += self.cb[bs, None, :mm]
+        count = self.mask(bs, rs, S)
+        P, M = self.weigh(bs, rs, S)
+        res = weighted_sum(S, self.v[bs, :mm], None if self.vcols is None else self.vcols[:, bs, :mm])
+        if self.eout is not None:
+            self.eout[bs, rs] = bk.matmul(P, self.extra[bs, :mm])  # type: ignore[index]
+        if self.sout is not None:
+            self.second_sums(bs, rs, P, U)
+        self.store(bs, rs, res, M, count)
+
+    def mask(self, bs: slice, rs: slice, S: Any) -> Any:
+        """Mask the logits ``S`` (``-inf``) of the keys a row does not attend to; return the
+        divisor of the kinds that are not normalised."""
+        xp, r0, r1, mm = self.xp, rs.start, rs.stop, S.shape[-1]
+        if self.index_causal:
+            count = xp.arange(r0 + 1, r1 + 1, dtype=self.dtype, device=self.dev)[None, :, None]
+            bk.masked_fill_(S, causal_mask(r0, r1, mm, S), -math.inf)
+        else:
+            count = xp.full((1, 1, 1), float(self.m), dtype=self.dtype, device=self.dev)
+        if self.labels is not None:
+            bk.masked_fill_(S, self.labels[1][bs, None, :mm] > self.labels[0][bs, rs, None],
+                            -math.inf)
+        if self.mass is not None:
+            count = self.mass[bs, rs, None]
+        return count
+
+    def weigh(self, bs: slice, rs: slice, S: Any) -> tuple[Any, Any | None]:
+        """Logits ``S`` to weights in place; return the derivative weights ``phi'(S)`` and
+        the shift ``M`` of the exponential kinds (``None`` otherwise)."""
+        kernel = self.kernel
+        P, M = S, None
+        if kernel.exponential:
+            M = self.xp.max(S, axis=-1, keepdims=True) if self.shift is None else self.shift[bs, rs, None]
+            S -= M
+            bk.exp_(S)
+        else:
+            kernel.transform(S)
+            if self.derivs:
+                P = _view(self.pbuf, S.shape)
+                kernel.derivative(S, P)  # phi' from the weights phi (the kind's Transform)
+                if self.weights is not None:
+                    P *= self.weights[bs, None, : S.shape[-1]]
+        return P, M
+
+    def second_sums(self, bs: slice, rs: slice, P: Any, U: Any) -> None:
+        """``beta sum_j phi'(S_ij) t_ij u_ij`` of the rows ``rs`` (before the division)."""
+        sout, beta = self.sout, self.kernel.beta
+        if self.pair:  # beta sum P t u = sum P t (beta u)
+            T = _view(self.tbuf, U.shape)
+            tile_logits(self.qt[bs, rs], self.ktt[bs, :, : U.shape[-1]], T)
+            sout[bs, rs] = bk.einsum("brm,brm,brm->br", P, T, U)  # type: ignore[index]
+        elif beta != 0:  # t = s u: beta sum P s u^2 = s sum P (beta u)^2 / beta
+            sout[bs, rs] = bk.einsum("brm,brm,brm->br", P, U, U) * (  # type: ignore[index]
+                float(self.second) / beta)  # type: ignore[arg-type]
+        else:
+            sout[bs, rs] = 0.0  # type: ignore[index]
+
+    def store(self, bs: slice, rs: slice, res: Any, M: Any | None, count: Any) -> None:
+        """Divide the sums ``res = A [v, 1]`` of the rows ``rs`` (by the row sums, the
+        shifted ``n`` or the mass) into the outputs."""
+        out, eout, sout, dvt = self.out, self.eout, self.sout, self.dvt
+        if self.kernel.normalized:
+            den = res[..., dvt - 1:]
+            out[bs, rs] = res[..., : dvt - 1] / den
+            if sout is not None:
+                sout[bs, rs] /= den[..., 0]
+        elif self.kernel.exponential:
+            scale = self.xp.exp(M) / count
+            out[bs, rs] = res * scale
+            if sout is not None:
+                sout[bs, rs] *= scale[..., 0]
+        else:
+            out[bs, rs] = res / count
+            if eout is not None:
+                eout[bs, rs] /= count
+            if sout is not None:
+                sout[bs, rs] /= count[..., 0]
+
+
+def _view(buf: Any, shape: tuple[int, ...]) -> Any:
+    """The first entries of the flat buffer ``buf`` as an array of ``shape``."""
+    return buf[: math.prod(shape)].reshape(shape)
 
 
 def _log(w: Any) -> Any:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 from scipy.special import logsumexp
@@ -20,7 +20,7 @@ from scipy.special import logsumexp
 from meanfield import backend as bk
 from meanfield.kernels.base import Kernel
 from meanfield.kernels.rows import Softmax, _log
-from meanfield.kernels.tiling import Tiling, _logits, block_for
+from meanfield.kernels.tiling import Tiling, block_for, logit_tiles
 
 _NEWTON_MAX_N = 1024
 """Largest ``n`` for the dense Newton polish of Sinkhorn (one ``(2n)^3`` solve per step)."""
@@ -70,7 +70,8 @@ class Sinkhorn(Kernel):
         weights: np.ndarray | None = None,
         g0: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray, Any]:
-        """Potentials ``f, g`` (B, n) and a function giving the logits of a tile.
+        """Potentials ``f, g`` (B, n) and a function that sweeps the logits tile by tile
+        (:func:`meanfield.kernels.tiling.logit_tiles`: ``(batch slice, row slice, S)``).
 
         With ``weights`` ``w`` (B, n) (queries and keys the same nodes): the coupling
         ``pi_ij = w_i w_j e^{S_ij + f_i + g_j}`` with both marginals ``w`` (the weighted
@@ -89,31 +90,24 @@ class Sinkhorn(Kernel):
         size = bk.itemsize(q)
         keep = 3 * size * B * n * m <= tiling.memory_limit
         block = tiling.memory_limit if keep else block_for(q.shape[-1])
-        tiles = list(Tiling(tiling.memory_limit, buffers=3, block=block, itemsize=size)
-                     .tiles(B, n, m))
-        cache: dict[tuple[int, int, int, int], Any] = {}
+        tiles3 = Tiling(tiling.memory_limit, buffers=3, block=block, itemsize=size)
+        kept = list(logit_tiles(qb, kt, tiles3, reuse=False)) if keep else None
 
-        def logits(bs: slice, rs: slice) -> Any:
-            key = (bs.start, bs.stop, rs.start, rs.stop)
-            if key in cache:
-                return cache[key]
-            S = _logits(qb[bs, rs], kt[bs], bk.empty(q, (bs.stop - bs.start, rs.stop - rs.start, m)))
-            if keep:
-                cache[key] = S
-            return S
+        def sweep() -> Iterator[tuple[slice, slice, Any]]:
+            return iter(kept) if kept is not None else logit_tiles(qb, kt, tiles3)
 
         def row_lse(g: Any) -> Any:
             out = bk.empty(q, (B, n))
-            for bs, rs in tiles:
-                out[bs, rs] = bk.logsumexp(logits(bs, rs) + g[bs, None, :], axis=-1)
+            for bs, rs, S in sweep():
+                out[bs, rs] = bk.logsumexp(S + g[bs, None, :], axis=-1)
             return out
 
         def col_lse(f: Any) -> Any:
             # streaming log-sum-exp over row tiles
             mx = xp.full((B, m), -math.inf, dtype=q.dtype, device=dev)
             acc = xp.zeros((B, m), dtype=q.dtype, device=dev)
-            for bs, rs in tiles:
-                T = logits(bs, rs) + f[bs, rs, None]
+            for bs, rs, S in sweep():
+                T = S + f[bs, rs, None]
                 tm = xp.max(T, axis=1)
                 new = xp.maximum(mx[bs], tm)
                 acc[bs] = acc[bs] * xp.exp(mx[bs] - new) + xp.sum(xp.exp(T - new[:, None, :]), axis=1)
@@ -134,9 +128,9 @@ class Sinkhorn(Kernel):
             if err < self.tol:
                 break
             f = f_new
-        if err >= self.tol and len(tiles) == 1 and n <= _NEWTON_MAX_N and lw is None:
+        if err >= self.tol and len(list(tiles3.tiles(B, n, m))) == 1 and n <= _NEWTON_MAX_N and lw is None:
             # the dense Newton polish runs in NumPy on the host (small n only)
-            fn, gn, err = self._newton(bk.to_numpy(logits(tiles[0][0], tiles[0][1])),
+            fn, gn, err = self._newton(bk.to_numpy(next(sweep())[2]),
                                        np.array(bk.to_numpy(f)), np.array(bk.to_numpy(g)))
             f, g = bk.like(q, fn), bk.like(q, gn)
         self.last_iterations = it
@@ -147,7 +141,7 @@ class Sinkhorn(Kernel):
                 f"{self.iterations} (row sums off by {err:.3g}); raise sinkhorn_iterations"
             )
             warnings.warn(msg, RuntimeWarning, stacklevel=3)
-        return f, g, (logits, tiles)
+        return f, g, sweep
 
     def _newton(
         self, S: np.ndarray, f: np.ndarray, g: np.ndarray
@@ -196,11 +190,11 @@ class Sinkhorn(Kernel):
 
     def weights(self, q: np.ndarray, k: np.ndarray, tiling: Tiling) -> np.ndarray:
         """The full doubly stochastic matrices ``A`` (B, n, n) (for tests and plots)."""
-        f, g, (logits, tiles) = self.potentials(q, k, tiling)
+        f, g, sweep = self.potentials(q, k, tiling)
         xp = bk.namespace(q)
         out = bk.empty(q, (q.shape[0], q.shape[1], k.shape[1]))
-        for bs, rs in tiles:
-            out[bs, rs] = xp.exp(logits(bs, rs) + f[bs, rs, None] + g[bs, None, :])
+        for bs, rs, S in sweep():
+            out[bs, rs] = xp.exp(S + f[bs, rs, None] + g[bs, None, :])
         return out
 
     def apply(

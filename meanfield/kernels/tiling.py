@@ -3,16 +3,25 @@
 .. autosummary::
    Tiling
    block_for
+   logit_tiles
+   tile_logits
+   causal_mask
+   value_columns
+   weighted_sum
 
 The weights never exist at once unless they fit: rows are processed in tiles whose size is set
 by a memory limit (:class:`Tiling`), and every tile is two matrix products (the logits
 ``q k^T`` and ``A v``) plus elementwise work done in place (docs/equations.md section 2).
+Every tiled pass of the package (the row kernels, Sinkhorn, the energy of a weighted measure,
+the particles' energy gradient) is a loop over :func:`logit_tiles`: the logits of each tile,
+written into one reused buffer, then the pass's own elementwise work and
+:func:`weighted_sum`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -69,9 +78,7 @@ class Tiling:
             for r0 in range(0, n, r):
                 yield slice(b0, b0 + 1), slice(r0, min(n, r0 + r))
 
-
-
-def _causal_mask(r0: int, r1: int, m: int, like: Any) -> Any:
+def causal_mask(r0: int, r1: int, m: int, like: Any) -> Any:
     """``True`` where column ``j > i`` (masked), rows ``i = r0..r1-1``, columns ``0..m-1``."""
     xp = bk.namespace(like)
     dev = bk.device_of(like)
@@ -87,12 +94,6 @@ batches) use ``matmul``, whose small products are fast and single-threaded."""
 
 _LONG_ROW = 256
 
-_SHIFT_SLACK = 600.0
-"""A row bound ``c_i >= max_j S_ij`` replaces the row maximum (one pass saved) when it exceeds
-a known logit of the row, the diagonal ``S_ii``, by less than this: then the largest weight
-``e^{S_ij - c_i} >= e^{-600}`` cannot underflow, and weights below ``e^{-708}`` relative to
-``c_i`` are below ``e^{-108}`` relative to the largest."""
-
 
 def block_for(d: int) -> int:
     """Preferred tile bytes for inner dimension ``d``: small (cache) when memory-bound, large
@@ -100,7 +101,7 @@ def block_for(d: int) -> int:
     return _DEFAULT_BLOCK if d <= _SMALL_D else _LARGE_BLOCK
 
 
-def _logits(q: Any, kt: Any, out: Any) -> Any:
+def tile_logits(q: Any, kt: Any, out: Any) -> Any:
     """``out = q @ kt`` for ``q`` (b, r, d), ``kt`` (b, d, m) (NumPy or torch)."""
     d = q.shape[-1]
     if d > _SMALL_D or kt.shape[-1] < _LONG_ROW:
@@ -111,9 +112,52 @@ def _logits(q: Any, kt: Any, out: Any) -> Any:
     return out
 
 
-def _weighted_sum(S: Any, v: Any, vcols: Any | None) -> Any:
+def logit_tiles(
+    q: Any,
+    kt: Any,
+    tiling: Tiling,
+    *,
+    columns: Callable[[slice, slice], int] | None = None,
+    reuse: bool = True,
+) -> Iterator[tuple[slice, slice, Any]]:
+    """The logits ``S_ij = <q_i, k_j>`` tile by tile: ``(batch slice, row slice, S)`` for
+    every tile of ``tiling.tiles(B, n, m)``, ``S = q[bs, rs] @ kt[bs, :, :mm]`` of shape
+    ``(b, r, mm)`` (NumPy or torch, the dtype and device of ``q``).
+
+    Args:
+        q: ``(B, n, d)`` queries (any factor ``beta`` already applied).
+        kt: ``(B, d, m)`` the keys transposed.
+        tiling: the tiles; the buffer of this function is one of ``tiling.buffers``.
+        columns: ``columns(bs, rs) -> mm``, the columns ``0..mm-1`` a tile needs (a causal
+            prefix; the rows ``rs`` attend to no later column); ``None``: all ``m``.
+        reuse: write every tile into one buffer, overwritten by the next tile (the caller
+            works on ``S`` in place); ``False``: each tile its own array (to be kept).
+    """
+    B, n, _ = q.shape
+    m = kt.shape[-1]
+    size = min(tiling.entries(), B * n * m)
+    buf = bk.empty(q, (size,)) if reuse else None
+    for bs, rs in tiling.tiles(B, n, m):
+        mm = m if columns is None else columns(bs, rs)
+        shape = (bs.stop - bs.start, rs.stop - rs.start, mm)
+        S = bk.empty(q, shape) if buf is None else buf[: shape[0] * shape[1] * mm].reshape(shape)
+        yield bs, rs, tile_logits(q[bs, rs], kt[bs, :, :mm], S)
+
+
+def value_columns(v: Any, *, components: int | None = None) -> Any | None:
+    """The values ``v`` (B, m, dv) as columns ``(dv, B, m)`` for :func:`weighted_sum` where
+    one component at a time beats BLAS (at most 4 components, rows of at least 256 entries;
+    see :data:`_SMALL_D`), else ``None``. ``components``: the count that decides (default
+    ``dv``; the row kernels count the values proper, not the columns they append)."""
+    dv = v.shape[-1] if components is None else components
+    if dv <= _SMALL_D and v.shape[1] >= _LONG_ROW:
+        return bk.contiguous(bk.namespace(v).permute_dims(v, (2, 0, 1)))
+    return None
+
+
+def weighted_sum(S: Any, v: Any, vcols: Any | None) -> Any:
     """``S @ v`` for ``S`` (b, r, m), ``v`` (b, m, dv); ``vcols`` (dv, b, m) (small ``dv``,
-    long rows): one component at a time without BLAS."""
+    long rows, :func:`value_columns`): one component at a time without BLAS."""
     if vcols is None or S.shape[-1] < _LONG_ROW:
         return bk.matmul(S, v)
     out = bk.empty(S, tuple(S.shape[:2]) + (vcols.shape[0],))

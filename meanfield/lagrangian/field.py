@@ -1,38 +1,43 @@
-"""The attention field of a weighted measure and its divergence, in one tiled pass.
+"""The attention field of a weighted measure and its divergence: the Lagrangian solver's entry
+points, with the validation of the measure.
 
 .. autosummary::
    FieldResult
    FieldState
    weighted_field
    field_at
+   check_measure
    ambient_field
    project_tangent
 
 For ``mu = sum_j w_j delta_{x_j}`` the velocity of a point ``x`` is the attention output of
 docs/equations.md section 2 with the weights ``w_j`` in place of ``1/n`` (docs/lagrangian.md
-section 1), projected with ``P_x = I - x x^T`` on the sphere. The divergence that the
-Lagrangian solver integrates, ``d/dt log J = div X``, is the surface divergence
-``div_S(P_x F) = tr DF - x^T DF x - (d - 1) <x, F>`` on ``S^{d-1}`` and ``tr DF`` in ``R^d``;
-``tr DF`` and ``x^T DF x`` are closed-form kernel-weighted sums (docs/lagrangian.md section 2)
-computed in the same pass over the ``n x n`` weights as the velocity, by extra value columns
-and one elementwise product per tile (:meth:`meanfield.kernels.rows._RowKernel.apply`).
-
-The particle velocity (:func:`particles.velocity`) is :func:`ambient_field` with ``weights =
-None``: equal weights, the index order as the causal mask, no divergence.
+section 1), projected with ``P_x = I - x x^T`` on the sphere; the divergence that the
+Lagrangian solver integrates, ``d/dt log J = div X``, comes out of the same tiled pass. The
+field itself, shared with the particle system, is :mod:`meanfield.kernels.interaction`
+(:func:`ambient_field`, :func:`project_tangent`, :class:`FieldResult`, :class:`FieldState`,
+imported here from there); this module validates the measure and chooses between the direct
+and the fast sums.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from meanfield import attention as attention_registry
 from meanfield import backend as bk
 from meanfield.arguments import nonnegative_weights
-from meanfield.kernels import DEFAULT_MEMORY_LIMIT, Kernel, Sinkhorn, Softmax, Tiling, fastsum, prefix_mass
+from meanfield.kernels import DEFAULT_MEMORY_LIMIT, fastsum
+from meanfield.kernels.interaction import (
+    FieldResult,
+    FieldState,
+    ambient_field,
+    fast_field_at,
+    finish_field,
+    project_tangent,
+)
 
 GEOMETRIES = ("sphere", "euclidean")
 """``sphere``: ``S^{d-1}`` (layer normalisation, the field projected with ``P_x``);
@@ -40,195 +45,6 @@ GEOMETRIES = ("sphere", "euclidean")
 
 SPHERE_TOL = 1e-10
 """Largest ``| |x_j| - 1 |`` accepted for a node on the sphere."""
-
-
-@dataclass(frozen=True)
-class FieldState:
-    """What one evaluation hands to the next (a warm start).
-
-    Args:
-        potentials: Sinkhorn column potentials ``g`` ``(B, n)`` of the weighted scaling, one
-            per head, or ``None`` (other kinds, or a cold start).
-    """
-
-    potentials: tuple[np.ndarray, ...] | None = None
-
-
-@dataclass(frozen=True)
-class FieldResult:
-    """The field of a weighted measure at its nodes (or at given points).
-
-    Args:
-        velocity: ``P_x F(x)`` on the sphere, ``F(x)`` in ``R^d``; the shape of ``x``.
-        divergence: ``div_S`` on the sphere, ``div`` in ``R^d``: shape ``(n,)`` or
-            ``(B, n)``; ``None`` when not asked for.
-        state: the warm start for the next call (:class:`FieldState`).
-        fast: what the fast field used (:class:`meanfield.kernels.fastsum.FastSettings`: tolerance,
-            band limit, error estimate, points corrected), ``None`` for the direct sum.
-    """
-
-    velocity: np.ndarray
-    divergence: np.ndarray | None
-    state: FieldState
-    fast: fastsum.FastSettings | None = None
-
-
-# -- activations of the feed-forward term (2.8) and their derivatives -------------------
-
-def _phi(z: Any) -> Any:
-    return bk.namespace(z).exp(-0.5 * z * z) / math.sqrt(2.0 * math.pi)
-
-
-def _tanh(z: Any) -> Any:
-    return bk.namespace(z).tanh(z)
-
-
-_DERIVATIVES: dict[str, Callable[[Any], Any]] = {
-    "relu": lambda z: bk.namespace(z).astype(z > 0, z.dtype),
-    "tanh": lambda z: 1.0 - _tanh(z) ** 2,
-    "sigmoid": lambda z: 0.25 * (1.0 - _tanh(0.5 * z) ** 2),
-    "gelu": lambda z: 0.5 * (1.0 + bk.erf(z / math.sqrt(2.0))) + z * _phi(z),
-}
-"""``sigma'`` for each activation of :data:`meanfield.model.ACTIVATIONS` (relu: ``1[z > 0]``,
-the derivative almost everywhere)."""
-
-
-# -- small helpers ----------------------------------------------------------------------
-
-def _is_eye(m: np.ndarray) -> bool:
-    return bool(np.array_equal(m, np.eye(m.shape[0])))
-
-
-def _apply(m: np.ndarray, x: Any) -> Any:
-    """Rows ``x_i -> m x_i`` for ``x`` (B, n, d) (NumPy or torch; ``m`` NumPy), skipping
-    ``m = +-I``."""
-    if _is_eye(m):
-        return x
-    if _is_eye(-m):
-        return -x
-    return x @ bk.like(x, m.T)
-
-
-_dot = bk.rows_dot
-
-
-def project_tangent(x: Any, y: Any) -> Any:
-    """``P_x y = y - <x, y> x`` row by row (``x`` unit vectors)."""
-    return y - _dot(x, y)[..., None] * x
-
-
-def _kernel(model: Any, solver: str, causal: bool) -> tuple[Any, Sinkhorn | None]:
-    """The row kernel of the model's kind, and for Sinkhorn the kernel that finds its
-    potentials (the field is then softmax with the potentials as a column bias)."""
-    kind = attention_registry.require(model.attention, solver)
-    kernel = Kernel.registry[kind.name](model.beta, causal, **model.parameters)
-    if isinstance(kernel, Sinkhorn):
-        return Softmax(model.beta), kernel
-    return kernel, None
-
-
-# -- the field ----------------------------------------------------------------------------
-
-def ambient_field(
-    model: Any,
-    points: np.ndarray,
-    nodes: np.ndarray,
-    weights: np.ndarray | None = None,
-    *,
-    labels: tuple[np.ndarray, np.ndarray] | None = None,
-    derivatives: str = "none",
-    feedforward: bool = True,
-    state: FieldState | None = None,
-    memory_limit: int = DEFAULT_MEMORY_LIMIT,
-) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None, FieldState]:
-    """The un-projected field ``F`` (sum over heads, plus the feed-forward term) at
-    ``points`` of the measure ``sum_j w_j delta_{nodes_j}``, and its derivative sums. No
-    validation (the callers validate).
-
-    Args:
-        model: a :class:`meanfield.Model`.
-        points, nodes: ``(B, n, d)`` and ``(B, m, d)``.
-        weights: ``(B, m)``, summing to 1; ``None``: the particle system (equal weights
-            ``1/m``, ``causal`` by index, the ``particles`` kernels).
-        labels: ``(point labels (B, n), node labels (B, m))`` of the causal mask (with
-            ``weights`` only).
-        derivatives: ``"none"``, ``"trace"`` (``tr DF``) or ``"both"`` (``tr DF`` and
-            ``x^T DF x``).
-        feedforward: add the feed-forward term (2.8) of the model.
-        state: warm start (Sinkhorn potentials).
-        memory_limit: bytes for the ``n x m`` tiles.
-
-    Returns:
-        ``(F, tr DF or None, x^T DF x or None, state)``.
-    """
-    B, n, d = points.shape
-    xp = bk.namespace(points)
-    dev = bk.device_of(points)
-    tiling = Tiling(memory_limit)
-    particles = weights is None
-    if particles and derivatives != "none":
-        msg = "ambient_field: derivatives need weights (the Lagrangian solver's measure)"
-        raise ValueError(msg)
-    kernel, sinkhorn = _kernel(model, "particles" if particles else "lagrangian",
-                               model.causal and particles)
-    heads = model.matrices(d)
-    warm = None if state is None else state.potentials
-    if warm is not None and (len(warm) != len(heads) or warm[0].shape != nodes.shape[:2]):
-        warm = None  # another node set: a cold start
-    potentials = []
-    trace = derivatives != "none"
-    both = derivatives == "both"
-    kw: dict[str, Any] = {}
-    if not particles:
-        kw["weights"] = weights
-        if labels is not None:
-            kw["labels"] = labels
-        if not kernel.normalized:
-            kw["mass"] = (bk.like(points, prefix_mass(*(bk.to_numpy(a) for a in (weights, *labels))))  # type: ignore[misc]
-                          if labels is not None
-                          else xp.broadcast_to(xp.sum(weights, axis=1)[:, None], (B, n)))
-    F = xp.zeros((B, n, d), dtype=points.dtype, device=dev)
-    tr = xp.zeros((B, n), dtype=points.dtype, device=dev) if trace else None
-    xdx = xp.zeros((B, n), dtype=points.dtype, device=dev) if both else None
-    for h, (Q, K, V) in enumerate(heads):
-        q, k, v = _apply(Q, points), _apply(K, nodes), bk.contiguous(_apply(V, nodes))
-        if sinkhorn is not None:  # potentials of the nodes, fixed in the point
-            qn = q if points is nodes else _apply(Q, nodes)
-            g = sinkhorn.as_softmax(qn, k, tiling, weights=weights,
-                                    g0=None if warm is None else warm[h])[1]
-            potentials.append(g)
-            kw["bias"] = g
-        if not trace:
-            F += kernel.apply(q, k, v, tiling, **kw)
-            continue
-        Mm = Q.T @ K  # grad_x of the logit: beta M x_k
-        same = 1.0 if np.array_equal(Mm, V) else -1.0 if np.array_equal(Mm, -V) else 0.0
-        Mx = _apply(Mm, nodes)
-        s1 = _dot(v, Mx)[..., None]  # <V x_k, M x_k>
-        extra = xp.concat([Mx, s1], axis=-1) if kernel.normalized and not same else s1
-        second = None if not both else (same if same else (points, v))
-        out, eo, so = kernel.apply(q, k, v, tiling, extra=extra, second=second, **kw)
-        F += out
-        if kernel.normalized:  # DF = beta sum_k a_k V x_k (M x_k - M xbar)^T
-            Mbar = same * out if same else eo[..., :d]
-            tr += model.beta * (eo[..., -1] - _dot(out, Mbar))  # type: ignore[operator]
-            if both:
-                xdx += so - model.beta * _dot(points, out) * _dot(points, Mbar)  # type: ignore[operator]
-        else:  # DF = beta sum_k w_k phi'(s_k) V x_k (M x_k)^T / mass
-            tr += model.beta * eo[..., 0]  # type: ignore[operator]
-            if both:
-                xdx += so  # type: ignore[operator]
-    if feedforward and model.feedforward is not None:
-        w, a, b = model.feedforward
-        z = points @ bk.like(points, a.T) + bk.like(points, b)
-        F += model.feedforward_term(points)
-        if trace:  # D(w sigma(a x + b)) = w diag(sigma'(z)) a
-            ds = _DERIVATIVES[model.activation](z)
-            tr += ds @ bk.like(points, np.einsum("lp,pl->l", a, w))  # type: ignore[operator]
-            if both:
-                xdx += bk.einsum("bnl,bnl,bnl->bn", points @ bk.like(points, w), ds,  # type: ignore[operator]
-                                 z - bk.like(points, b))
-    return F, tr, xdx, FieldState(tuple(potentials) if potentials else None)
 
 
 # -- validation ---------------------------------------------------------------------------
@@ -313,21 +129,6 @@ def _check_geometry(geometry: Any) -> None:
     if geometry not in GEOMETRIES:
         msg = f"geometry must be one of {GEOMETRIES}, got {geometry!r}"
         raise ValueError(msg)
-
-
-def _finish(
-    points: np.ndarray, F: np.ndarray, tr: np.ndarray | None, xdx: np.ndarray | None,
-    geometry: str, batched: bool, state: FieldState,
-) -> FieldResult:
-    if geometry == "sphere":
-        vel = project_tangent(points, F)
-        div = None if tr is None else tr - xdx - (points.shape[-1] - 1) * _dot(points, F)  # type: ignore[operator]
-    else:
-        vel, div = F, tr
-    if not batched:
-        vel = vel[0]
-        div = None if div is None else div[0]
-    return FieldResult(vel, div, state)
 
 
 def check_measure(model: Any, x: Any, weights: Any, *, geometry: str = "sphere",
@@ -417,7 +218,7 @@ def field_at(
         raise ValueError(msg)
     batched = xa.ndim == 3
     # a torch tensor x runs on torch, on its device and in its precision (meanfield.backend)
-    be = bk.get_backend(like=x, dtype=None) if bk.is_torch(x) else None
+    be = bk.get_backend(like=x, dtype=None) if not bk.is_numpy(x) and hasattr(x, "device") else None
     conv = np.ascontiguousarray if be is None else be.asarray
     xb = conv(xa if batched else xa[None])
     pb = conv(pa if batched else pa[None])
@@ -425,76 +226,13 @@ def field_at(
     deriv = "none" if not divergence else "both" if geometry == "sphere" else "trace"
     if fastsum.use_fast(method, model, xb.shape[-1], geometry, pb.shape[-2], xb.shape[-2],
                         causal_labels=lab is not None, backend_numpy=be is None):
-        return _fast_field(model, pb, xb, w, deriv, batched, memory_limit,
+        return fast_field_at(model, pb, xb, w, deriv, batched, memory_limit,
                            labels=None if qlab is None or klab is None else (qlab, klab),
                            state=state, tol=fast_tol)
     F, tr, xdx, new_state = ambient_field(
         model, pb, xb, conv(w), labels=lab, derivatives=deriv, state=state,
         memory_limit=memory_limit)
-    return _finish(pb, F, tr, xdx, geometry, batched, new_state)
-
-
-def _fast_field(model: Any, pb: np.ndarray, xb: np.ndarray, w: np.ndarray | None, deriv: str,
-                batched: bool, memory_limit: int, *,
-                labels: tuple[np.ndarray, np.ndarray] | None = None,
-                state: FieldState | None = None,
-                tol: float = fastsum.DEFAULT_TOL) -> FieldResult:
-    """:func:`field_at` by fast summation (:func:`meanfield.kernels.fastsum.fast_field` for the zonal
-    kernels, :func:`meanfield.kernels.fastsum_general.general_field` otherwise); the points whose
-    error estimate exceeds the tolerance by the direct sum. ``w=None``: the particle system
-    (equal weights, causal by index)."""
-    from meanfield.kernels.fastsum_general import general_field
-
-    d = xb.shape[-1]
-    B, m = xb.shape[:2]
-    divergence = deriv != "none"
-    if fastsum.zonal_reason(model, d, causal_labels=labels is not None) is None:
-        wz = np.full((B, m), 1.0 / m) if w is None else w
-
-        def direct(pts: np.ndarray, b: int) -> tuple[np.ndarray, np.ndarray | None]:
-            F, tr, xdx, st = ambient_field(model, pts, xb[b : b + 1], wz[b : b + 1],
-                                           derivatives=deriv, memory_limit=memory_limit)
-            r = _finish(pts, F, tr, xdx, "sphere", True, st)
-            return r.velocity, r.divergence
-
-        vel, div, settings = fastsum.fast_field(model, pb, xb, w, divergence=divergence,
-                                                tol=tol, direct=direct)
-        new_state = FieldState()
-    else:
-        # the direct fallback: the weighted field (particles: weights 1/m, the index as labels,
-        # the same weights and mask as the particle kernels); Sinkhorn warm-started from the
-        # fast potentials (softmax with a column bias: a constant shift of g cancels)
-        wd = np.full((B, m), 1.0 / m) if w is None else w
-        index = w is None and model.causal
-        pots: dict[int, tuple[np.ndarray, ...]] = {}
-
-        def direct_at(b: int, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-            pts = pb[b : b + 1, idx]
-            lab = None
-            if labels is not None:
-                lab = (labels[0][b : b + 1, idx], labels[1][b : b + 1])
-            elif index:
-                lab = (idx[None].astype(float), np.arange(m, dtype=float)[None])
-            st = FieldState(pots[b]) if b in pots else None
-            F, tr, xdx, _ = ambient_field(model, pts, xb[b : b + 1], wd[b : b + 1], labels=lab,
-                                          derivatives=deriv, state=st, memory_limit=memory_limit)
-            r = _finish(pts, F, tr, xdx, "sphere", True, FieldState())
-            return r.velocity, r.divergence
-
-        def keep(b: int, potentials: tuple[np.ndarray, ...]) -> None:
-            pots[b] = tuple(g[None] for g in potentials)
-
-        warm = None if state is None else state.potentials
-        if warm is not None and (len(warm) != len(model.matrices(d)) or warm[0].shape != (B, m)):
-            warm = None
-        vel, div, settings, potentials = general_field(
-            model, pb, xb, w, divergence=divergence, labels=labels, potentials=warm,
-            tol=tol, direct=direct_at, keep=keep)
-        new_state = FieldState(potentials)
-    if not batched:
-        vel = vel[0]
-        div = None if div is None else div[0]
-    return FieldResult(vel, div, new_state, settings)
+    return finish_field(pb, F, tr, xdx, geometry, batched, new_state)
 
 
 __all__ = [

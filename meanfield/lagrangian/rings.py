@@ -40,7 +40,7 @@ from meanfield import attention as attention_registry
 from meanfield import backend as bk
 from meanfield.finite import DISSIPATION_NOTE, energy_variables, note_nonfinite
 from meanfield.kernels import DEFAULT_MEMORY_LIMIT
-from meanfield.lagrangian.energy import EXP_SAFE, has_energy
+from meanfield.kernels.interaction import EXP_SAFE, has_energy
 from meanfield.model import Model
 from meanfield.special import log_sphere_area
 
@@ -138,7 +138,7 @@ def ring_field(model: Model, phi: np.ndarray, weights: np.ndarray, d: int, *,
 class _Rows:
     """Row sums of the ring kernel: ``h``, ``h'`` (times the sign of ``V``), ``log Z_i`` with
     ``Z_i = sum_j w_j kbar(s_i, s_j)``, and (``energy=True``, where no exponent exceeds
-    :data:`~meanfield.lagrangian.energy.EXP_SAFE`) ``Z_i - 1 = sum_j w_j expm1(log kbar_ij)``."""
+    :data:`~meanfield.kernels.interaction.EXP_SAFE`) ``Z_i - 1 = sum_j w_j expm1(log kbar_ij)``."""
 
     h: np.ndarray
     dh: np.ndarray
@@ -275,7 +275,7 @@ def assemble(saved: list[tuple[float, np.ndarray]], model: Model, nodes: Any) ->
     """The Dataset of a ring run: ``s``, ``theta``, ``log_density`` (per unit surface measure
     on ``S^{d-1}``, at any point of the ring) and ``log_density_s`` (of ``s`` w.r.t. ``ds``),
     ``density`` (``inf`` beyond float64), ``log_jacobian``, ``weight``, ``mass``; where the
-    model has an energy (:func:`~meanfield.lagrangian.energy.has_energy`) ``energy`` and
+    model has an energy (:func:`~meanfield.kernels.interaction.has_energy`) ``energy`` and
     ``dissipation`` (:func:`ring_energy`; ``log_energy`` too where the energy overflows)."""
     d = int(nodes.d)
     tvals = np.array([t for t, _ in saved])

@@ -53,8 +53,15 @@ from meanfield.integrate import (
 )
 from meanfield.integrate.blowup import BlowupMonitor
 from meanfield.kernels import DEFAULT_MEMORY_LIMIT, fastsum
-from meanfield.lagrangian.energy import energy_terms, fast_energy_reason, has_energy
-from meanfield.lagrangian.field import _fast_field, _finish, ambient_field, check_measure, weighted_field
+from meanfield.kernels.interaction import (
+    ambient_field,
+    energy_terms,
+    fast_energy_reason,
+    fast_field_at,
+    finish_field,
+    has_energy,
+)
+from meanfield.lagrangian.field import check_measure, weighted_field
 from meanfield.lagrangian.quadrature import QuadratureMonitor, SphereQuadratureMonitor
 from meanfield.model import Model
 from meanfield.schedule import Schedule, run_schedule
@@ -223,14 +230,14 @@ def solve_lagrangian(
     def rhs(y: Any) -> Any:
         xb = bk.contiguous(y[None, :, :d])
         if fast:
-            res = _fast_field(model, xb, xb, wb, deriv, False, memory_limit,
-                              labels=None if labels is None else (labels[None],) * 2,
-                              state=cache["state"], tol=float(field_tol))
+            res = fast_field_at(model, xb, xb, wb, deriv, False, memory_limit,
+                                labels=None if labels is None else (labels[None],) * 2,
+                                state=cache["state"], tol=float(field_tol))
             cache["fast"] = fastsum.merge_settings(cache.get("fast"), res.fast)
         else:
             F, tr, xdx, state = ambient_field(model, xb, xb, wb, labels=lab, derivatives=deriv,
                                               state=cache["state"], memory_limit=memory_limit)
-            res = _finish(xb, F, tr, xdx, nodes.geometry, False, state)
+            res = finish_field(xb, F, tr, xdx, nodes.geometry, False, state)
         cache["state"] = res.state
         out_ = bk.namespace(y).empty_like(y)
         out_[:, :d] = res.velocity
@@ -401,7 +408,7 @@ def _assemble(saved: list[tuple[float, np.ndarray]], model: Model, nodes: Any,
               memory_limit: int, method: str = "direct") -> xr.Dataset:
     """The Dataset of a run; ``method`` (the run's field choice, ``"fast"`` or ``"direct"``)
     also sums its energy, ``Z`` and dissipation outputs (the fast energy where it applies,
-    :func:`meanfield.lagrangian.energy.use_fast_energy`)."""
+    :func:`meanfield.kernels.interaction.use_fast_energy`)."""
     if getattr(nodes, "reduction", None) is not None:  # reduced nodes: their own variables
         from meanfield.lagrangian import rings, subspace
 

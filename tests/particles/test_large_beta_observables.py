@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy.special import logsumexp
 
-import meanfield.lagrangian.energy as lagrangian_energy
+import meanfield.kernels.interaction as interaction
 import particles.observables as ob
 from meanfield import Model
 from particles import dissipation, energy
@@ -53,7 +53,7 @@ def test_shifted_sums_agree_with_direct_ones(monkeypatch: pytest.MonkeyPatch) ->
     model = Model(650.0)
     direct = energy(model, X), dissipation(model, X), ob.energy_gradient(model, X)
     monkeypatch.setattr(ob, "EXP_SAFE", 10.0)  # energy_gradient, dissipation
-    monkeypatch.setattr(lagrangian_energy, "EXP_SAFE", 10.0)  # energy
+    monkeypatch.setattr(interaction, "EXP_SAFE", 10.0)  # energy
     shifted = energy(model, X), dissipation(model, X), ob.energy_gradient(model, X)
     assert shifted[0] == pytest.approx(direct[0], rel=1e-12)
     assert shifted[1] == pytest.approx(direct[1], rel=1e-9)

@@ -1,4 +1,4 @@
-"""The interaction energy of a weighted measure (meanfield.lagrangian.energy.weighted_energy),
+"""The interaction energy of a weighted measure (meanfield.kernels.interaction.weighted_energy),
 which is also the particle energy (weights 1/n)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import meanfield.lagrangian.energy as le
+import meanfield.kernels.interaction as le
 from meanfield import Model
 from particles import energy
 
