@@ -29,7 +29,7 @@ MOVED_TO_FULL = ("gaussian.particles", "theory.cone_collapse", "lagrangian.parti
 2 cores; each still runs in the full suite) whose ``suite="quick"`` sizes still exist: they
 run here at those sizes, so that the tests keep what the quick suite gave up.
 (``theory.mobius_sphere``, also moved, does not depend on the suite, and
-``theory.repulsive_designs``, also moved: both run in tests/validation/test_exact_checks.py,
+``theory.repulsive_designs``, also moved: both run in tests/validation/checks/test_exact_checks.py,
 the latter at its quick sizes.)"""
 
 FULL = get_suite("full")

@@ -170,7 +170,7 @@ def check_repulsive_designs(*, seed: int, out_dir: Path, suite: str) -> CheckRes
     distance to the limit) and :func:`_design_tol` (the derivative of ``P_l``).
 
     Full suite only since issue 23 (2.4 s of the quick suite's 70 on 2 cores: 750 RK4 steps of
-    tiny systems, Python overhead); tests/validation/test_exact_checks.py runs its quick
+    tiny systems, Python overhead); tests/validation/checks/test_exact_checks.py runs its quick
     sizes.
     """
     rows, comparisons, runs = [], [], {}
@@ -264,7 +264,7 @@ def check_small_beta(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
     fit is within ``|kappa| 1e-3`` of 1. ``kappa`` is measured from ``D/beta`` at ``beta = 1e-2``
     (``details``: at most 0.6 at these times), so the bound is ``6e-4``. Round-off: ``D >= 1e-6``
     against ``1e-15``. Against a reference at ``beta = 1e-3`` instead of 0, ``D`` tends to a
-    constant and the slope to 0: the check fails (tests/validation/test_exact_checks.py).
+    constant and the slope to 0: the check fails (tests/validation/checks/test_exact_checks.py).
     """
     times = np.array([0.0, 0.5, 1.0, 2.0])
     small_betas, large_betas = SMALL_BETAS[suite], LARGE_BETAS[suite]
@@ -710,7 +710,7 @@ def check_noise_steady_state(*, seed: int, out_dir: Path, suite: str) -> CheckRe
     run, ``details``: at least 0.3, so below ``e^{-24} = 4e-11`` at ``T``), the PDE's error at
     ``rtol = 1e-10`` with spectral tails below ``1e-10`` is ``<= 1e-9`` of the peak, Newton's
     truncation ``<= 1e-12``. Started from the uniform state's wrong side (the Newton state of
-    another ``sigma``) the comparison fails (tests/validation/test_exact_checks.py).
+    another ``sigma``) the comparison fails (tests/validation/checks/test_exact_checks.py).
     """
     from meanfield import Circle, Model, solve
     from meanfield.domains.zonal_sphere import ZonalSphere
@@ -1171,7 +1171,7 @@ def check_mobius(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
     (at most ``6.4e-10``), plus the start's round trip through the grid (up to ``4.4e-11``).
 
     Full suite only since issue 23 (3 s of the quick suite's 70 on 2 cores; the computation
-    does not depend on the suite); tests/validation/test_exact_checks.py runs it."""
+    does not depend on the suite); tests/validation/checks/test_exact_checks.py runs it."""
     rows = mobius_errors()
     comparisons = [Comparison(f"{r['case']} t={r['time']:g}: density error vs the exact Möbius path",
                               r["error"], 0.0, MOBIUS_TOL, "max") for r in rows]
