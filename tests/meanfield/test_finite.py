@@ -22,7 +22,7 @@ from meanfield.domains import Circle, Sphere, ZonalSphere
 from meanfield.finite import NOTE, energy_variables, unexplained_nonfinite
 from meanfield.integrate import ConstantStep, PIController, RungeKutta, Stop, StopReason, integrate
 from meanfield.integrate.blowup import BlowupMonitor, growth_rate, overflow_radius
-from meanfield.lagrangian.energy import energy_terms
+from meanfield.kernels.interaction import energy_terms
 from meanfield.special import _log_ive, _log_ive_large
 from meanfield.spectral.flow import make_flow
 

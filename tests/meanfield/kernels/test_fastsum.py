@@ -267,7 +267,7 @@ def test_energy_from_coefficients(d: int) -> None:
     """``fastsum.energy`` against the direct ``weighted_energy``: within ``TOL e^beta`` (its
     error bound: the coefficients' error ``eps <= TOL / 3`` enters twice, times ``sum_l N_l
     g_l <= 1``), ``beta = 0`` included; batches; refusals."""
-    from meanfield.lagrangian.energy import weighted_energy
+    from meanfield.kernels.interaction import weighted_energy
 
     rng = np.random.default_rng(30 + d)
     x = np.stack([_points(kind, 500, d, rng) for kind in ("uniform", "clusters", "mixed")])

@@ -1,4 +1,4 @@
-"""The fast energy and partition function of a weighted measure (meanfield.lagrangian.energy,
+"""The fast energy and partition function of a weighted measure (meanfield.kernels.interaction,
 fast path) against the tiled direct sum, and a Lagrangian run's outputs by both methods."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 
 from meanfield import Model, nodes, solve_lagrangian
 from meanfield.kernels import fastsum
-from meanfield.lagrangian.energy import energy_terms, fast_energy_reason, use_fast_energy, weighted_energy
+from meanfield.kernels.interaction import energy_terms, fast_energy_reason, use_fast_energy, weighted_energy
 
 EPS = max(fastsum.DEFAULT_TOL / 8, fastsum.NUFFT_EPS_MIN)
 """Accuracy of the nonuniform transforms the fast path calls."""
