@@ -25,6 +25,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
+from meanfield.files import write_netcdf
 from meanfield.integrate.driver import IntegrationError, Interrupted, Solution, StopReason
 from meanfield.integrate.schema import result_attrs
 
@@ -57,8 +58,6 @@ def finish(sol: Solution, result: Any, *, name: str,
             ``.t``, ``.reason``).
     """
     if out is not None and result is not None:
-        from meanfield.io import write_netcdf
-
         write_netcdf(result, out)
     if sol.reason is StopReason.INTERRUPTED:
         where = f"; partial results written to {out}" if out is not None else ""

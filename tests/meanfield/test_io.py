@@ -11,7 +11,7 @@ import pytest
 import xarray as xr
 
 import meanfield as mf
-from meanfield import io
+from meanfield import files, io
 
 
 def small() -> xr.Dataset:
@@ -58,14 +58,14 @@ def test_solve_checks_out_before_computing(tmp_path, monkeypatch):
 
 def test_failed_write_saves_a_fallback_and_says_where(tmp_path, monkeypatch):
     target = tmp_path / "r.nc"
-    real = io._write_atomically
+    real = files._write_atomically  # the writers live in meanfield.files
 
     def failing(path, write):
         if path == target:
             raise OSError(28, "No space left on device")
         return real(path, write)
 
-    monkeypatch.setattr(io, "_write_atomically", failing)
+    monkeypatch.setattr(files, "_write_atomically", failing)
     with pytest.raises(io.WriteError, match="saved to") as info:
         io.write_netcdf(small(), target)
     assert info.value.fallback is not None and info.value.fallback.exists()
