@@ -21,29 +21,6 @@ from particles import velocity
 TOL = fastsum.DEFAULT_TOL
 
 
-def _unit(x: np.ndarray) -> np.ndarray:
-    return x / np.linalg.norm(x, axis=-1, keepdims=True)
-
-
-def _points(kind: str, n: int, d: int, rng: np.random.Generator) -> np.ndarray:
-    centres = _unit(rng.normal(size=(3, d)))
-    pole = np.zeros(d)
-    pole[-1] = 1.0
-    if kind == "uniform":
-        return _unit(rng.normal(size=(n, d)))
-    if kind == "clusters":
-        return _unit(centres[rng.integers(0, 3, n)] + 0.05 * rng.normal(size=(n, d)))
-    if kind == "dirac-pole":  # near-Dirac at the pole, where arccos would lose digits
-        return _unit(pole + 1e-7 * rng.normal(size=(n, d)))
-    if kind == "two-dirac":
-        return _unit(centres[rng.integers(0, 2, n)] + 1e-6 * rng.normal(size=(n, d)))
-    # mixed: a near-Dirac cluster and a few isolated points, which see almost no mass (their
-    # Z is ~ e^{-2 beta} of the cluster's): the fast sums cannot vouch for them at 1e-12,
-    # so they must be recomputed directly
-    return np.concatenate([_unit(centres[0] + 1e-5 * rng.normal(size=(n - 5, d))),
-                           _unit(rng.normal(size=(5, d)))])
-
-
 def _reference_scale(model: Model, x: np.ndarray, w: np.ndarray) -> np.ndarray:
     """Per point, the sum of the magnitudes of the velocity's terms, which bounds the direct
     sum's own rounding error: 1 for softmax and l2 (``|F| <= 1``, a convex combination of unit
@@ -77,9 +54,9 @@ def _check(model: Model, x: np.ndarray, w: np.ndarray) -> fastsum.FastSettings:
 @pytest.mark.parametrize("attention", ["softmax", "unnormalized", "l2", "sigmoid"])
 @pytest.mark.parametrize("value", [1.0, -1.0])
 @pytest.mark.parametrize("points", ["uniform", "clusters", "dirac-pole", "two-dirac", "mixed"])
-def test_fast_matches_direct(d: int, attention: str, value: float, points: str) -> None:
+def test_fast_matches_direct(point_set, d: int, attention: str, value: float, points: str) -> None:
     rng = np.random.default_rng(zlib.crc32(repr((d, attention, value, points)).encode()))
-    x = _points(points, 600, d, rng)
+    x = point_set(points, 600, d, rng)
     w = rng.random(len(x)) ** 3  # uneven weights
     w /= w.sum()
     for beta in (1.0, 9.0):
@@ -88,10 +65,10 @@ def test_fast_matches_direct(d: int, attention: str, value: float, points: str) 
         assert settings.tail <= fastsum.TAIL_FRACTION * TOL
 
 
-def test_large_and_zero_beta() -> None:
+def test_large_and_zero_beta(point_set) -> None:
     rng = np.random.default_rng(5)
     for d in (2, 3):
-        x = _points("clusters", 400, d, rng)
+        x = point_set("clusters", 400, d, rng)
         w = np.full(len(x), 1.0 / len(x))
         _check(Model(beta=0.0, attention="sigmoid", sigmoid_bias=0.5), x, w)
         _check(Model(beta=4.0, attention="sigmoid", sigmoid_bias=-3.0), x, w)
@@ -100,29 +77,29 @@ def test_large_and_zero_beta() -> None:
         _check(Model(beta=300.0), x, w)  # SA: e^beta carried separately, no overflow
 
 
-def test_scalar_matrices() -> None:
+def test_scalar_matrices(point_set) -> None:
     """``Q^T K = c I`` and ``V = v I`` are zonal too: beta c and the factor v."""
     rng = np.random.default_rng(6)
-    x = _points("clusters", 500, 3, rng)
+    x = point_set("clusters", 500, 3, rng)
     w = np.full(len(x), 1.0 / len(x))
     eye = np.eye(3)
     _check(Model(beta=2.0, Q=2 * eye, K=eye, V=-0.5 * eye), x, w)
 
 
-def test_isolated_points_are_corrected_and_uniform_is_not() -> None:
+def test_isolated_points_are_corrected_and_uniform_is_not(point_set) -> None:
     rng = np.random.default_rng(7)
-    x = _points("mixed", 600, 3, rng)
+    x = point_set("mixed", 600, 3, rng)
     w = np.full(len(x), 1.0 / len(x))
     assert _check(Model(beta=9.0), x, w).corrected >= 1
-    x = _points("uniform", 2000, 3, rng)
+    x = point_set("uniform", 2000, 3, rng)
     assert _check(Model(beta=4.0), x, np.full(len(x), 1.0 / len(x))).corrected == 0
 
 
 @pytest.mark.parametrize("d", [2, 3])
-def test_particle_velocity(d: int) -> None:
+def test_particle_velocity(point_set, d: int) -> None:
     """``particles.velocity`` (equal weights, batch, float32 kept)."""
     rng = np.random.default_rng(8)
-    x = np.stack([_points("uniform", 800, d, rng), _points("clusters", 800, d, rng)])
+    x = np.stack([point_set("uniform", 800, d, rng), point_set("clusters", 800, d, rng)])
     for model in (Model(beta=4.0), Model(beta=4.0, attention="unnormalized", value=-1.0)):
         fast = velocity(model, x, method="fast")
         ref = velocity(model, x, method="direct")
@@ -162,7 +139,7 @@ def test_refusals_name_the_field(model: Model, d: int, geometry: str, match: str
     assert not fastsum.use_fast("auto", model, d, geometry, 10**6, 10**6)
 
 
-def test_method_choice() -> None:
+def test_method_choice(point_set) -> None:
     model = Model(beta=4.0)
     with pytest.raises(ValueError, match="method must be one of"):
         fastsum.use_fast("quick", model, 3, "sphere", 10, 10)
@@ -175,13 +152,13 @@ def test_method_choice() -> None:
     assert not fastsum.use_fast("auto", sig, 3, "sphere", 10**6, 10**6)
     # auto where fast does not apply: the direct result, bit for bit
     rng = np.random.default_rng(9)
-    x = _points("uniform", 50, 4, rng)
+    x = point_set("uniform", 50, 4, rng)
     sk = Model(beta=1.0, attention="sinkhorn")
     np.testing.assert_array_equal(velocity(sk, x, method="auto"), velocity(sk, x, method="direct"))
 
 
 @pytest.mark.parametrize("d", [2, 3])
-def test_solvers_take_the_fast_field(d: int) -> None:
+def test_solvers_take_the_fast_field(point_set, d: int) -> None:
     """``solve_lagrangian(field_method=...)`` and ``particles.simulate(field_method=...)`` say
     how the field was summed and end where the direct runs do.
 
@@ -193,7 +170,7 @@ def test_solvers_take_the_fast_field(d: int) -> None:
     rtol 1e-9, atol 1e-11): each run is within the controller's tolerance of the flow, so the
     gap is at most ``RTOL`` (measured 1.3e-12 to 2.4e-11)."""
     rng = np.random.default_rng(10 + d)
-    x = _points("clusters", 300, d, rng)
+    x = point_set("clusters", 300, d, rng)
     model = Model(beta=4.0)
     t = [0.0, 0.5]
     runs = {m: solve_lagrangian(model, nodes.from_samples(x), t, field_method=m)
@@ -217,15 +194,15 @@ def test_solvers_take_the_fast_field(d: int) -> None:
 
 
 @pytest.mark.parametrize("d", [2, 3])
-def test_field_at_other_points(d: int) -> None:
+def test_field_at_otherpoint_set(point_set, d: int) -> None:
     """``field_at``: nodes in clusters, points everywhere (some far from all mass, which the
     estimate sends to the direct sum)."""
     from meanfield.lagrangian import field_at
 
     rng = np.random.default_rng(20 + d)
-    x = _points("two-dirac", 500, d, rng)
+    x = point_set("two-dirac", 500, d, rng)
     w = np.full(len(x), 1.0 / len(x))
-    pts = _points("uniform", 700, d, rng)
+    pts = point_set("uniform", 700, d, rng)
     for model in (Model(beta=9.0), Model(beta=4.0, attention="unnormalized")):
         fast = field_at(model, pts, x, w, method="fast")
         ref = field_at(model, pts, x, w, method="direct")
@@ -263,14 +240,14 @@ def test_sigmoid_coefficients(d: int) -> None:
 
 
 @pytest.mark.parametrize("d", [2, 3])
-def test_energy_from_coefficients(d: int) -> None:
+def test_energy_from_coefficients(point_set, d: int) -> None:
     """``fastsum.energy`` against the direct ``weighted_energy``: within ``TOL e^beta`` (its
     error bound: the coefficients' error ``eps <= TOL / 3`` enters twice, times ``sum_l N_l
     g_l <= 1``), ``beta = 0`` included; batches; refusals."""
     from meanfield.kernels.interaction import weighted_energy
 
     rng = np.random.default_rng(30 + d)
-    x = np.stack([_points(kind, 500, d, rng) for kind in ("uniform", "clusters", "mixed")])
+    x = np.stack([point_set(kind, 500, d, rng) for kind in ("uniform", "clusters", "mixed")])
     w = rng.random((3, 500))
     w /= w.sum(axis=1, keepdims=True)
     for beta in (0.0, 0.3, 4.0, 9.0):

@@ -18,27 +18,6 @@ from particles import velocity
 TOL = fastsum.DEFAULT_TOL
 
 
-def _unit(x: np.ndarray) -> np.ndarray:
-    return x / np.linalg.norm(x, axis=-1, keepdims=True)
-
-
-def _points(kind: str, n: int, d: int, rng: np.random.Generator) -> np.ndarray:
-    centres = _unit(rng.normal(size=(3, d)))
-    pole = np.zeros(d)
-    pole[-1] = 1.0
-    if kind == "uniform":
-        return _unit(rng.normal(size=(n, d)))
-    if kind == "clusters":
-        return _unit(centres[rng.integers(0, 3, n)] + 0.05 * rng.normal(size=(n, d)))
-    if kind == "dirac-pole":
-        return _unit(pole + 1e-7 * rng.normal(size=(n, d)))
-    if kind == "two-dirac":
-        return _unit(centres[rng.integers(0, 2, n)] + 1e-6 * rng.normal(size=(n, d)))
-    # a near-Dirac cluster and a few isolated points (which see almost no mass)
-    return np.concatenate([_unit(centres[0] + 1e-5 * rng.normal(size=(n - 5, d))),
-                           _unit(rng.normal(size=(5, d)))])
-
-
 def _triple(d: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return (np.eye(d) + 0.3 * rng.normal(size=(d, d)), np.eye(d) + 0.3 * rng.normal(size=(d, d)),
             rng.normal(size=(d, d)))
@@ -91,14 +70,14 @@ def _assert_close(fast: tuple[np.ndarray, np.ndarray | None], ref: tuple[np.ndar
 @pytest.mark.parametrize("attention", ["softmax", "unnormalized", "l2"])
 @pytest.mark.parametrize("config", ["general", "heads", "rotation"])
 @pytest.mark.parametrize("points", ["uniform", "clusters", "two-dirac", "mixed"])
-def test_general_weights_match_direct(d: int, attention: str, config: str, points: str) -> None:
+def test_general_weights_match_direct(point_set, d: int, attention: str, config: str, points: str) -> None:
     """The weighted field (velocity and divergence) fast against direct: ``|error| <= TOL *
     scale`` per point (:func:`_scales`). The estimate bounds the fast sums' error by the
     transforms' measured constant (:data:`meanfield.kernels.fastsum_general.GENERAL_NUFFT_ERROR`,
     twice the largest ratio measured or more) and the tails; every point over ``TOL`` is
     recomputed directly, so the bound holds at every point (not tuned to the result)."""
     rng = np.random.default_rng(zlib.crc32(repr((d, attention, config, points)).encode()))
-    x = _points(points, 200, d, rng)
+    x = point_set(points, 200, d, rng)
     w = rng.random(len(x))
     w /= w.sum()
     model = _model(config, attention, d, rng)
@@ -114,12 +93,12 @@ def test_general_weights_match_direct(d: int, attention: str, config: str, point
 @pytest.mark.parametrize("d", [2, 3])
 @pytest.mark.parametrize("attention", ["softmax", "unnormalized", "l2"])
 @pytest.mark.parametrize("points", ["uniform", "clusters", "dirac-pole"])
-def test_loose_tolerance_is_fast_and_met(d: int, attention: str, points: str) -> None:
+def test_loose_tolerance_is_fast_and_met(point_set, d: int, attention: str, points: str) -> None:
     """At ``tol = 1e-8`` (transforms at ``tol / 1024``) the estimate vouches for the points,
     so the transforms themselves are checked: error ``<= tol * scale`` at every point, at most
     a tenth of the points recomputed directly (measured: none on all 18 sets)."""
     rng = np.random.default_rng(zlib.crc32(repr(("loose", d, attention, points)).encode()))
-    x = _points(points, 300, d, rng)
+    x = point_set(points, 300, d, rng)
     w = rng.random(len(x))
     w /= w.sum()
     model = _model("heads", attention, d, rng)
@@ -140,14 +119,14 @@ def test_loose_tolerance_is_fast_and_met(d: int, attention: str, points: str) ->
 
 @pytest.mark.parametrize("d", [2, 3])
 @pytest.mark.parametrize("attention", ["softmax", "unnormalized", "l2"])
-def test_causal_labels(d: int, attention: str) -> None:
+def test_causal_labels(point_set, d: int, attention: str) -> None:
     """The causal mask through label blocks (more nodes than
     :data:`meanfield.kernels.fastsum_general.BLOCK_NODES`, tied labels across a block boundary): the
     weighted field fast against direct at ``TOL``, and at ``tol = 1e-8`` the block sums
     themselves (at most a tenth of the points recomputed; measured 0 to 10 of 700)."""
     rng = np.random.default_rng(zlib.crc32(repr(("causal", d, attention)).encode()))
     n = 700
-    x = _points("clusters", n, d, rng)
+    x = point_set("clusters", n, d, rng)
     w = rng.random(n)
     w /= w.sum()
     lab = np.round(rng.random(n), 2)  # ties
@@ -171,12 +150,12 @@ def test_causal_labels(d: int, attention: str) -> None:
 
 @pytest.mark.parametrize("d", [2, 3])
 @pytest.mark.parametrize("attention", ["softmax", "unnormalized"])
-def test_particles_causal_and_heads(d: int, attention: str) -> None:
+def test_particles_causal_and_heads(point_set, d: int, attention: str) -> None:
     """``particles.velocity(method="fast")``: causal by index (token ``i`` sees ``j <= i``;
     unnormalized divides by ``i + 1``) and two heads, against the direct particle kernels."""
     rng = np.random.default_rng(zlib.crc32(repr(("particles", d, attention)).encode()))
     n = 600
-    x = _points("clusters", n, d, rng)
+    x = point_set("clusters", n, d, rng)
     w = np.full(n, 1.0 / n)
     for model in (_model("general", attention, d, rng, causal=True),
                   _model("heads", attention, d, rng)):
@@ -188,7 +167,7 @@ def test_particles_causal_and_heads(d: int, attention: str) -> None:
 
 
 @pytest.mark.parametrize("d", [2, 3])
-def test_sinkhorn(d: int) -> None:
+def test_sinkhorn(point_set, d: int) -> None:
     """Sinkhorn: the same iterations with fast log-sum-exps. Both runs stop with the row sums
     within ``sinkhorn_tol`` (columns exact), so each field is within about ``sinkhorn_tol``
     of that of the exact scaling and the gap is at most ``2 sinkhorn_tol`` (plus ``TOL``) times
@@ -196,7 +175,7 @@ def test_sinkhorn(d: int) -> None:
     divergence, weighted and particles)."""
     rng = np.random.default_rng(30 + d)
     n = 120
-    x = _points("uniform", n, d, rng)
+    x = point_set("uniform", n, d, rng)
     w = rng.random(n)
     w /= w.sum()
     stol = 1e-12
@@ -216,13 +195,13 @@ def test_sinkhorn(d: int) -> None:
 
 
 @pytest.mark.parametrize("d", [2, 3])
-def test_fast_tol(d: int) -> None:
+def test_fast_tol(point_set, d: int) -> None:
     """``fast_tol`` reaches the fast field: at ``1e-10`` the estimate vouches for (nearly) every
     point of a uniform set (measured on ``S^2``, ``n = 65 536``, ``A = I + 0.3 G``: estimate
     1.2e-12 and 1.4e-12, none recomputed), the settings record it, and the error is within
     it."""
     rng = np.random.default_rng(50 + d)
-    x = _points("uniform", 400, d, rng)
+    x = point_set("uniform", 400, d, rng)
     w = np.full(len(x), 1.0 / len(x))
     model = _model("general", "softmax", d, rng)
     fast = weighted_field(model, x, w, method="fast", fast_tol=1e-10)
@@ -264,7 +243,7 @@ def test_kernel_table() -> None:
         fastsum_general.kernel_table(0.0, 5000.0, 3, TOL)
 
 
-def test_refusals() -> None:
+def test_refusals(point_set) -> None:
     """What stays direct, by name: sigmoid with general ``Q, K``, the feed-forward term."""
     Q = np.diag([1.0, 2.0, 3.0])
     assert "sigmoid" in str(fastsum.fast_reason(Model(beta=1.0, attention="sigmoid", Q=Q), 3))
@@ -283,7 +262,7 @@ def test_refusals() -> None:
     assert not fastsum.use_fast("auto", Model(beta=1.0, attention="sinkhorn"), 3, "sphere",
                                 10**6, 10**6)
     assert not fastsum.use_fast("auto", Model(beta=1.0, causal=True), 3, "sphere", 10**6, 10**6)
-    x = _points("uniform", 50, 3, np.random.default_rng(0))
+    x = point_set("uniform", 50, 3, np.random.default_rng(0))
     for bad in (0.0, 1.0, float("nan"), "x"):
         with pytest.raises(ValueError, match="fast_tol must be"):
             velocity(Model(beta=1.0), x, fast_tol=bad)  # type: ignore[arg-type]
@@ -295,7 +274,7 @@ def test_refusals() -> None:
 
 
 @pytest.mark.parametrize("d", [2, 3])
-def test_solvers_take_the_general_fast_field(d: int) -> None:
+def test_solvers_take_the_general_fast_field(point_set, d: int) -> None:
     """``solve_lagrangian(field_method="fast")`` with general weights (``S^1``: two heads;
     ``S^2``: a causal mask on labels) and ``particles.simulate`` (two heads): the runs end where
     the direct ones do. Off the sphere (a Runge-Kutta stage) the fast field is that of ``x /
@@ -312,7 +291,7 @@ def test_solvers_take_the_general_fast_field(d: int) -> None:
     from meanfield.lagrangian import solve_lagrangian
 
     rng = np.random.default_rng(40 + d)
-    x = _points("clusters", 60, d, rng)
+    x = point_set("clusters", 60, d, rng)
     lab = np.round(rng.random(len(x)), 1) if d == 3 else None
     t = [0.0, 0.2]
     heads = _model("heads", "softmax", d, rng)
@@ -338,16 +317,16 @@ def test_solvers_take_the_general_fast_field(d: int) -> None:
 
 
 @pytest.mark.parametrize("d", [2, 3])
-def test_field_at_other_points(d: int) -> None:
+def test_field_at_otherpoint_set(point_set, d: int) -> None:
     """``field_at`` with general weights: nodes in two near-Diracs, points everywhere (some
     far from all mass, which the estimate sends to the direct sum), and a causal mask with
     point labels of their own."""
     from meanfield.lagrangian import field_at
 
     rng = np.random.default_rng(60 + d)
-    x = _points("two-dirac", 300, d, rng)
+    x = point_set("two-dirac", 300, d, rng)
     w = np.full(len(x), 1.0 / len(x))
-    pts = _points("uniform", 400, d, rng)
+    pts = point_set("uniform", 400, d, rng)
     for attention in ("softmax", "unnormalized"):
         model = _model("heads", attention, d, rng)
         fast = field_at(model, pts, x, w, method="fast")
@@ -364,12 +343,12 @@ def test_field_at_other_points(d: int) -> None:
                   _scales(model, pts, x, w, (plab, lab)), TOL)
 
 
-def test_sinkhorn_newton_polish() -> None:
+def test_sinkhorn_newton_polish(point_set) -> None:
     """Few Sinkhorn iterations on a small particle system: the direct code polishes the
     potentials by Newton's method (n <= 1024, equal weights), and so does the fast path;
     both then meet ``sinkhorn_tol`` and the fields agree as in :func:`test_sinkhorn`."""
     rng = np.random.default_rng(70)
-    x = _points("clusters", 100, 3, rng)
+    x = point_set("clusters", 100, 3, rng)
     stol = 1e-12
     model = _model("general", "sinkhorn", 3, rng, sinkhorn_tol=stol, sinkhorn_iterations=3)
     vf, vr = velocity(model, x, method="fast"), velocity(model, x, method="direct")
