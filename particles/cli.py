@@ -36,15 +36,15 @@ OPTIONS: dict[str, Option] = {
 :data:`meanfield.cli.options.OPTIONS`)."""
 
 TABLE: dict[str, Any] = {
-    "n": 32, "d": 2, "batch": 0, "beta": 4.0,
+    "n": 32, "d": 2, "batch": Use(), "beta": 4.0,
     "attention": Use(choices=options.attention_kinds("particles")), "value": 1,
-    "causal": False, "noise": Use(default=0.0, help="sigma (needs --method euler_maruyama)"),
+    "causal": Use(), "noise": Use(default=0.0, help="sigma (needs --method euler_maruyama)"),
     "geometry": "sphere",
     "init": Use(default="sphere", choices=("sphere", "orthogonal", "gaussian"),
                 help="uniform on the sphere, orthogonal (d >= n), or standard Gaussian"),
     "t_max": 30.0, "times": 301, "seed": 0, "method": Use(),
     "dt": Use(help="step of fixed-step methods"), "rtol": 1e-9, "atol": 1e-12,
-    "memory_limit_mb": 256.0, "field_method": "auto", "no_observables": False,
+    "memory_limit_mb": Use(), "field_method": "auto", "no_observables": Use(),
     "out": Path("particles.nc"),
     "plot": Use(help="PNG of the trajectories (circle: angle vs time; S^2: paths)"),
     "overwrite": False, "progress": True, "backend": "numpy", "device": None,

@@ -422,7 +422,7 @@ def command_table(command: str) -> Mapping[str, Any]:
     return COMMANDS[command]
 
 
-def option_for(command: str, name: str, **change: Any) -> Option:
+def option_for(command: str, name: str) -> Option:
     """The :class:`Option` ``name`` as ``command`` uses it (its default, choices, help)."""
     opt = OPTIONS[name]
     use = command_table(command).get(name, _NONE)
@@ -433,7 +433,6 @@ def option_for(command: str, name: str, **change: Any) -> Option:
     if use.default is not None:
         fields["default"] = use.default
         fields.setdefault("shown", None)  # the command's own default is shown as it is
-    fields.update(change)
     if callable(fields.get("choices")):
         fields["choices"] = tuple(fields["choices"]())
     if name == "attention" and "help" not in fields:  # the aliases of the kinds offered only
@@ -485,9 +484,9 @@ def typed(args: argparse.Namespace, name: str) -> str:
     return (getattr(args, TYPED_KEY, None) or {}).get(name) or OPTIONS[name].flag
 
 
-def add_option(parser: argparse.ArgumentParser, command: str, name: str, **change: Any) -> None:
+def add_option(parser: argparse.ArgumentParser, command: str, name: str) -> None:
     """Add option ``name`` of :data:`OPTIONS` to ``parser`` as ``command`` uses it."""
-    opt = option_for(command, name, **change)
+    opt = option_for(command, name)
     text = f"{opt.help} ({'required' if opt.required else 'default: ' + _shown(opt)})"
     if opt.switch:
         parser.add_argument(opt.flag, dest=name, action=argparse.BooleanOptionalAction,
@@ -509,18 +508,11 @@ def add_option(parser: argparse.ArgumentParser, command: str, name: str, **chang
         parser.set_defaults(**{REQUIRED_KEY: (*required, (name, opt.flag))})
 
 
-def add_options(parser: argparse.ArgumentParser, command: str,
-                changes: Mapping[str, Mapping[str, Any]] | None = None) -> None:
-    """Add every option of ``command`` in :data:`COMMANDS`; ``changes[name]`` overrides fields
-    of one (choices only the owning package knows, such as the particle integrators)."""
-    changes = changes or {}
-    table = command_table(command)
-    unknown = set(changes) - set(table)
-    if unknown:
-        msg = f"changes name options that {command!r} does not take: {sorted(unknown)}"
-        raise ValueError(msg)
-    for name in table:
-        add_option(parser, command, name, **changes.get(name, {}))
+def add_options(parser: argparse.ArgumentParser, command: str) -> None:
+    """Add every option of ``command`` in :data:`COMMANDS` (a plug-in's choices live on its own
+    options, such as the particle integrators)."""
+    for name in command_table(command):
+        add_option(parser, command, name)
 
 
 def check_required(args: argparse.Namespace) -> None:
@@ -533,11 +525,10 @@ def check_required(args: argparse.Namespace) -> None:
 
 
 def add_parser(subparsers: Any, command: str, *, help: str, description: str,  # noqa: A002
-               func: Callable[[argparse.Namespace], int],
-               changes: Mapping[str, Mapping[str, Any]] | None = None) -> argparse.ArgumentParser:
+               func: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
     """A subparser for ``command`` with its options of :data:`COMMANDS` and ``func`` set."""
     p = subparsers.add_parser(command, help=help, description=description)
-    add_options(p, command, changes)
+    add_options(p, command)
     p.set_defaults(func=func)
     return p
 

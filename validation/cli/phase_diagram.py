@@ -53,15 +53,15 @@ OPTIONS: dict[str, Option] = {
 TABLE: dict[str, Any] = {
     "n": PAIRS, "d": Use(default=[2], nargs="+", check=at_least_2, need="must be >= 2",
                           help="dimension(s) d of S^{d-1} (several give a d axis)"),
-    "beta_min": 0.1, "beta_max": 9.0, "betas": 90, "t_max": 30.0, "times": 200,
+    "beta_min": Use(), "beta_max": Use(), "betas": Use(), "t_max": 30.0, "times": 200,
     "delta": 1e-3, "realizations": Use(default=1024, help="random starts per cell"),
-    "attention": Use(choices=options.attention_kinds("phase_diagram")), "qk": "identity",
-    "v": "identity", "dt": Use(default=0.3, help="largest RK4 step"), "seed": 0,
+    "attention": Use(choices=options.attention_kinds("phase_diagram")), "qk": Use(),
+    "v": Use(), "dt": Use(default=0.3, help="largest RK4 step"), "seed": 0,
     "workers": 1, "scheduler": None, "on_failure": "stop", "store": None,
     "resume": Use(help="skip the cells already in the store (after an interruption); "
                        "an --out file left by the interrupted run (successful = 0) is "
                        "replaced"),
-    "keep_cells": False, "progress": True,
+    "keep_cells": Use(), "progress": True,
     "out": Use(required=True, help="NetCDF file to write"),
     "plot": Use(help="PNG heat map with the curve (6.12)"), "overwrite": False,
     "backend": "numpy", "device": None, "dtype": "float64",

@@ -45,14 +45,14 @@ OPTIONS: dict[str, Option] = {
 TABLE: dict[str, Any] = {
     "text": None, "corpus": None, "out": Use(default=Path("meanfield-tokens"),
                                              help="output folder"),
-    "bins": 40, "delta": Use(default=0.1, check=lambda v: 0 < v <= 2,
+    "bins": Use(), "delta": Use(default=0.1, check=lambda v: 0 < v <= 2,
                              need="must lie in (0, 2]",
                              help="cluster threshold: pairs with <y_i, y_j> >= 1 - delta "
                                   "are linked"),
     "dt": Use(default=0.25, check=lambda v: math.isfinite(v) and 0 < v <= 1,
               need="must lie in (0, 1]",
               help="RK4 step of the dynamics (one layer = one unit of time)"),
-    "dynamics_passages": None, "no_fit": False, "passage": 0, "progress": True,
+    "dynamics_passages": None, "no_fit": Use(), "passage": Use(), "progress": True,
     "overwrite": Use(help="replace the files of an earlier study in --out (else they are "
                           "refused before any work)"),
 }

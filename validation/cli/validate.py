@@ -30,11 +30,11 @@ OPTIONS: dict[str, Option] = {
 :data:`meanfield.cli.options.OPTIONS`)."""
 
 TABLE: dict[str, Any] = {
-    "suite": "quick", "only": None, "out": Use(default=Path("meanfield-validation"),
+    "suite": Use(), "only": None, "out": Use(default=Path("meanfield-validation"),
                                                 help="output folder"),
     "seed": 0, "workers": 1, "scheduler": None, "resume": Use(
         help="skip the checks already finished in --out"),
-    "list": False, "progress": True,
+    "list": Use(), "progress": True,
     "overwrite": Use(help="replace the records of an earlier run in --out (else a folder "
                           "holding them is refused before any work)"),
 }
