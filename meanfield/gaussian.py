@@ -398,7 +398,7 @@ def _solve_schedule(schedule: Schedule, mean0: Any, cov0: Any, t: Any, rtol: flo
         _check_model(piece)
     if max_eigenvalue is None:
         cov_checked = _check_state(schedule.models[0], mean0, cov0)[1]
-        max_eigenvalue = 1e10 * max(1.0, float(np.linalg.eigvalsh(cov_checked)[-1]))
+        max_eigenvalue = _threshold(cov_checked, None)
     return run_schedule(
         schedule, t, (mean0, cov0),
         lambda m, tt, s: solve_gaussian(m, s[0], s[1], tt, rtol=rtol, atol=atol, method=method,

@@ -239,11 +239,6 @@ class Model:
                   f"{tuple(parameters)})" if parameters is not None else ""))
         raise AttributeError(msg)
 
-    @property
-    def kind(self) -> attention_registry.AttentionKind:
-        """The registry entry of :attr:`attention` (its mathematics)."""
-        return attention_registry.resolve(self.attention)
-
     # -- derived -------------------------------------------------------------------------
 
     @property

@@ -47,6 +47,7 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
+from meanfield import attention as attention_registry
 from meanfield.kernels.interaction import (
     EXP_SAFE,
     apply_matrix,
@@ -77,8 +78,9 @@ def _factors(model: Any, d: int) -> list[tuple[np.ndarray, np.ndarray]]:
     return [(Q, K) for Q, K, _ in model.matrices(d)]
 
 
-ENERGY_KINDS = ("softmax", "unnormalized")
-"""The attention kinds whose energy :func:`meanfield.kernels.fastsum.energy` sums (with ``Q = K = I``)."""
+ENERGY_KINDS = tuple(k.name for k in attention_registry.kinds() if k.energy is not None)
+"""The attention kinds with an energy (their registry entry's ``energy``), whose energy
+:func:`meanfield.kernels.fastsum.energy` sums (with ``Q = K = I``)."""
 
 
 def fast_energy_error(model: Any) -> float:

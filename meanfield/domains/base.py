@@ -332,7 +332,7 @@ class Domain(ABC):
         ``backward(c) + roundoff(c)`` for negative values."""
         return 0.0
 
-    def conditioning(self, c: np.ndarray, tol: float = 1e-6) -> str | None:
+    def conditioning(self, c: np.ndarray) -> str | None:
         """Why the state ``c`` is no longer a density in float64 (a sentence), or ``None``
         (the default: a basis whose coefficients stay well conditioned). A domain whose
         basis loses the density to round-off before its tail or its negativity shows it

@@ -154,6 +154,7 @@ class RungeKutta:
                     ) -> tuple[np.ndarray, np.ndarray | ErrorPair | None, np.ndarray | None]:
         """No linear part: each stage sum is one new array accumulated in place."""
         tab = self.tableau
+        self._last = self._dense = None  # the previous step's stages are not kept through this one
         ks = [k1]
         s = tab.stages
         scratch = bk.namespace(y).empty_like(y)

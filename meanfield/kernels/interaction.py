@@ -220,7 +220,7 @@ def ambient_field(
         q, k, v = apply_matrix(Q, points), apply_matrix(K, nodes), bk.contiguous(apply_matrix(V, nodes))
         if sinkhorn is not None:  # potentials of the nodes, fixed in the point
             qn = q if points is nodes else apply_matrix(Q, nodes)
-            g = sinkhorn.as_softmax(qn, k, tiling, weights=weights,
+            g = sinkhorn.potentials(qn, k, tiling, weights=weights,
                                     g0=None if warm is None else warm[h])[1]
             potentials.append(g)
             kw["bias"] = g

@@ -218,7 +218,7 @@ def field_at(
         raise ValueError(msg)
     batched = xa.ndim == 3
     # a torch tensor x runs on torch, on its device and in its precision (meanfield.backend)
-    be = bk.get_backend(like=x, dtype=None) if not bk.is_numpy(x) and hasattr(x, "device") else None
+    be = bk.get_backend(like=x, dtype=None) if bk.is_torch(x) else None
     conv = np.ascontiguousarray if be is None else be.asarray
     xb = conv(xa if batched else xa[None])
     pb = conv(pa if batched else pa[None])
