@@ -65,10 +65,14 @@ def _initial_on(domain: Domain, base: Domain, rho0: Any) -> Any:
     return domain.backward(domain.prolong(c, base))
 
 
-def _coefficients_at(ds: xr.Dataset, domain: Domain, fine: Domain, times: np.ndarray) -> np.ndarray:
+def _nan_coefficients(fine: Domain, n_times: int) -> np.ndarray:
+    """``n_times`` rows of coefficients on ``fine``, all NaN (times a run did not reach)."""
+    return np.full((n_times,) + np.shape(fine.forward(fine.uniform())), np.nan, dtype=complex)
+
+
+def _coefficients_at(ds: xr.Dataset, fine: Domain, times: np.ndarray) -> np.ndarray:
     """Coefficients on ``fine`` at ``times`` (NaN rows where the run did not get there)."""
-    coef_shape = np.shape(fine.forward(fine.uniform()))
-    out = np.full((times.size,) + coef_shape, np.nan, dtype=complex)
+    out = _nan_coefficients(fine, times.size)
     have = np.asarray(ds["time"].values, dtype=float)
     ok = float(ds.attrs.get("t_reached", have[-1]))
     final = domain_of(ds)
@@ -235,10 +239,6 @@ class _ResolutionStudy:
         self.reasons.append(reason)
         self.needed.append(needed)
 
-    def _none(self, n_times: int) -> np.ndarray:
-        return np.full((n_times,) + np.shape(self.fine.forward(self.fine.uniform())), np.nan,
-                       dtype=complex)
-
     def run(self, runs: _Runs, domains: list[Domain], rtol: float, atol: float,
             tail_tol: float) -> None:
         for dom in domains:
@@ -247,9 +247,10 @@ class _ResolutionStudy:
             except ValueError as exc:  # rho0 itself is not resolved at this resolution
                 if "not resolved" not in str(exc):
                     raise
-                self.add(self._none(runs.times.size), -math.inf, 0, 0, str(exc), 2 * dom.resolution)
+                self.add(_nan_coefficients(self.fine, runs.times.size), -math.inf, 0, 0, str(exc),
+                         2 * dom.resolution)
                 continue
-            self.add(_coefficients_at(ds, dom, self.fine, runs.times),
+            self.add(_coefficients_at(ds, self.fine, runs.times),
                      float(ds.attrs["t_reached"]), int(ds.attrs["num_accepted"]),
                      int(ds.attrs["successful"]), str(ds.attrs["stop_reason"]),
                      _needed(ds, tail_tol))
@@ -266,7 +267,7 @@ class _ResolutionStudy:
     def not_run(self, n_times: int) -> None:
         """Fill the levels not run (an interrupted study): NaN, named in ``reasons``."""
         for r in self.missing():
-            self.add(self._none(n_times), math.nan, 0, 0,
+            self.add(_nan_coefficients(self.fine, n_times), math.nan, 0, 0,
                      f"not run (interrupted) at resolution {r}", 0)
 
     def variables(self, times: np.ndarray) -> dict[str, Any]:
@@ -318,7 +319,7 @@ class _ToleranceStudy:
         assert dom is not None
         for j, tol in enumerate(self.tols):
             ds = runs.solve(dom, float(tol), float(tol) * 1e-4)
-            self.coefs.append(_coefficients_at(ds, dom, dom, runs.times))
+            self.coefs.append(_coefficients_at(ds, dom, runs.times))
             self.steps[j] = int(ds.attrs["num_accepted"])
             self.t_ok[j] = float(ds.attrs["t_reached"])
 
