@@ -142,7 +142,7 @@ def simulate(
     device: Any = None,
     dtype: Any = None,
     field_method: str = "auto",
-    field_tol: float = fastsum.DEFAULT_TOL,
+    field_tol: float = fastsum.FIELD_TOL,
     settings: Mapping[str, Any] | None = None,
 ) -> xr.Dataset:
     """Evolve tokens under the model's self-attention dynamics (docs/equations.md section 2).
@@ -467,7 +467,7 @@ def _settings(
     seed: Any,
     backend: bk.Backend | None = None,
     field_method: str = "direct",
-    field_tol: float = fastsum.DEFAULT_TOL,
+    field_tol: float = fastsum.FIELD_TOL,
     extra: Mapping[str, Any] | None = None,
 ) -> None:
     """Fill ``attrs`` with the result schema (NetCDF-safe); ``extra``: checked by

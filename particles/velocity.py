@@ -90,7 +90,7 @@ def velocity(
     memory_limit: int = DEFAULT_MEMORY_LIMIT,
     check: bool = True,
     method: str = "auto",
-    fast_tol: float = fastsum.DEFAULT_TOL,
+    fast_tol: float = fastsum.FIELD_TOL,
 ) -> np.ndarray:
     """The right-hand side ``x_i'`` of docs/equations.md section 2 (SA (2.3), USA, (2.7), (2.8), (9.1)).
 
@@ -127,7 +127,7 @@ def velocity(
 
 
 def _fast_velocity(model: Any, xb: np.ndarray, memory_limit: int,
-                   tol: float = fastsum.DEFAULT_TOL) -> np.ndarray:
+                   tol: float = fastsum.FIELD_TOL) -> np.ndarray:
     """:func:`velocity` by fast summation (float64), the points it cannot vouch for by the
     direct sum (:func:`meanfield.kernels.interaction.fast_field_at` with ``weights=None``: equal
     weights, causal by index)."""

@@ -77,7 +77,17 @@ naming the reason where it does not apply); ``auto``: fast where it applies and 
 (:func:`use_fast`), direct otherwise."""
 
 DEFAULT_TOL = 1e-12
-"""Requested relative accuracy per point (the direct sum's accuracy, docs/particles.md)."""
+"""Requested relative accuracy of the energy and of the zonal sums (:func:`energy`,
+:func:`zonal_sums`): the coefficients of the measure alone, no per-point division."""
+
+FIELD_TOL = 1e-10
+"""The field's default relative accuracy per point (velocity and divergence, the scales of
+the module docstring): what the fast sums reach at fast cost on the states the dynamics
+produce. Their error is an absolute ``~1e-14`` (the transforms' round-off, measured by the
+paired estimate) over ``Z(x)``: ``1e-10`` holds wherever ``Z(x) >= 4e-4`` (scaled: the mass
+within ``~1/sqrt(beta)`` of the point), i.e. every token of a particle system of up to ``10^3``
+tokens, every point of a measure with a uniform background of mass ``0.2`` up to ``beta ~
+100``; the points below it go to the direct sum."""
 
 NUFFT_EPS_MIN = 3e-13
 """Smallest ``epsilon`` used: ducc0 accepts ``> 2e-13`` in double precision (its docs); the
@@ -155,6 +165,9 @@ class FastSettings:
         corrected: points recomputed by the direct sum (estimate above ``tol``).
         chebyshev: terms of the expansion in the radius ``|A y|`` (general weights,
             :mod:`meanfield.kernels.fastsum_general`); 0 for the zonal kernels.
+        estimator: how the error was estimated: ``"rotated pair"`` (the zonal kernels: the
+            same sums in a second, rotated frame, :func:`_paired_estimate`) or ``"a priori"``
+            (the transforms' requested accuracy times measured constants).
     """
 
     tol: float
@@ -164,6 +177,7 @@ class FastSettings:
     error_estimate: float
     corrected: int
     chebyshev: int = 0
+    estimator: str = "a priori"
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -178,7 +192,9 @@ def merge_settings(old: FastSettings | None, new: FastSettings | None) -> FastSe
                         epsilon=new.epsilon, tail=max(old.tail, new.tail),
                         error_estimate=max(old.error_estimate, new.error_estimate),
                         corrected=old.corrected + new.corrected,
-                        chebyshev=max(old.chebyshev, new.chebyshev))
+                        chebyshev=max(old.chebyshev, new.chebyshev),
+                        estimator=" + ".join(sorted({*old.estimator.split(" + "),
+                                                     *new.estimator.split(" + ")})))
 
 
 # -- which models and inputs ------------------------------------------------------------
@@ -508,21 +524,101 @@ class _Plan(NamedTuple):
     """sigmoid: ``sum_l N_l |k_l|``, ``sum_l N_l sqrt(l(l + d - 2)) |g_l|``, ``sum_l N_l |q_l|``,
     the scales of the transforms' errors (its coefficients change sign: these exceed the
     largest values, which bound them for the positive multipliers of the exponential kinds)."""
+    kernel: tuple[float, ...] = (0.0,) * 6
+    """The expansion's measured error in the value, gradient and Laplacian kernels, relative
+    and absolute parts (:func:`_kernel_errors`)."""
+
+
+FIELD_BAND_TOL = 1e-14
+"""The field's band limit is that of ``min(tol, FIELD_BAND_TOL)``: a truncation tail below
+``TAIL_FRACTION * 1e-14 = 1e-18``, under the transforms' round-off (``~1e-17`` in the scaled
+sums) even where ``Z(x)`` is small; the tail bound would otherwise dominate the estimate at
+``tol = 1e-10`` (a few more degrees: ``L`` 151 to 160 at ``beta = 300``)."""
 
 
 def _plan(model: Any, d: int, tol: float) -> _Plan:
     beta = _beta_eff(model, d)
+    band_tol = min(float(tol), FIELD_BAND_TOL)
     if model.attention == "sigmoid":
-        L, tail, k, g, q = _sigmoid_plan(beta, float(model.sigmoid_bias), d, float(tol))
+        b = float(model.sigmoid_bias)
+        L, tail, k, g, q = _sigmoid_plan(beta, b, d, band_tol)
         N, ev = _degree_weights(d, L)
         l1 = (float(np.sum(N * np.abs(k))), float(np.sum(N * np.sqrt(ev) * np.abs(g))),
               float(np.sum(N * np.abs(q))))
-        return _Plan(L, tail, k, g, q, 1.0, False, beta, l1)
-    L, tail = band_limit(beta, d, tol)
+        kernel = _kernel_errors("sigmoid", beta, b, d, band_tol)
+        return _Plan(L, tail, k, g, q, 1.0, False, beta, l1, kernel)
+    L, tail = band_limit(beta, d, band_tol)
     k, g = _multipliers(beta, d, L)
     q = -_degree_weights(d, L)[1] * g  # exact multipliers: no round-off to amplify
     normalized = attention_registry.resolve(model.attention).normalized
-    return _Plan(L, tail, k, g, q, 1.0 if normalized else math.exp(beta), normalized, beta)
+    kernel = _kernel_errors("exponential", beta, 0.0, d, band_tol)
+    return _Plan(L, tail, k, g, q, 1.0 if normalized else math.exp(beta), normalized, beta,
+                 None, kernel)
+
+
+KERNEL_SAMPLES = 8
+""":func:`_kernel_errors` samples ``t`` at ``KERNEL_SAMPLES (L + 1)`` Chebyshev points: the
+error of the truncated series is a polynomial of degree ``L`` plus a tail far below it, whose
+maximum such a grid finds to a few per cent; the estimate doubles it."""
+
+
+KERNEL_RELATIVE = 8 * 2.0**-52
+""":func:`_kernel_errors`' relative part: eight units of round-off of the kernel's value
+(each multiplier is accurate to a few units; where the series' positive terms do not
+cancel, near ``t = 1``, their errors add up relative to the value)."""
+
+
+@functools.lru_cache(maxsize=64)
+def _kernel_errors(profile: str, beta: float, bias: float, d: int,
+                   band_tol: float) -> tuple[float, ...]:
+    """The measured error of the kernel's expansion as ``(a_K, b_K, a_G, b_G, a_Q, b_Q)``:
+    ``e(t) <= a K(t) + b`` on ``[-1, 1]`` for each of ``|K_L - K|`` (the value), ``|H_L' - H'| sqrt(1 - t^2)`` (the gradient of the potential)
+    and ``|Q_L - Q|`` (its Laplacian kernel ``(1 - t^2) H'' - (d - 1) t H'``), so that at every
+    point of every measure ``|Z_L - Z| <= a_K Z + b_K`` (``K >= 0``, ``sum w = 1``), and the
+    same for the gradient and the Laplacian (``Q`` against ``K``); ``a`` is
+    :data:`KERNEL_RELATIVE`, ``b`` the largest excess of the error over ``a K``, both
+    doubled. ``K_L``,
+    ``H_L``, ``Q_L`` are the series the transforms sum (Legendre on ``S^2``, Chebyshev in ``t =
+    cos theta`` on ``S^1``). This covers the truncation and the coefficients' own round-off
+    (sigmoid's quadrature), which are the same in both frames of the paired estimate; scaled
+    as the sums (``e^{beta (t - 1)}`` for the exponential kinds)."""
+    from numpy.polynomial import chebyshev, legendre
+
+    if profile == "sigmoid":
+        L, _, k, g, q = _sigmoid_plan(beta, bias, d, band_tol)
+    else:
+        L, _ = band_limit(beta, d, band_tol)
+        k, g = _multipliers(beta, d, L)
+        q = -_degree_weights(d, L)[1] * g
+    M = KERNEL_SAMPLES * (L + 1)
+    # in extended precision (x87 long double where the platform has it): the error measured is
+    # the float64 series' own, not that of evaluating it
+    t = np.cos(np.pi * np.arange(M + 1, dtype=np.longdouble) / M)
+    k, g, q = (np.asarray(c, dtype=np.longdouble) for c in (k, g, q))
+    if profile == "sigmoid":
+        K = 1.0 / (1.0 + np.exp(-(beta * t + bias)))
+        dH = K
+        Q = (1 - t * t) * beta * K * (1 - K) - (d - 1) * t * K
+    else:
+        K = np.exp(beta * (t - 1))
+        dH = K
+        Q = K * (beta * (1 - t * t) - (d - 1) * t)
+    if d == 3:
+        N = 2 * np.arange(L + 1, dtype=np.longdouble) + 1
+        val, der = legendre.legval, lambda c: legendre.legval(t, legendre.legder(c))
+        cs = [N * k, N * g, N * q]
+    else:
+        N = np.where(np.arange(L + 1) > 0, 2.0, 1.0).astype(np.longdouble)
+        val, der = chebyshev.chebval, lambda c: chebyshev.chebval(t, chebyshev.chebder(c))
+        cs = [N * k, N * g, N * q]
+    errs = (np.abs(val(t, cs[0]) - K), np.abs(der(cs[1]) - dH) * np.sqrt(np.maximum(1 - t * t, 0)),
+            np.abs(val(t, cs[2]) - Q))
+    out = []
+    for e, ref in zip(errs, (np.abs(K), np.abs(dH), np.abs(K))):
+        a = KERNEL_RELATIVE
+        b = float(np.max(np.maximum(e - a * ref, 0.0)))
+        out.extend((2 * a, 2 * b))
+    return tuple(out)  # type: ignore[return-value]
 
 
 # -- transforms ---------------------------------------------------------------------------
@@ -547,36 +643,47 @@ def _tangent_frame(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     return x[:, 2] / r, rho / r, cp, sp
 
 
-def _sums_sphere(points: np.ndarray, nodes: np.ndarray, w: np.ndarray, k: np.ndarray,
+def _sphere_sums(targets: list[np.ndarray], nodes: np.ndarray, w: np.ndarray, k: np.ndarray,
                  g: np.ndarray, q: np.ndarray, eps: float, laplacian: bool,
-                 nthreads: int) -> tuple[Any, Any, Any]:
-    """Scaled ``Z``, ``grad G`` (Cartesian, (n, 3)) and ``Delta G`` at ``points`` (S^2)."""
-    same = points is nodes or np.array_equal(points, nodes)
+                 nthreads: int) -> list[tuple[Any, Any, Any]]:
+    """Scaled ``Z``, ``grad G`` (Cartesian, (n, 3)) and ``Delta G`` at each point set of
+    ``targets`` (S^2), from one adjoint transform of the measure at the nodes."""
     loc_n = _sphere_angles(nodes)
-    loc_p = loc_n if same else _sphere_angles(points)
     L = len(k) - 1
     mu = ducc0.sht.adjoint_synthesis_general(
         map=w[None].astype(float), spin=0, lmax=L, loc=loc_n, epsilon=eps, nthreads=nthreads)[0]
     ls = np.concatenate([np.arange(m, L + 1) for m in range(L + 1)])  # degree of each alm
     four_pi = 4 * np.pi
     zlm = (four_pi * k[ls] * mu)[None]
-    glm = four_pi * g[ls] * mu
-    Z = ducc0.sht.synthesis_general(alm=zlm, spin=0, lmax=L, loc=loc_p, epsilon=eps,
-                                    nthreads=nthreads)[0]
-    # DERIV1: (d_theta G, d_phi G / sin theta), checked against differences in the tests
-    gt, gp = ducc0.sht.synthesis_general(alm=glm[None], spin=1, lmax=L, loc=loc_p, epsilon=eps,
-                                         nthreads=nthreads, mode="DERIV1")
-    ct, st, cp, sp = _tangent_frame(points)
-    grad = np.empty((len(points), 3))
-    a = gt * ct
-    grad[:, 0] = a * cp - gp * sp
-    grad[:, 1] = a * sp + gp * cp
-    grad[:, 2] = -gt * st
-    lap = None
-    if laplacian:
-        lap = ducc0.sht.synthesis_general(alm=(four_pi * q[ls] * mu)[None], spin=0, lmax=L,
-                                          loc=loc_p, epsilon=eps, nthreads=nthreads)[0]
-    return Z, grad, lap
+    glm = (four_pi * g[ls] * mu)[None]
+    qlm = (four_pi * q[ls] * mu)[None] if laplacian else None
+    out = []
+    for points in targets:
+        loc_p = loc_n if (points is nodes or np.array_equal(points, nodes)) else _sphere_angles(points)
+        Z = ducc0.sht.synthesis_general(alm=zlm, spin=0, lmax=L, loc=loc_p, epsilon=eps,
+                                        nthreads=nthreads)[0]
+        # DERIV1: (d_theta G, d_phi G / sin theta), checked against differences in the tests
+        gt, gp = ducc0.sht.synthesis_general(alm=glm, spin=1, lmax=L, loc=loc_p, epsilon=eps,
+                                             nthreads=nthreads, mode="DERIV1")
+        ct, st, cp, sp = _tangent_frame(points)
+        grad = np.empty((len(points), 3))
+        a = gt * ct
+        grad[:, 0] = a * cp - gp * sp
+        grad[:, 1] = a * sp + gp * cp
+        grad[:, 2] = -gt * st
+        lap = None
+        if qlm is not None:
+            lap = ducc0.sht.synthesis_general(alm=qlm, spin=0, lmax=L, loc=loc_p, epsilon=eps,
+                                              nthreads=nthreads)[0]
+        out.append((Z, grad, lap))
+    return out
+
+
+def _sums_sphere(points: np.ndarray, nodes: np.ndarray, w: np.ndarray, k: np.ndarray,
+                 g: np.ndarray, q: np.ndarray, eps: float, laplacian: bool,
+                 nthreads: int) -> tuple[Any, Any, Any]:
+    """Scaled ``Z``, ``grad G`` (Cartesian, (n, 3)) and ``Delta G`` at ``points`` (S^2)."""
+    return _sphere_sums([points], nodes, w, k, g, q, eps, laplacian, nthreads)[0]
 
 
 CIRCLE_ONE_THREAD = 20_000
@@ -600,22 +707,22 @@ def _same_points(a: np.ndarray, b: np.ndarray) -> bool:
     return bool(np.array_equal(a, b))
 
 
-def _sums_circle(points: np.ndarray, nodes: np.ndarray, w: np.ndarray, k: np.ndarray,
+def _circle_sums(targets: list[np.ndarray], nodes: np.ndarray, w: np.ndarray, k: np.ndarray,
                  g: np.ndarray, q: np.ndarray, eps: float, laplacian: bool,
-                 nthreads: int) -> tuple[Any, Any, Any]:
-    """Scaled ``Z``, ``grad G`` (Cartesian, (n, 2)) and ``Delta G`` at ``points`` (S^1).
+                 nthreads: int) -> list[tuple[Any, Any, Any]]:
+    """Scaled ``Z``, ``grad G`` (Cartesian, (n, 2)) and ``Delta G`` at each point set of
+    ``targets`` (S^1).
 
-    One type-1 NUFFT gives ``mu_k = sum_j w_j e^{-i k theta_j}``; one type-2 NUFFT gives
-    ``Z + i G'`` (both real, so one complex transform carries both), and with the Laplacian a
-    batch of two (``ntrans = 2``: ``Z + i G'`` and ``G''``), which spreads the points once for
-    both. Where ``points`` are the nodes (the particle system, the Lagrangian solver) one plan
-    (one sort of the points) serves the type-1 and the type-2 transforms.
+    One type-1 NUFFT gives ``mu_k = sum_j w_j e^{-i k theta_j}``; one type-2 NUFFT per point
+    set gives ``Z + i G'`` (both real, so one complex transform carries both), and with the
+    Laplacian a batch of two (``ntrans = 2``: ``Z + i G'`` and ``G''``), which spreads the
+    points once for both. Where the first point set is the nodes (the particle system, the
+    Lagrangian solver) one plan (one sort of the points) serves the type-1 and its type-2
+    transform.
     """
-    if nthreads == 0 and len(points) + len(nodes) <= CIRCLE_ONE_THREAD:
+    if nthreads == 0 and len(targets[0]) + len(nodes) <= CIRCLE_ONE_THREAD:
         nthreads = 1
     tn = np.arctan2(nodes[:, 1], nodes[:, 0])
-    same = _same_points(points, nodes)
-    tp = tn if same else np.arctan2(points[:, 1], points[:, 0])
     L = len(k) - 1
     N = 2 * L + 2
     freq = np.fft.fftfreq(N, 1.0 / N)
@@ -623,29 +730,45 @@ def _sums_circle(points: np.ndarray, nodes: np.ndarray, w: np.ndarray, k: np.nda
     a = np.minimum(np.abs(freq).astype(int), L)
     kk, gg, qq = k[a], g[a], q[a]
     kk[L + 1] = gg[L + 1] = qq[L + 1] = 0.0
-    plan = ducc0.nufft.plan(nu2u=False, coord=tp[:, None], grid_shape=(N,), epsilon=eps,
-                            nthreads=nthreads, fft_order=True)
-    if same:  # mu_k = sum_j w_j e^{-i k theta_j}, on the same plan
+    same = _same_points(targets[0], nodes)
+    plan = None
+    if same:  # mu_k = sum_j w_j e^{-i k theta_j}, on the plan of the first point set
+        plan = ducc0.nufft.plan(nu2u=False, coord=tn[:, None], grid_shape=(N,), epsilon=eps,
+                                nthreads=nthreads, fft_order=True)
         mu = plan.nu2u(points=w.astype(complex), forward=True)
     else:
         mu = ducc0.nufft.nu2u(points=w.astype(complex), coord=tn[:, None], forward=True,
                               epsilon=eps, nthreads=nthreads, out=np.empty(N, complex),
                               fft_order=True)
     c1 = (kk + 1j * (1j * freq) * gg) * mu  # Z + i G'
-    if laplacian:
-        v1, v2 = plan.u2nu(grid=np.stack([c1, qq * mu]), forward=False)
-        lap = v2.real
-    else:
-        v1, lap = plan.u2nu(grid=c1, forward=False), None
-    # d/dtheta along (-y, x) / r: r = 1 up to a stage's departure from the circle (sqrt of the
-    # sum of squares: near 1, no overflow to guard against, 5-10 times cheaper than hypot)
-    x0, x1 = points[:, 0], points[:, 1]
-    dG = v1.imag / np.sqrt(x0 * x0 + x1 * x1)
-    grad = np.empty((len(points), 2))
-    np.multiply(dG, points[:, 1], out=grad[:, 0])
-    np.negative(grad[:, 0], out=grad[:, 0])
-    np.multiply(dG, points[:, 0], out=grad[:, 1])
-    return v1.real, grad, lap
+    grid = np.stack([c1, qq * mu]) if laplacian else c1
+    out = []
+    for i, points in enumerate(targets):
+        if i == 0 and plan is not None:
+            v = plan.u2nu(grid=grid, forward=False)
+        else:
+            tp = np.arctan2(points[:, 1], points[:, 0])
+            v = ducc0.nufft.u2nu(grid=grid, coord=tp[:, None], forward=False, epsilon=eps,
+                                 nthreads=nthreads, fft_order=True)
+        v1, lap = (v[0], v[1].real) if laplacian else (v, None)
+        # d/dtheta along (-y, x) / r: r = 1 up to a stage's departure from the circle (sqrt of
+        # the sum of squares: near 1, no overflow to guard against, 5-10 times cheaper than hypot)
+        x0, x1 = points[:, 0], points[:, 1]
+        dG = v1.imag / np.sqrt(x0 * x0 + x1 * x1)
+        grad = np.empty((len(points), 2))
+        np.multiply(dG, points[:, 1], out=grad[:, 0])
+        np.negative(grad[:, 0], out=grad[:, 0])
+        np.multiply(dG, points[:, 0], out=grad[:, 1])
+        out.append((v1.real, grad, lap))
+    return out
+
+
+def _sums_circle(points: np.ndarray, nodes: np.ndarray, w: np.ndarray, k: np.ndarray,
+                 g: np.ndarray, q: np.ndarray, eps: float, laplacian: bool,
+                 nthreads: int) -> tuple[Any, Any, Any]:
+    """Scaled ``Z``, ``grad G`` (Cartesian, (n, 2)) and ``Delta G`` at ``points`` (S^1)
+    (:func:`_circle_sums` with one point set)."""
+    return _circle_sums([points], nodes, w, k, g, q, eps, laplacian, nthreads)[0]
 
 
 def zonal_sums(model: Any, x: np.ndarray, weights: np.ndarray, *,
@@ -666,7 +789,226 @@ def zonal_sums(model: Any, x: np.ndarray, weights: np.ndarray, *,
     return out
 
 
+# -- the error estimate: a second transform in a rotated frame ---------------------------
+
+PAIR_SAFETY = 4.0
+"""``kappa`` of the paired estimate (:func:`_paired_estimate`). The error of a fast sum at a
+point is the nonuniform transforms' error, a field of about uniform size over the sphere (the
+transforms' interpolation error depends on where a point falls between the oversampled
+grid's nodes, not on the measure). A second evaluation in a rotated frame puts every point
+and node elsewhere on that grid: its error ``e'`` is a second draw from the same law, and
+``|e - e'|`` samples the error's size at each point of the sample. The largest of at least
+:data:`PAIR_MIN_SAMPLES` such samples is at least ``sqrt 2`` times the typical error, the
+largest error over ``10^6`` points at most about ``5.5 / 1.7`` times the typical one for a
+Gaussian law (``1.7 sqrt 2``: the lowest percentile of the maximum of 64 differences): a
+factor 4 covers that with room, and keeps the estimate within a few times the error
+(measured in tests/meanfield/kernels/test_fastsum_estimate.py)."""
+
+PAIR_SAMPLE = 512
+"""At most this many of the targets (an even stride through them) are evaluated again in the
+rotated frame, with :data:`PAIR_PROBES` fixed probe points: the second frame costs one
+adjoint transform at the nodes and a synthesis at ``<= 576`` points."""
+
+PAIR_PROBES = 64
+"""Fixed probe points (a Fibonacci lattice on ``S^2``, equispaced on ``S^1``) evaluated in
+both frames, so that a few targets still give enough samples of the error."""
+
+PAIR_MIN_SAMPLES = 16
+"""Fewer samples whose ``Z`` is resolved (``|Z - Z'| <= 1e-3 Z``) than this: the a priori
+estimate (:data:`NUFFT_ERROR`) is used instead (recorded as ``estimator="a priori"``)."""
+
+
+@functools.lru_cache(maxsize=4)
+def _rotation(d: int) -> np.ndarray:
+    """The second frame's fixed rotation (``S^1``: by the golden angle; ``S^2``: the ``Q`` of
+    a fixed Gaussian matrix, ``det = +1``), read-only."""
+    if d == 2:
+        a = math.pi * (3.0 - math.sqrt(5.0))
+        r = np.array([[math.cos(a), -math.sin(a)], [math.sin(a), math.cos(a)]])
+    else:
+        r, upper = np.linalg.qr(np.random.default_rng(20261207).normal(size=(d, d)))
+        r = r * np.sign(np.diag(upper))
+        if np.linalg.det(r) < 0:
+            r[:, 0] = -r[:, 0]
+    r.setflags(write=False)
+    return r
+
+
+@functools.lru_cache(maxsize=4)
+def _probes(d: int) -> np.ndarray:
+    """:data:`PAIR_PROBES` fixed points of ``S^{d-1}`` (read-only)."""
+    i = np.arange(PAIR_PROBES) + 0.5
+    if d == 2:
+        a = 2 * np.pi * i / PAIR_PROBES + 0.1
+        p = np.stack([np.cos(a), np.sin(a)], axis=1)
+    else:
+        z = 1 - 2 * i / PAIR_PROBES
+        phi = np.pi * (3.0 - math.sqrt(5.0)) * i
+        r = np.sqrt(1 - z * z)
+        p = np.stack([r * np.cos(phi), r * np.sin(phi), z], axis=1)
+    p.setflags(write=False)
+    return p
+
+
+def _sample_indices(n: int) -> np.ndarray:
+    """An even stride of at most :data:`PAIR_SAMPLE` of ``n`` targets."""
+    return np.arange(n) if n <= PAIR_SAMPLE else np.linspace(0, n - 1, PAIR_SAMPLE).astype(int)
+
+
+class _Sums(NamedTuple):
+    """Scaled ``Z``, ``grad G`` and ``Delta G`` (or ``None``) at a set of points."""
+
+    Z: np.ndarray
+    grad: np.ndarray
+    lap: np.ndarray | None
+
+    def take(self, idx: np.ndarray) -> _Sums:
+        return _Sums(self.Z[idx], self.grad[idx], None if self.lap is None else self.lap[idx])
+
+    def join(self, other: _Sums) -> _Sums:
+        lap = None if self.lap is None else np.concatenate([self.lap, other.lap])  # type: ignore[list-item]
+        return _Sums(np.concatenate([self.Z, other.Z]), np.concatenate([self.grad, other.grad]),
+                     lap)
+
+
+class _Errors(NamedTuple):
+    """Error scales of one evaluation, each ``abs + rel Z(x)`` at a point: of ``Z``
+    (``dz``), of the velocity's numerator (``nv``: ``Z |v - v_exact|`` for the normalised
+    kinds, ``|grad G - exact|`` otherwise), of the divergence's (``nd``), and which estimator
+    gave them."""
+
+    dz: float
+    nv: float
+    nd: float
+    estimator: str
+    rz: float = 0.0
+    rv: float = 0.0
+    rd: float = 0.0
+
+
+def _paired_estimate(plan: _Plan, first: _Sums, second: _Sums) -> _Errors | None:
+    """The error scales from the same sums in two frames (:data:`PAIR_SAFETY`): ``kappa``
+    times the largest difference over the samples, plus the expansion's own error
+    (:func:`_kernel_errors`: the same in both frames, so not in the difference). The
+    normalised kinds' velocity ``v = grad G / Z`` is compared as ``Z |v - v'|``, which keeps
+    the errors of ``grad G`` and ``Z`` that cancel in the ratio (they are correlated: a
+    transform error common to both sums); the divergence ``lap / Z - beta |v|^2`` likewise.
+    ``None``: fewer than :data:`PAIR_MIN_SAMPLES` resolved samples."""
+    kappa = PAIR_SAFETY
+    ak, bk, ag, bg, aq, bq = plan.kernel
+    dZ = np.abs(first.Z - second.Z)
+    ok = (first.Z > 0) & (second.Z > 0) & (dZ <= 1e-3 * first.Z)
+    if np.count_nonzero(ok) < PAIR_MIN_SAMPLES:
+        return None
+    dz = kappa * float(np.max(dZ)) + bk
+    with_lap = first.lap is not None and second.lap is not None
+    if not plan.normalized:
+        nv = kappa * float(np.max(np.linalg.norm(first.grad - second.grad, axis=-1))) + bg
+        nd = kappa * float(np.max(np.abs(first.lap - second.lap))) + bq if with_lap else 0.0  # type: ignore[operator]
+        return _Errors(dz, nv, nd, "rotated pair", ak, ag, aq)
+    Z1, Z2 = first.Z[ok], second.Z[ok]
+    v1, v2 = first.grad[ok] / Z1[:, None], second.grad[ok] / Z2[:, None]
+    # Z |v - v_exact| <= |grad G - exact| + |v| |Z - exact|, |v| <= 1
+    nv = kappa * float(np.max(Z1 * np.linalg.norm(v1 - v2, axis=-1))) + bg + bk
+    nd, rd = 0.0, 0.0
+    if with_lap:
+        d1 = first.lap[ok] / Z1 - plan.beta * np.sum(v1 * v1, axis=-1)  # type: ignore[index]
+        d2 = second.lap[ok] / Z2 - plan.beta * np.sum(v2 * v2, axis=-1)  # type: ignore[index]
+        lz = float(np.max(np.abs(first.lap[ok] / Z1)))  # type: ignore[index]
+        # Z |d div| <= |d lap| + |lap / Z| |d Z| + 2 beta Z |v| |d v|
+        nd = kappa * float(np.max(Z1 * np.abs(d1 - d2))) + bq + lz * bk + 2 * plan.beta * (bg + bk)
+        rd = aq + lz * ak + 2 * plan.beta * (ag + ak)
+    return _Errors(dz, nv, nd, "rotated pair", ak, ag + ak, rd)
+
+
+def _a_priori_errors(plan: _Plan, Z: np.ndarray, eps: float) -> _Errors:
+    """The a priori error scales (:data:`NUFFT_ERROR`, :data:`SIGMOID_NUFFT_ERROR`): the
+    transforms' accuracy ``eps`` times the largest value (sigmoid: the ``l1`` norms), plus the
+    expansion's error (:func:`_kernel_errors`)."""
+    ak, bk, ag, bg, aq, bq = plan.kernel
+    if plan.l1 is None:
+        zmax = float(np.max(Z)) if Z.size else 0.0
+        cz, cg, cl = NUFFT_ERROR
+        dz, dg, dl = (e + c * eps * zmax
+                      for e, c in zip((bk, bg, bq), (cz, cg, cl * plan.L * plan.L)))
+    else:
+        dz, dg, dl = (e + c * eps * n1
+                      for e, c, n1 in zip((bk, bg, bq), SIGMOID_NUFFT_ERROR, plan.l1))
+    if not plan.normalized:
+        return _Errors(dz, dg, dl, "a priori", ak, ag, aq)
+    # v = grad G / Z: Z |dv| <= dg + |v| dz <= dg + dz; the divergence likewise (|v| <= 1)
+    spread = plan.L * plan.L + 2 * plan.beta
+    return _Errors(dz, dg + dz, dl + dz * spread, "a priori", ak, ag + ak, aq + ak * spread)
+
+
+def _estimate(err: _Errors, Z: np.ndarray, lap: np.ndarray | None,
+              ref_div: float) -> np.ndarray:
+    """Per point, the relative error estimate of the velocity (and, with ``lap``, of the
+    divergence, relative to ``ref_div`` times the velocity's scale): the error scales over a
+    lower bound ``Z - dz`` of the exact ``Z``."""
+    zpos = np.maximum(Z - err.dz - err.rz * np.abs(Z), 1e-300)
+    est = (err.nv + err.rv * np.abs(Z)) / zpos
+    if lap is not None:
+        est = np.maximum(est, (err.nd + err.rd * np.abs(Z)) / zpos / ref_div)
+    return est
+
+
 # -- the field ----------------------------------------------------------------------------
+
+class FastResult(NamedTuple):
+    """:func:`fast_sums`' result: the field, its divergence (or ``None``), the per-point
+    relative error estimate ``(B, n)`` (the scales of the module docstring) and the error
+    scales of each batch item."""
+
+    velocity: np.ndarray
+    divergence: np.ndarray | None
+    estimate: np.ndarray
+    errors: list[_Errors]
+
+
+def fast_sums(model: Any, points: np.ndarray, nodes: np.ndarray, weights: np.ndarray | None, *,
+              divergence: bool, tol: float = FIELD_TOL, nthreads: int = 0) -> FastResult:
+    """The fast field of :func:`fast_field` at every point, uncorrected, with its per-point
+    error estimate (the rotated pair, :func:`_paired_estimate`; the a priori bound where too
+    few samples resolve ``Z``). ``tol`` sets the band limit and the transforms' accuracy."""
+    B, n, d = points.shape
+    plan = _plan(model, d, tol)
+    beta, normalized, scale = plan.beta, plan.normalized, plan.scale
+    sign = float(_scalar_multiple(model.matrices(d)[0][2]))  # type: ignore[arg-type]
+    eps = max(tol * EPS_FRACTION, NUFFT_EPS_MIN)
+    sums = _sphere_sums if d == 3 else _circle_sums
+    ref_div = 4 * beta + d - 1  # |div| <= (4 beta + d - 1) x the velocity's scale (docs)
+    R, probes = _rotation(d), _probes(d)
+    vel = np.empty(points.shape)
+    div = np.empty((B, n)) if divergence else None
+    est = np.empty((B, n))
+    errors = []
+    m = nodes.shape[1]
+    idx = _sample_indices(n)
+    for b in range(B):
+        w = np.full(m, 1.0 / m) if weights is None else np.asarray(weights[b], dtype=float)
+        at, at_probes = (_Sums(*s) for s in sums([points[b], probes], nodes[b], w, plan.k,
+                                                  plan.g, plan.q, eps, divergence, nthreads))
+        turned = np.concatenate([points[b][idx], probes]) @ R.T
+        (z2, g2, l2), = sums([turned], nodes[b] @ R.T, w, plan.k, plan.g, plan.q, eps,
+                             divergence, nthreads)
+        err = _paired_estimate(plan, at.take(idx).join(at_probes), _Sums(z2, g2 @ R, l2))
+        if err is None:
+            err = _a_priori_errors(plan, at.Z, eps)
+        errors.append(err)
+        Z, grad, lap = at
+        if normalized:
+            v = grad / Z[:, None]
+            vel[b] = sign * v
+            if divergence:
+                div[b] = sign * (lap / Z - beta * np.sum(v * v, axis=-1))  # type: ignore[index, operator]
+        else:  # relative to e^beta Z, the sum of the terms' magnitudes
+            vel[b] = sign * scale * grad
+            if divergence:
+                div[b] = sign * scale * lap  # type: ignore[index, operator]
+        est[b] = _estimate(err, Z, lap, ref_div)
+    return FastResult(vel, div, est, errors)
+
 
 def fast_field(
     model: Any,
@@ -675,18 +1017,19 @@ def fast_field(
     weights: np.ndarray | None,
     *,
     divergence: bool,
-    tol: float = DEFAULT_TOL,
+    tol: float = FIELD_TOL,
     nthreads: int = 0,
     direct: Any = None,
 ) -> tuple[np.ndarray, np.ndarray | None, FastSettings]:
     """The tangent field ``P_x F`` and its surface divergence at ``points`` (B, n, d) of
     ``sum_j w_j delta_{nodes_j}`` (nodes (B, m, d), weights (B, m) or ``None``: ``1/m``),
-    by fast summation (module docstring). No validation (the callers validate; the model must
-    pass :func:`fast_reason`).
+    by fast summation (module docstring, :func:`fast_sums`); the points whose estimate
+    exceeds ``tol`` by ``direct``. No validation (the callers validate; the model must pass
+    :func:`fast_reason`).
 
     Args:
         divergence: also return ``div_S``.
-        tol: relative accuracy per point (module docstring).
+        tol: relative accuracy per point (module docstring; default :data:`FIELD_TOL`).
         nthreads: threads of ducc0 (0: all).
         direct: ``direct(points_subset (1, k, d), b) -> (velocity, divergence or None)`` for
             batch item ``b``, the exact field used at the points whose estimate exceeds
@@ -696,43 +1039,12 @@ def fast_field(
         ``(velocity, divergence or None, settings)``.
     """
     B, n, d = points.shape
-    plan = _plan(model, d, tol)
-    beta, normalized, scale, L = plan.beta, plan.normalized, plan.scale, plan.L
-    sign = float(_scalar_multiple(model.matrices(d)[0][2]))  # type: ignore[arg-type]
-    eps = max(tol * EPS_FRACTION, NUFFT_EPS_MIN)
-    sums = _sums_sphere if d == 3 else _sums_circle
-    cz, cg, cl = NUFFT_ERROR
-    ref_div = 4 * beta + d - 1  # |div| <= (4 beta + d - 1) x the velocity's scale (docs)
-    vel = np.empty(points.shape)
-    div = np.empty((B, n)) if divergence else None
+    res = fast_sums(model, points, nodes, weights, divergence=divergence, tol=tol,
+                    nthreads=nthreads)
+    vel, div = res.velocity, res.divergence
     worst, corrected = 0.0, 0
-    m = nodes.shape[1]
     for b in range(B):
-        w = np.full(m, 1.0 / m) if weights is None else np.asarray(weights[b], dtype=float)
-        Z, grad, lap = sums(points[b], nodes[b], w, plan.k, plan.g, plan.q, eps, divergence,
-                            nthreads)
-        if plan.l1 is None:
-            zmax = float(np.max(Z))
-            dz, dg, dl = (plan.tail + c * eps * zmax for c in (cz, cg, cl * L * L))
-        else:
-            dz, dg, dl = (plan.tail + c * eps * n1 for c, n1 in zip(SIGMOID_NUFFT_ERROR, plan.l1))
-        zpos = np.maximum(Z - dz, 1e-300)  # a lower bound of the exact Z
-        if normalized:
-            v = grad / Z[:, None]
-            speed = np.sqrt(np.sum(v * v, axis=-1))
-            est = (dg + speed * dz) / zpos  # relative to the bound |F| <= 1
-            vel[b] = sign * v
-            if divergence:
-                dv = lap / Z - beta * speed**2
-                div[b] = sign * dv  # type: ignore[index]
-                est = np.maximum(est, (dl + np.abs(lap / Z) * dz + 2 * beta * speed * est * zpos)
-                                 / zpos / ref_div)
-        else:  # relative to e^beta Z, the sum of the terms' magnitudes
-            vel[b] = sign * scale * grad
-            est = dg / zpos
-            if divergence:
-                div[b] = sign * scale * lap  # type: ignore[index]
-                est = np.maximum(est, dl / zpos / ref_div)
+        est = res.estimate[b]
         bad = np.nonzero(est > tol)[0] if direct is not None else np.array([], dtype=int)
         if bad.size:
             vb, db = direct(points[b][bad][None], b)
@@ -744,8 +1056,11 @@ def fast_field(
         good[bad] = False
         if np.any(good):
             worst = max(worst, float(np.max(est[good])))
-    return vel, div, FastSettings(tol=tol, band_limit=L, epsilon=eps, tail=plan.tail,
-                                  error_estimate=worst, corrected=corrected)
+    plan = _plan(model, d, tol)
+    return vel, div, FastSettings(tol=tol, band_limit=plan.L,
+                                  epsilon=max(tol * EPS_FRACTION, NUFFT_EPS_MIN),
+                                  tail=plan.tail, error_estimate=worst, corrected=corrected,
+                                  estimator=" + ".join(sorted({e.estimator for e in res.errors})))
 
 
 # -- the energy ----------------------------------------------------------------------------
@@ -814,15 +1129,18 @@ __all__ = [
     "CROSSOVER",
     "CROSSOVER_GENERAL",
     "DEFAULT_TOL",
+    "FIELD_TOL",
     "FAST_KINDS",
     "GENERAL_KINDS",
     "METHODS",
+    "FastResult",
     "FastSettings",
     "band_limit",
     "check_tol",
     "energy",
     "fast_field",
     "fast_reason",
+    "fast_sums",
     "general_reason",
     "merge_settings",
     "use_fast",

@@ -491,7 +491,7 @@ def general_field(
     divergence: bool,
     labels: tuple[np.ndarray, np.ndarray] | None = None,
     potentials: tuple[np.ndarray, ...] | None = None,
-    tol: float = fastsum.DEFAULT_TOL,
+    tol: float = fastsum.FIELD_TOL,
     nthreads: int = 0,
     direct: DirectAt | None = None,
     keep: Callable[[int, tuple[np.ndarray, ...]], None] | None = None,

@@ -282,7 +282,7 @@ def fast_field_at(model: Any, pb: np.ndarray, xb: np.ndarray, w: np.ndarray | No
                   batched: bool, memory_limit: int, *,
                   labels: tuple[np.ndarray, np.ndarray] | None = None,
                   state: FieldState | None = None,
-                  tol: float = fastsum.DEFAULT_TOL) -> FieldResult:
+                  tol: float = fastsum.FIELD_TOL) -> FieldResult:
     """The field of ``sum_j w_j delta_{xb_j}`` at the points ``pb`` (both ``(B, ., d)``,
     float64, on the sphere), with the derivative sums ``deriv`` of :func:`ambient_field`, as
     :func:`meanfield.lagrangian.field_at` gives it, by fast summation

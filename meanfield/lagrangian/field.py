@@ -155,7 +155,7 @@ def weighted_field(
     state: FieldState | None = None,
     memory_limit: int = DEFAULT_MEMORY_LIMIT,
     method: str = "auto",
-    fast_tol: float = fastsum.DEFAULT_TOL,
+    fast_tol: float = fastsum.FIELD_TOL,
 ) -> FieldResult:
     """The velocity and its divergence at the nodes of ``mu = sum_j w_j delta_{x_j}``
     (docs/lagrangian.md sections 1-2).
@@ -200,7 +200,7 @@ def field_at(
     state: FieldState | None = None,
     memory_limit: int = DEFAULT_MEMORY_LIMIT,
     method: str = "auto",
-    fast_tol: float = fastsum.DEFAULT_TOL,
+    fast_tol: float = fastsum.FIELD_TOL,
 ) -> FieldResult:
     """The field of ``mu = sum_j w_j delta_{x_j}`` (nodes ``x``) and its divergence at other
     ``points`` (``(p, d)`` or ``(B, p, d)``; on the sphere for ``geometry="sphere"``), with

@@ -145,7 +145,7 @@ def solve_lagrangian(
     device: Any = None,
     dtype: str = "float64",
     field_method: str = "auto",
-    field_tol: float = fastsum.DEFAULT_TOL,
+    field_tol: float = fastsum.FIELD_TOL,
 ) -> xr.Dataset:
     """Evolve the measure of ``nodes`` under ``model`` by characteristics (docs/lagrangian.md).
 

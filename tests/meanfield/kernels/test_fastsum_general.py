@@ -15,7 +15,7 @@ from meanfield.kernels import fastsum, fastsum_general
 from meanfield.lagrangian.field import weighted_field
 from particles import velocity
 
-TOL = fastsum.DEFAULT_TOL
+TOL = fastsum.FIELD_TOL
 
 
 def _triple(d: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
