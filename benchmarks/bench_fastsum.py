@@ -20,6 +20,14 @@ plain script:
     the direct sum and the Chebyshev terms; and its crossover on the grid 512 ... 8192
     (``meanfield.kernels.fastsum.CROSSOVER_GENERAL``).
 
+(d) Clustered measures (the states the dynamics produce), at the defaults
+    (``particles.velocity``, ``method="fast"``, ``fast_tol`` default): on ``S^2``, ``n`` =
+    2·10^5 and 10^6, three clusters (width 0.05) with a uniform background of a fifth of the
+    tokens, and 10 tight clusters (width 1e-3), against uniform tokens of the same ``n``,
+    softmax ``beta`` = 3.5, 10, 50: the ratio clustered / uniform (the points the estimate sent
+    to the direct sum make it grow); and direct / fast at ``n = 65 536`` on the clustered sets
+    (the direct sum is the floor there, measured once).
+
 Times are the minimum over ``--repeat`` runs (wall clock; ducc0 with all hardware threads,
 numpy's BLAS with its own). Prints Markdown tables.
 """
@@ -209,6 +217,70 @@ def markdown(rows: list[dict[str, Any]], cross: dict[str, int | None]) -> str:
     return "\n".join(lines)
 
 
+CLUSTERED_FULL = {"sizes": [200_000, 1_000_000], "betas": [3.5, 10.0, 50.0], "direct_n": 65_536}
+CLUSTERED_QUICK = {"sizes": [20_000], "betas": [10.0], "direct_n": 4096}
+
+
+def clustered_tokens(kind: str, n: int) -> np.ndarray:
+    """``n`` tokens on ``S^2``: ``uniform``, ``background`` (three clusters of width 0.05 and a
+    uniform fifth) or ``tight`` (10 clusters of width 1e-3); fixed seeds."""
+    rng = np.random.default_rng(n)
+    if kind == "uniform":
+        return _tokens(n, 3)
+    count, width = (3, 0.05) if kind == "background" else (10, 1e-3)
+    centres = rng.normal(size=(count, 3))
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    m = n - n // 5 if kind == "background" else n
+    x = centres[rng.integers(0, count, m)] + width * rng.normal(size=(m, 3))
+    if kind == "background":
+        x = np.concatenate([x, rng.normal(size=(n - m, 3))])
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def clustered_table(conf: dict[str, Any], repeat: int) -> list[dict[str, Any]]:
+    """Section (d) of the module docstring: rows of ``(n, beta, kind)`` with the fast time,
+    the ratio to uniform, the points recomputed directly; and direct / fast at ``direct_n``."""
+    from particles import velocity
+
+    rows = []
+    for n in conf["sizes"]:
+        for beta in conf["betas"]:
+            model = Model(beta=beta)
+            times = {}
+            for kind in ("uniform", "background", "tight"):
+                x = clustered_tokens(kind, n)
+                times[kind] = _best(lambda: velocity(model, x, method="fast"), repeat)
+                est = fastsum.fast_sums(model, x[None], x[None], None, divergence=False).estimate
+                row = {"n": n, "beta": beta, "set": kind, "fast v": times[kind],
+                       "clustered / uniform": times[kind] / times["uniform"],
+                       "estimate": float(est.max()),
+                       "recomputed": int(np.count_nonzero(est > fastsum.FIELD_TOL))}
+                rows.append(row)
+                _print_row("  clustered ", row)
+    n = conf["direct_n"]
+    for kind in ("background", "tight"):
+        x = clustered_tokens(kind, n)
+        model = Model(beta=10.0)
+        t_fast = _best(lambda: velocity(model, x, method="fast"), repeat)
+        t_direct = _best(lambda: velocity(model, x, method="direct"), 1)
+        row = {"n": n, "beta": 10.0, "set": kind, "fast v": t_fast, "direct v": t_direct,
+               "direct / fast": t_direct / t_fast}
+        rows.append(row)
+        _print_row("  clustered ", row)
+    return rows
+
+
+def clustered_markdown(rows: list[dict[str, Any]]) -> str:
+    out = ["", "Clustered (S^2, softmax velocity at the defaults)", "",
+           "| n | beta | set | fast v (s) | clustered / uniform | direct v (s) | direct / fast |",
+           "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        out.append(f"| {r['n']} | {r['beta']:g} | {r['set']} | {r['fast v']:.3g} | "
+                   f"{_fmt(r.get('clustered / uniform'))} | {_fmt(r.get('direct v'))} | "
+                   f"{_fmt(r.get('direct / fast'))} |")
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="small sizes (a smoke test)")
@@ -228,8 +300,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     grows = general_table(gconf["sizes"], direct_max, args.repeat)  # type: ignore[arg-type]
     gcross = crossover(gconf["crossover"], args.repeat, general_model)
     print(general_markdown(grows, gcross))
+    crows = clustered_table(CLUSTERED_QUICK if args.quick else CLUSTERED_FULL, args.repeat)
+    print(clustered_markdown(crows))
     result = {"rows": rows, "crossover": cross, "beta": BETA,
-              "general": {"rows": grows, "crossover": gcross}}
+              "general": {"rows": grows, "crossover": gcross}, "clustered": crows}
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(result, fh, indent=1)

@@ -177,10 +177,9 @@ def simulate(
             monitor and of ``energy``) is too (:func:`particles.observables.energies`, ``O(n)``;
             SA/USA with ``Q = K = I``, float64); the dissipation and other observables stay direct.
         field_tol: the fast field's relative accuracy per point (:func:`particles.velocity`'s
-            ``fast_tol``; default ``1e-12``, the direct sum's): the points whose error estimate
-            exceeds it are summed directly, so a clustered cloud at ``1e-12`` sends many back
-            to the ``O(n)`` direct sum per point; ``1e-9`` keeps a run through clustering fast.
-            Recorded in ``settings``.
+            ``fast_tol``; default :data:`meanfield.kernels.fastsum.FIELD_TOL`, ``1e-10``, what
+            the fast sums reach at fast cost): the points whose error estimate exceeds it (those
+            that see almost no mass) are summed directly. Recorded in ``settings``.
         settings: more entries for ``attrs["settings"]``, recorded with the run's own (the
             command line's seed and how it drew ``x0``); none may change what the run records
             itself, except ``seed`` where ``rng`` is not a seed (a ``ValueError`` names the key).

@@ -105,7 +105,8 @@ def velocity(
             ``S^1``/``S^2``, :mod:`meanfield.kernels.fastsum`; ``ValueError`` naming the reason where it
             does not apply) or ``"auto"`` (fast where it applies and pays, the measured
             crossover :data:`meanfield.kernels.fastsum.CROSSOVER`).
-        fast_tol: the fast field's relative accuracy per point (points it cannot vouch for
+        fast_tol: the fast field's relative accuracy per point (default
+            :data:`meanfield.kernels.fastsum.FIELD_TOL`, ``1e-10``; points it cannot vouch for
             are recomputed directly).
 
     Returns:

@@ -41,16 +41,19 @@ mask) go through :mod:`meanfield.kernels.fastsum_general` (a Chebyshev expansion
 the same multipliers); :func:`fast_reason` covers both paths, :func:`zonal_reason` this one.
 
 **Accuracy.** With the kernel scaled by ``e^{-beta}`` (its maximum 1) and ``sum w = 1``, each
-sum has an absolute error ``delta = tail(L) + C eps max Z`` (truncation, the bound of fast
-summation (Keiner, Kunis, Potts 2006), plus the nonuniform transforms' error, relative to the
-size of what they compute; ``C`` measured, :data:`NUFFT_ERROR`). The tolerance is relative, per
-point, to the scale that bounds the direct sum's own rounding error: the sum of the magnitudes
-of its terms (SA: ``|F| <= 1``; USA: ``e^beta Z(x)``; the divergence: ``4 beta + d - 1`` times
-that). The relative error at a point is then about ``delta / Z(x)``: tiny where the point sees
-mass, large only far from all of it (an isolated particle at large ``beta``). Every point whose
-estimate exceeds the tolerance is recomputed by the direct sum (``FastSettings.corrected``
-counts them), so the result meets the tolerance at every point. (Sigmoid: the error scales
-are the ``l1`` norms of its coefficients, :data:`SIGMOID_NUFFT_ERROR`.)
+sum has an absolute error: the expansion's (truncation, and for sigmoid its coefficients'
+quadrature; measured per band limit against the kernel in extended precision,
+:func:`_kernel_errors`) plus the nonuniform transforms' (about uniform over the sphere). The
+latter is estimated by the same sums in a second, rotated frame (:func:`fast_sums`,
+:func:`_paired_estimate`, :data:`PAIR_SAFETY`): a second draw of the transforms' error, whose
+difference from the first samples it. The tolerance is relative, per point, to the scale that
+bounds the direct sum's own rounding error: the sum of the magnitudes of its terms (SA: ``|F|
+<= 1``; USA: ``e^beta Z(x)``; the divergence: ``4 beta + d - 1`` times that). The relative
+error at a point is then about ``delta / Z(x)`` (``delta ~ 1e-14``): tiny where the point sees
+mass, large only far from all of it. Every point whose estimate exceeds the tolerance is
+recomputed by the direct sum (``FastSettings.corrected`` counts them), so the result meets the
+tolerance at every point; the default :data:`FIELD_TOL` (``1e-10``) is what the sums reach at
+fast cost on the states the dynamics produce.
 
 References:
     J. Keiner, S. Kunis, D. Potts, *Fast summation of radial functions on the sphere*,
@@ -94,11 +97,10 @@ NUFFT_EPS_MIN = 3e-13
 field's transforms run at ``max(tol EPS_FRACTION, NUFFT_EPS_MIN)``."""
 
 EPS_FRACTION = 1 / 1024
-"""The field's transforms run at ``max(tol EPS_FRACTION, NUFFT_EPS_MIN)``: the per-point
-estimate carries ``max Z / Z(x)``, so a transform at ``tol / 8`` could vouch only for the points
-with ``Z(x)`` above ``0.3 max Z`` at any looser ``tol`` (a clustered measure sent most points
-back to the direct sum: 13-21% of 8 192 Lagrangian nodes at SA beta = 9, measured); the cost
-grows only like ``log(1/eps)``. At the default ``tol = 1e-12`` the floor applies."""
+"""The field's transforms run at ``max(tol EPS_FRACTION, NUFFT_EPS_MIN)``: the error relative
+to ``Z(x)`` is the transforms' absolute error over ``Z(x)``, so they must be far more accurate
+than ``tol`` where ``Z(x)`` is small; the cost grows only like ``log(1/eps)``. At the default
+``tol = 1e-10`` the floor applies."""
 
 SIGMOID_NUFFT_ERROR = (10.0, 1.0, 1.5)
 """Sigmoid: the absolute errors of ``Z``, ``grad G`` and ``Delta G`` are at most ``C eps`` times
@@ -290,7 +292,7 @@ def zonal_reason(model: Any, d: int, *, causal_labels: bool = False) -> str | No
         except ValueError as err:
             return str(err)
     if model.attention == "sigmoid":
-        L = _sigmoid_band(_beta_eff(model, d), float(model.sigmoid_bias), d, DEFAULT_TOL)
+        L = _sigmoid_band(_beta_eff(model, d), float(model.sigmoid_bias), d, FIELD_BAND_TOL)
         if L > SIGMOID_MAX_BAND:
             return (f"attention='sigmoid' with beta={model.beta:g}: its expansion needs band "
                     f"limit {L} > {SIGMOID_MAX_BAND} (SIGMOID_MAX_BAND); it stays direct")
@@ -572,7 +574,8 @@ cancel, near ``t = 1``, their errors add up relative to the value)."""
 def _kernel_errors(profile: str, beta: float, bias: float, d: int,
                    band_tol: float) -> tuple[float, ...]:
     """The measured error of the kernel's expansion as ``(a_K, b_K, a_G, b_G, a_Q, b_Q)``:
-    ``e(t) <= a K(t) + b`` on ``[-1, 1]`` for each of ``|K_L - K|`` (the value), ``|H_L' - H'| sqrt(1 - t^2)`` (the gradient of the potential)
+    ``e(t) <= a K(t) + b`` on ``[-1, 1]`` for each of ``|K_L - K|`` (the value),
+    ``|H_L' - H'| sqrt(1 - t^2)`` (the gradient of the potential)
     and ``|Q_L - Q|`` (its Laplacian kernel ``(1 - t^2) H'' - (d - 1) t H'``), so that at every
     point of every measure ``|Z_L - Z| <= a_K Z + b_K`` (``K >= 0``, ``sum w = 1``), and the
     same for the gradient and the Laplacian (``Q`` against ``K``); ``a`` is
@@ -613,7 +616,7 @@ def _kernel_errors(profile: str, beta: float, bias: float, d: int,
         cs = [N * k, N * g, N * q]
     errs = (np.abs(val(t, cs[0]) - K), np.abs(der(cs[1]) - dH) * np.sqrt(np.maximum(1 - t * t, 0)),
             np.abs(val(t, cs[2]) - Q))
-    out = []
+    out: list[float] = []
     for e, ref in zip(errs, (np.abs(K), np.abs(dH), np.abs(K))):
         a = KERNEL_RELATIVE
         b = float(np.max(np.maximum(e - a * ref, 0.0)))

@@ -173,8 +173,8 @@ def weighted_field(
         state: the previous call's :attr:`FieldResult.state` (Sinkhorn warm start).
         memory_limit: bytes allowed for the temporary ``n x n`` tiles.
         method: ``"direct"`` (the tiled sum, the reference), ``"fast"`` (fast summation on
-            ``S^1``/``S^2``, :mod:`meanfield.kernels.fastsum`, accurate to ``1e-12`` relative per
-            point; ``ValueError`` naming the reason where it does not apply) or ``"auto"``
+            ``S^1``/``S^2``, :mod:`meanfield.kernels.fastsum`, accurate to ``fast_tol`` relative per
+            point, default ``1e-10``; ``ValueError`` naming the reason where it does not apply) or ``"auto"``
             (fast where it applies and pays: :data:`meanfield.kernels.fastsum.CROSSOVER`).
         fast_tol: the fast field's relative accuracy per point (docs/particles.md, "Fast
             field"; the points it cannot vouch for are recomputed directly).

@@ -181,11 +181,10 @@ def solve_lagrangian(
             :mod:`meanfield.kernels.fastsum`; stage points off the sphere are evaluated at ``x/|x|``)
             or ``"auto"``; recorded in ``settings`` with the fast field's band limit and error
             estimate.
-        field_tol: the fast field's relative accuracy per point (default ``1e-12``, the direct
-            sum's); the points whose error estimate exceeds it are recomputed by the direct sum,
-            ``O(n)`` each. A run through clustering, where ``Z_mu`` varies by orders of
-            magnitude between nodes, may ask for less (e.g. ``1e-9``, far below an ODE
-            tolerance ``rtol = 1e-7``) so that only the nodes far from all mass go direct.
+        field_tol: the fast field's relative accuracy per point (default
+            :data:`meanfield.kernels.fastsum.FIELD_TOL`, ``1e-10``, what the fast sums reach at
+            fast cost); the nodes whose error estimate exceeds it (those that see almost no
+            mass) are recomputed by the direct sum, ``O(n)`` each.
 
     Returns:
         ``xarray.Dataset`` with ``x`` (time, node, dim), ``weight`` (node), ``density`` and
