@@ -970,10 +970,15 @@ class FastResult(NamedTuple):
 
 
 def fast_sums(model: Any, points: np.ndarray, nodes: np.ndarray, weights: np.ndarray | None, *,
-              divergence: bool, tol: float = FIELD_TOL, nthreads: int = 0) -> FastResult:
+              divergence: bool, tol: float = FIELD_TOL, nthreads: int = 0,
+              paired: bool | None = None) -> FastResult:
     """The fast field of :func:`fast_field` at every point, uncorrected, with its per-point
-    error estimate (the rotated pair, :func:`_paired_estimate`; the a priori bound where too
-    few samples resolve ``Z``). ``tol`` sets the band limit and the transforms' accuracy."""
+    error estimate. ``tol`` sets the band limit and the transforms' accuracy.
+
+    ``paired``: ``True``, the rotated pair (:func:`_paired_estimate`; the a priori bound where
+    too few samples resolve ``Z``); ``False``, the a priori bound (:func:`_a_priori_errors`);
+    ``None`` (the default), the a priori bound where it vouches for every point at ``tol``
+    (no second frame to pay for: uniform-like states), else the pair."""
     B, n, d = points.shape
     plan = _plan(model, d, tol)
     beta, normalized, scale = plan.beta, plan.normalized, plan.scale
@@ -992,14 +997,14 @@ def fast_sums(model: Any, points: np.ndarray, nodes: np.ndarray, weights: np.nda
         w = np.full(m, 1.0 / m) if weights is None else np.asarray(weights[b], dtype=float)
         at, at_probes = (_Sums(*s) for s in sums([points[b], probes], nodes[b], w, plan.k,
                                                   plan.g, plan.q, eps, divergence, nthreads))
-        turned = np.concatenate([points[b][idx], probes]) @ R.T
-        (z2, g2, l2), = sums([turned], nodes[b] @ R.T, w, plan.k, plan.g, plan.q, eps,
-                             divergence, nthreads)
-        err = _paired_estimate(plan, at.take(idx).join(at_probes), _Sums(z2, g2 @ R, l2))
-        if err is None:
-            err = _a_priori_errors(plan, at.Z, eps)
-        errors.append(err)
         Z, grad, lap = at
+        err = _a_priori_errors(plan, Z, eps)
+        if paired or (paired is None and np.max(_estimate(err, Z, lap, ref_div)) > tol):
+            turned = np.concatenate([points[b][idx], probes]) @ R.T
+            (z2, g2, l2), = sums([turned], nodes[b] @ R.T, w, plan.k, plan.g, plan.q, eps,
+                                 divergence, nthreads)
+            err = _paired_estimate(plan, at.take(idx).join(at_probes), _Sums(z2, g2 @ R, l2)) or err
+        errors.append(err)
         if normalized:
             v = grad / Z[:, None]
             vel[b] = sign * v

@@ -94,7 +94,7 @@ def test_estimate_bounds_the_error_and_is_sharp(d: int, attention: str, kind: st
     w = rng.random(n) ** 3  # uneven weights
     w /= w.sum()
     model = Model(beta=beta, attention=attention)
-    res = fastsum.fast_sums(model, x[None], x[None], w[None], divergence=True)
+    res = fastsum.fast_sums(model, x[None], x[None], w[None], divergence=True, paired=True)
     ref = weighted_field(model, x, w, method="direct")
     scale = _scale(model, x, w)
     err_v = np.linalg.norm(res.velocity[0] - ref.velocity, axis=-1) / scale
@@ -116,7 +116,8 @@ def test_few_targets_use_the_probes() -> None:
     nodes = _points("clusters:5:1e-2", 2000, 3, rng)
     pts = _points("uniform", 3, 3, rng)
     model = Model(beta=4.0)
-    res = fastsum.fast_sums(model, pts[None], nodes[None], None, divergence=False)
+    res = fastsum.fast_sums(model, pts[None], nodes[None], None, divergence=False,
+                            paired=True)
     assert res.errors[0].estimator == "rotated pair"
     from meanfield.lagrangian import field_at
 
@@ -133,7 +134,8 @@ def test_a_priori_where_too_few_samples_resolve_z() -> None:
     pole = np.array([0.0, 0.0, 1.0])
     nodes = _unit(pole + 1e-6 * rng.normal(size=(500, 3)))
     pts = _unit(-pole + 0.3 * rng.normal(size=(20, 3)))
-    res = fastsum.fast_sums(Model(beta=300.0), pts[None], nodes[None], None, divergence=False)
+    res = fastsum.fast_sums(Model(beta=300.0), pts[None], nodes[None], None, divergence=False,
+                            paired=True)
     assert res.errors[0].estimator == "a priori"
     assert np.all(res.estimate[0] > fastsum.FIELD_TOL)
 
@@ -146,3 +148,20 @@ def test_kernel_error_covers_sigmoid_quadrature() -> None:
     sig = fastsum._plan(Model(beta=30.0, attention="sigmoid"), 3, fastsum.FIELD_TOL)
     exp = fastsum._plan(Model(beta=30.0), 3, fastsum.FIELD_TOL)
     assert sig.kernel[1] > exp.kernel[1] > 0
+
+
+def test_pair_only_where_the_a_priori_bound_cannot_vouch(point_set) -> None:
+    """The default (``paired=None``): a uniform cloud at ``beta = 4`` is vouched for by the a
+    priori bound (no second frame); three tight clusters and a background at ``beta = 100`` are not,
+    and get the pair, which then vouches for every point."""
+    rng = np.random.default_rng(11)
+    model = Model(beta=100.0)
+    uniform = point_set("uniform", 4000, 3, rng)
+    res = fastsum.fast_sums(Model(beta=4.0), uniform[None], uniform[None], None, divergence=False)
+    assert res.errors[0].estimator == "a priori"
+    x = _points("mixed", 4000, 3, rng)[:-5]  # clusters and a background
+    res = fastsum.fast_sums(model, x[None], x[None], None, divergence=False)
+    assert res.errors[0].estimator == "rotated pair"
+    assert np.max(res.estimate) <= fastsum.FIELD_TOL
+    apriori = fastsum.fast_sums(model, x[None], x[None], None, divergence=False, paired=False)
+    assert np.max(apriori.estimate) > fastsum.FIELD_TOL
