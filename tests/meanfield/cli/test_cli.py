@@ -466,11 +466,13 @@ def test_an_unresolved_start_is_said_with_the_options(tmp_path, capsys) -> None:
 def test_interrupted_convergence_writes_the_runs_finished(tmp_path) -> None:
     """Ctrl-C (real SIGINT) during the study: exit 130, the message names the file and the
     runs not done, and the file holds the runs finished (finite) and those not run (NaN),
-    successful = 0. The noise keeps every level resolved to t = 10; 80 tolerances keep the
-    child busy far past the SIGINT (each run takes a good fraction of a second), which lands
-    8 s after the imports, when at least the first resolution (about a second) has run."""
+    successful = 0. The noise keeps every level resolved to t = 10; 800 tolerances keep the
+    child busy far past the SIGINT, which lands 8 s after the imports, when at least the
+    first resolution (about a second) has run. (Measured on an idle 2-core machine: 80
+    tolerances took 6.5 s after the imports, so the study could end before the SIGINT; 800
+    take about 65 s, and the child is interrupted at 8 s whatever the load.)"""
     out = tmp_path / "study.nc"
-    tols = ",".join(f"{x:.6g}" for x in np.logspace(-6, -13, 80))
+    tols = ",".join(f"{x:.6g}" for x in np.logspace(-6, -13, 800))
     code, err = interrupt_command(["convergence", "--levels", "2", "--noise", "0.5", "--t-max", "10",
                             "--times", "3", "--tolerances", tols, "--out", str(out)],
                            b"started", after_s=8.0)
