@@ -600,20 +600,18 @@ def _kernel_errors(profile: str, beta: float, bias: float, d: int,
     k, g, q = (np.asarray(c, dtype=np.longdouble) for c in (k, g, q))
     if profile == "sigmoid":
         K = 1.0 / (1.0 + np.exp(-(beta * t + bias)))
-        dH = K
         Q = (1 - t * t) * beta * K * (1 - K) - (d - 1) * t * K
     else:
         K = np.exp(beta * (t - 1))
-        dH = K
         Q = K * (beta * (1 - t * t) - (d - 1) * t)
+    dH = K  # H' is the kernel itself for both profiles
     if d == 3:
         N = 2 * np.arange(L + 1, dtype=np.longdouble) + 1
         val, der = legendre.legval, lambda c: legendre.legval(t, legendre.legder(c))
-        cs = [N * k, N * g, N * q]
     else:
         N = np.where(np.arange(L + 1) > 0, 2.0, 1.0).astype(np.longdouble)
         val, der = chebyshev.chebval, lambda c: chebyshev.chebval(t, chebyshev.chebder(c))
-        cs = [N * k, N * g, N * q]
+    cs = [N * k, N * g, N * q]
     errs = (np.abs(val(t, cs[0]) - K), np.abs(der(cs[1]) - dH) * np.sqrt(np.maximum(1 - t * t, 0)),
             np.abs(val(t, cs[2]) - Q))
     out: list[float] = []
@@ -967,6 +965,8 @@ class FastResult(NamedTuple):
     divergence: np.ndarray | None
     estimate: np.ndarray
     errors: list[_Errors]
+    plan: _Plan
+    epsilon: float
 
 
 def fast_sums(model: Any, points: np.ndarray, nodes: np.ndarray, weights: np.ndarray | None, *,
@@ -1015,7 +1015,7 @@ def fast_sums(model: Any, points: np.ndarray, nodes: np.ndarray, weights: np.nda
             if divergence:
                 div[b] = sign * scale * lap  # type: ignore[index, operator]
         est[b] = _estimate(err, Z, lap, ref_div)
-    return FastResult(vel, div, est, errors)
+    return FastResult(vel, div, est, errors, plan, eps)
 
 
 def fast_field(
@@ -1064,10 +1064,8 @@ def fast_field(
         good[bad] = False
         if np.any(good):
             worst = max(worst, float(np.max(est[good])))
-    plan = _plan(model, d, tol)
-    return vel, div, FastSettings(tol=tol, band_limit=plan.L,
-                                  epsilon=max(tol * EPS_FRACTION, NUFFT_EPS_MIN),
-                                  tail=plan.tail, error_estimate=worst, corrected=corrected,
+    return vel, div, FastSettings(tol=tol, band_limit=res.plan.L, epsilon=res.epsilon,
+                                  tail=res.plan.tail, error_estimate=worst, corrected=corrected,
                                   estimator=" + ".join(sorted({e.estimator for e in res.errors})))
 
 
