@@ -170,6 +170,8 @@ class FastSettings:
         estimator: how the error was estimated: ``"rotated pair"`` (the zonal kernels: the
             same sums in a second, rotated frame, :func:`_paired_estimate`) or ``"a priori"``
             (the transforms' requested accuracy times measured constants).
+        recentred: points whose global estimate exceeded ``tol``, computed instead by the
+            re-centred expansions of :mod:`meanfield.kernels.fastsum_local`.
     """
 
     tol: float
@@ -180,6 +182,7 @@ class FastSettings:
     corrected: int
     chebyshev: int = 0
     estimator: str = "a priori"
+    recentred: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -194,6 +197,7 @@ def merge_settings(old: FastSettings | None, new: FastSettings | None) -> FastSe
                         epsilon=new.epsilon, tail=max(old.tail, new.tail),
                         error_estimate=max(old.error_estimate, new.error_estimate),
                         corrected=old.corrected + new.corrected,
+                        recentred=old.recentred + new.recentred,
                         chebyshev=max(old.chebyshev, new.chebyshev),
                         estimator=" + ".join(sorted({*old.estimator.split(" + "),
                                                      *new.estimator.split(" + ")})))
@@ -646,10 +650,11 @@ def _tangent_frame(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
 
 def _sphere_sums(targets: list[np.ndarray], nodes: np.ndarray, w: np.ndarray, k: np.ndarray,
                  g: np.ndarray, q: np.ndarray, eps: float, laplacian: bool,
-                 nthreads: int) -> list[tuple[Any, Any, Any]]:
+                 nthreads: int, node_angles: np.ndarray | None = None) -> list[tuple[Any, Any, Any]]:
     """Scaled ``Z``, ``grad G`` (Cartesian, (n, 3)) and ``Delta G`` at each point set of
-    ``targets`` (S^2), from one adjoint transform of the measure at the nodes."""
-    loc_n = _sphere_angles(nodes)
+    ``targets`` (S^2), from one adjoint transform of the measure at the nodes
+    (``node_angles``: their :func:`_sphere_angles`, if the caller has them)."""
+    loc_n = _sphere_angles(nodes) if node_angles is None else node_angles
     L = len(k) - 1
     mu = ducc0.sht.adjoint_synthesis_general(
         map=w[None].astype(float), spin=0, lmax=L, loc=loc_n, epsilon=eps, nthreads=nthreads)[0]
@@ -710,7 +715,7 @@ def _same_points(a: np.ndarray, b: np.ndarray) -> bool:
 
 def _circle_sums(targets: list[np.ndarray], nodes: np.ndarray, w: np.ndarray, k: np.ndarray,
                  g: np.ndarray, q: np.ndarray, eps: float, laplacian: bool,
-                 nthreads: int) -> list[tuple[Any, Any, Any]]:
+                 nthreads: int, node_angles: np.ndarray | None = None) -> list[tuple[Any, Any, Any]]:
     """Scaled ``Z``, ``grad G`` (Cartesian, (n, 2)) and ``Delta G`` at each point set of
     ``targets`` (S^1).
 
@@ -723,7 +728,7 @@ def _circle_sums(targets: list[np.ndarray], nodes: np.ndarray, w: np.ndarray, k:
     """
     if nthreads == 0 and len(targets[0]) + len(nodes) <= CIRCLE_ONE_THREAD:
         nthreads = 1
-    tn = np.arctan2(nodes[:, 1], nodes[:, 0])
+    tn = np.arctan2(nodes[:, 1], nodes[:, 0]) if node_angles is None else node_angles
     L = len(k) - 1
     N = 2 * L + 2
     freq = np.fft.fftfreq(N, 1.0 / N)
@@ -967,6 +972,11 @@ class FastResult(NamedTuple):
     errors: list[_Errors]
     plan: _Plan
     epsilon: float
+    sign: float = 1.0
+    angles: list[np.ndarray] | None = None
+    """Per batch item, the nodes' :func:`node_angles` (for the re-centred expansions)."""
+    turned_angles: list[np.ndarray | None] | None = None
+    """The same in the pair's rotated frame, where it was computed."""
 
 
 def fast_sums(model: Any, points: np.ndarray, nodes: np.ndarray, weights: np.ndarray | None, *,
@@ -981,7 +991,7 @@ def fast_sums(model: Any, points: np.ndarray, nodes: np.ndarray, weights: np.nda
     (no second frame to pay for: uniform-like states), else the pair."""
     B, n, d = points.shape
     plan = _plan(model, d, tol)
-    beta, normalized, scale = plan.beta, plan.normalized, plan.scale
+    beta = plan.beta
     sign = float(_scalar_multiple(model.matrices(d)[0][2]))  # type: ignore[arg-type]
     eps = max(tol * EPS_FRACTION, NUFFT_EPS_MIN)
     sums = _sphere_sums if d == 3 else _circle_sums
@@ -991,31 +1001,49 @@ def fast_sums(model: Any, points: np.ndarray, nodes: np.ndarray, weights: np.nda
     div = np.empty((B, n)) if divergence else None
     est = np.empty((B, n))
     errors = []
+    angles: list[np.ndarray] = []
+    turned_angles: list[np.ndarray | None] = []
     m = nodes.shape[1]
     idx = _sample_indices(n)
     for b in range(B):
         w = np.full(m, 1.0 / m) if weights is None else np.asarray(weights[b], dtype=float)
+        angles.append(node_angles(nodes[b]))
         at, at_probes = (_Sums(*s) for s in sums([points[b], probes], nodes[b], w, plan.k,
-                                                  plan.g, plan.q, eps, divergence, nthreads))
+                                                  plan.g, plan.q, eps, divergence, nthreads,
+                                                  angles[-1]))
         Z, grad, lap = at
         err = _a_priori_errors(plan, Z, eps)
+        turned_angles.append(None)
         if paired or (paired is None and np.max(_estimate(err, Z, lap, ref_div)) > tol):
             turned = np.concatenate([points[b][idx], probes]) @ R.T
+            turned_angles[-1] = node_angles(nodes[b] @ R.T)
             (z2, g2, l2), = sums([turned], nodes[b] @ R.T, w, plan.k, plan.g, plan.q, eps,
-                                 divergence, nthreads)
+                                 divergence, nthreads, turned_angles[-1])
             err = _paired_estimate(plan, at.take(idx).join(at_probes), _Sums(z2, g2 @ R, l2)) or err
         errors.append(err)
-        if normalized:
-            v = grad / Z[:, None]
-            vel[b] = sign * v
-            if divergence:
-                div[b] = sign * (lap / Z - beta * np.sum(v * v, axis=-1))  # type: ignore[index, operator]
-        else:  # relative to e^beta Z, the sum of the terms' magnitudes
-            vel[b] = sign * scale * grad
-            if divergence:
-                div[b] = sign * scale * lap  # type: ignore[index, operator]
+        vel[b], div_b = _field_from_sums(plan, sign, at)
+        if div is not None:
+            div[b] = div_b
         est[b] = _estimate(err, Z, lap, ref_div)
-    return FastResult(vel, div, est, errors, plan, eps)
+    return FastResult(vel, div, est, errors, plan, eps, sign, angles, turned_angles)
+
+
+def node_angles(x: np.ndarray) -> np.ndarray:
+    """The nodes' coordinates of the transforms: ``(colatitude, longitude)`` on ``S^2``
+    (:func:`_sphere_angles`), the angle on ``S^1``."""
+    return _sphere_angles(x) if x.shape[1] == 3 else np.arctan2(x[:, 1], x[:, 0])
+
+
+def _field_from_sums(plan: _Plan, sign: float, sums: _Sums) -> tuple[np.ndarray, np.ndarray | None]:
+    """The field and (with ``sums.lap``) its divergence from the scaled sums (module
+    docstring): ``v = s grad G / Z`` (softmax, l2), ``s e^beta grad G`` (unnormalized: relative
+    to ``e^beta Z``, the sum of the terms' magnitudes)."""
+    Z, grad, lap = sums
+    if plan.normalized:
+        v = grad / Z[:, None]
+        div = None if lap is None else sign * (lap / Z - plan.beta * np.sum(v * v, axis=-1))
+        return sign * v, div
+    return sign * plan.scale * grad, None if lap is None else sign * plan.scale * lap
 
 
 def fast_field(
@@ -1046,14 +1074,34 @@ def fast_field(
     Returns:
         ``(velocity, divergence or None, settings)``.
     """
+    from meanfield.kernels.fastsum_local import LOCAL_MIN_TARGETS, local_sums
+
     B, n, d = points.shape
     res = fast_sums(model, points, nodes, weights, divergence=divergence, tol=tol,
                     nthreads=nthreads)
     vel, div = res.velocity, res.divergence
-    worst, corrected = 0.0, 0
+    worst, corrected, recentred = 0.0, 0, 0
+    m = nodes.shape[1]
     for b in range(B):
         est = res.estimate[b]
-        bad = np.nonzero(est > tol)[0] if direct is not None else np.array([], dtype=int)
+        bad = np.nonzero(est > tol)[0]
+        if bad.size and res.plan.l1 is None:  # the exponential kernels: re-centred expansions
+            w = np.full(m, 1.0 / m) if weights is None else np.asarray(weights[b], dtype=float)
+            loc = local_sums(res.plan, points[b][bad], nodes[b], w, laplacian=divergence,
+                             tol=tol, nthreads=nthreads, angles=res.angles[b],  # type: ignore[index]
+                             turned=res.turned_angles[b],  # type: ignore[index]
+                             min_targets=1 if direct is None else LOCAL_MIN_TARGETS)
+            ok = loc.estimate <= tol
+            if np.any(ok):
+                vb, db = _field_from_sums(res.plan, res.sign, loc.sums.take(np.nonzero(ok)[0]))
+                vel[b, bad[ok]] = vb
+                if div is not None:
+                    div[b, bad[ok]] = db
+                est[bad[ok]] = loc.estimate[ok]
+                recentred += int(np.count_nonzero(ok))
+                bad = bad[~ok]
+        if direct is None:
+            bad = np.array([], dtype=int)
         if bad.size:
             vb, db = direct(points[b][bad][None], b)
             vel[b, bad] = vb[0]
@@ -1066,6 +1114,7 @@ def fast_field(
             worst = max(worst, float(np.max(est[good])))
     return vel, div, FastSettings(tol=tol, band_limit=res.plan.L, epsilon=res.epsilon,
                                   tail=res.plan.tail, error_estimate=worst, corrected=corrected,
+                                  recentred=recentred,
                                   estimator=" + ".join(sorted({e.estimator for e in res.errors})))
 
 
