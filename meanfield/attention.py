@@ -205,12 +205,16 @@ class Transform:
         log: ``log(S, parameters)``: ``log phi(S)`` on NumPy arrays, accurate where
             ``phi(S)`` underflows; ``None``: the log of :attr:`apply`'s result.
         bound: ``sup phi`` (``phi <= 1`` with ``count`` normalisation bounds the row sums).
+        profile: the name of its zonal profile in :data:`meanfield.kernels.fastsum.PROFILES`
+            (the fast field's expansion of ``phi(beta t + b)`` in harmonics on ``S^1``,
+            ``S^2``); ``None``: no fast path.
     """
 
     apply: Callable[[Any, Mapping[str, Any]], None]
     derivative: Callable[[Any, Any], None] | None = None
     log: Callable[[np.ndarray, Mapping[str, Any]], np.ndarray] | None = None
     bound: float = math.inf
+    profile: str | None = None
 
     def log_weight(self, S: np.ndarray, parameters: Mapping[str, Any]) -> np.ndarray:
         """``log phi(S)`` (NumPy)."""
@@ -348,6 +352,13 @@ class AttentionKind:
     def exponential(self) -> bool:
         """Whether the weight of a logit is ``e^S`` (no :attr:`transform`)."""
         return self.transform is None
+
+    @property
+    def fast_profile(self) -> str | None:
+        """The zonal profile the fast field expands (a key of
+        :data:`meanfield.kernels.fastsum.PROFILES`): ``"exponential"`` for the exponential
+        kinds, the transform's :attr:`Transform.profile` otherwise; ``None``: no fast path."""
+        return "exponential" if self.transform is None else self.transform.profile
 
     @property
     def unshifted(self) -> bool:
@@ -670,7 +681,8 @@ _BUILTIN = (
         parameters=(Parameter("sigmoid_bias", 0.0, float, math.isfinite, "finite"),),
         reasons=(("gaussian", "no Gaussian reduction: its field is not affine in x"),),
         normalization="count",
-        transform=Transform(_sigmoid, _sigmoid_derivative, _log_sigmoid, bound=1.0),
+        transform=Transform(_sigmoid, _sigmoid_derivative, _log_sigmoid, bound=1.0,
+                            profile="sigmoid"),
     ),
     AttentionKind(
         name="sinkhorn",

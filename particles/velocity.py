@@ -117,8 +117,9 @@ def velocity(
     x = _checked(model, x, check)
     xb = _as_batch(x)
     n, d = xb.shape[-2:]
-    if fastsum.use_fast(method, model, d, geometry, n, n, backend_numpy=bk.is_numpy(xb)):
-        return (_fast_velocity(model, xb, memory_limit, fast_tol)
+    route = fastsum.choose_fast(method, model, d, geometry, n, n, backend_numpy=bk.is_numpy(xb))
+    if route is not None:
+        return (_fast_velocity(model, xb, memory_limit, fast_tol, route)
                 .astype(x.dtype, copy=False).reshape(x.shape))
     a = ambient_field(model, xb, xb, memory_limit=memory_limit)[0]  # (2.8): inside P
     a = a if x.ndim == 3 else a[0]
@@ -128,12 +129,14 @@ def velocity(
 
 
 def _fast_velocity(model: Any, xb: np.ndarray, memory_limit: int,
-                   tol: float = fastsum.FIELD_TOL) -> np.ndarray:
+                   tol: float = fastsum.FIELD_TOL,
+                   route: fastsum.FastRoute | None = None) -> np.ndarray:
     """:func:`velocity` by fast summation (float64), the points it cannot vouch for by the
     direct sum (:func:`meanfield.kernels.interaction.fast_field_at` with ``weights=None``: equal
     weights, causal by index)."""
     x64 = np.ascontiguousarray(xb, dtype=float)
-    return fast_field_at(model, x64, x64, None, "none", True, memory_limit, tol=tol).velocity
+    return fast_field_at(model, x64, x64, None, "none", True, memory_limit, tol=tol,
+                         route=route).velocity
 
 
 __all__ = ["attention", "attention_weights", "project_tangent", "velocity"]

@@ -3,7 +3,11 @@ r"""Fast summation of the attention field on ``S^1`` and ``S^2`` (docs/particles
 
 .. autosummary::
    METHODS
+   PROFILES
    FastSettings
+   FastRoute
+   fast_route
+   choose_fast
    fast_reason
    band_limit
    use_fast
@@ -72,6 +76,19 @@ import ducc0
 import numpy as np
 
 from meanfield import attention as attention_registry
+from meanfield.kernels.fastsum_frames import (
+    NUFFT_EPS_MIN,
+    _Errors,
+    _estimate,
+    _paired_estimate,
+    _probes,
+    _rotation,
+    _sample_indices,
+    _sphere_angles,
+    _Sums,
+    node_angles,
+)
+from meanfield.kernels.fastsum_local import LOCAL_MIN_TARGETS, local_sums
 from meanfield.special import check_exp_beta, kernel_multipliers_over_beta, scaled_kernel_multipliers
 
 METHODS = ("auto", "direct", "fast")
@@ -92,11 +109,7 @@ within ``~1/sqrt(beta)`` of the point), i.e. every token of a particle system of
 tokens, every point of a measure with a uniform background of mass ``0.2`` up to ``beta ~
 100``; the points below it go to the direct sum."""
 
-NUFFT_EPS_MIN = 3e-13
-"""Smallest ``epsilon`` used: ducc0 accepts ``> 2e-13`` in double precision (its docs); the
-field's transforms run at ``max(tol EPS_FRACTION, NUFFT_EPS_MIN)``."""
-
-EPS_FRACTION = 1 / 1024
+EPS_FRACTION = 1e-4
 """The field's transforms run at ``max(tol EPS_FRACTION, NUFFT_EPS_MIN)``: the error relative
 to ``Z(x)`` is the transforms' absolute error over ``Z(x)``, so they must be far more accurate
 than ``tol`` where ``Z(x)`` is small; the cost grows only like ``log(1/eps)``. At the default
@@ -119,12 +132,6 @@ TAIL_FRACTION = 1e-4
 """The band limit's truncation tail is at most ``TAIL_FRACTION * tol`` (the tail falls
 like ``(beta/2)^l / l!``: a few degrees more cost little, and keep the truncation far below the
 tolerance even where ``Z`` is small, e.g. ``Z ~ 1/(2 beta)`` for the uniform measure)."""
-
-FAST_KINDS = ("softmax", "unnormalized", "l2", "sigmoid")
-"""Kinds with a fast path (zonal weights); l2 only with ``Q = K = I`` (then, on the sphere,
-``|x - y|^2 = 2 - 2 <x, y>`` and its softmax weights are those of SA); sigmoid through the
-Legendre (``S^2``) or Fourier (``S^1``) coefficients of ``sigma(beta t + b)`` and of its
-antiderivative, computed by quadrature (:func:`_sigmoid_coefficients`)."""
 
 SIGMOID_MAX_BAND = 1024
 """Largest band limit of the sigmoid kernel's expansion (its singularity nears ``[-1, 1]``
@@ -211,19 +218,33 @@ def _scalar_multiple(m: np.ndarray) -> float | None:
     return c if np.array_equal(m, c * np.eye(m.shape[0])) else None
 
 
-GENERAL_KINDS = ("softmax", "unnormalized", "l2", "sinkhorn")
-"""Kinds with a fast path for any ``Q, K, V`` (exponential kernels)."""
+def zonal_kinds() -> tuple[str, ...]:
+    """The registered kinds with a zonal fast path: a :data:`PROFILES` entry
+    (:attr:`meanfield.attention.AttentionKind.fast_profile`) and rows normalised by their sum or
+    a count (a doubly stochastic kind is not a zonal sum); those with a key bias (l2) only with
+    ``Q = K = I``, where the bias is the same for every key on the sphere."""
+    return tuple(k.name for k in attention_registry.kinds()
+                 if k.fast_profile in PROFILES and k.normalization != "doubly")
 
-def general_reason(model: Any, d: int) -> str | None:
+
+def general_kinds() -> tuple[str, ...]:
+    """The registered kinds with the general fast path (any ``Q, K, V``,
+    :mod:`meanfield.kernels.fastsum_general`): those whose profile is exponential."""
+    return tuple(k.name for k in attention_registry.kinds()
+                 if k.fast_profile in PROFILES and PROFILES[k.fast_profile].general)
+
+
+def general_reason(model: Any, d: int, kind: Any = None) -> str | None:
     """Why the general fast path does not apply to ``model`` in dimension ``d`` (``S^1``,
     ``S^2`` already checked by the caller), or ``None``."""
-    if model.attention not in GENERAL_KINDS:
+    kind = attention_registry.resolve(model.attention) if kind is None else kind
+    if kind.name not in general_kinds():
         return (f"attention={model.attention!r}: with Q^T K not a multiple of the identity "
-                f"the fast field covers {GENERAL_KINDS} (sigmoid's profile is not an "
-                "exponential; it stays direct)")
+                f"the fast field covers {general_kinds()} (a profile that is not an "
+                "exponential stays direct)")
     if model.feedforward is not None:
         return "feedforward: the fast field has no feed-forward term; it stays direct"
-    if attention_registry.resolve(model.attention).unshifted:  # e^S / n: e^beta does not cancel
+    if kind.unshifted:  # e^S / n: e^beta does not cancel
         for Q, K, _ in model.matrices(d):
             try:
                 check_exp_beta(float(model.beta) * float(np.linalg.norm(Q.T @ K, 2)),
@@ -231,6 +252,48 @@ def general_reason(model: Any, d: int) -> str | None:
             except ValueError as err:
                 return str(err)
     return None
+
+
+class FastRoute(NamedTuple):
+    """Which fast path a model takes (:func:`fast_route`), decided once per call.
+
+    ``path``: ``"zonal"`` (:func:`fast_field`), ``"general"``
+    (:mod:`meanfield.kernels.fastsum_general`) or ``None`` (direct, ``reason`` says why);
+    ``auto``: whether ``method="auto"`` may take it (a crossover is measured for it)."""
+
+    path: str | None
+    reason: str | None
+    auto: bool = False
+
+
+def fast_route(model: Any, d: int, geometry: str = "sphere", *, causal_labels: bool = False,
+               backend_numpy: bool = True) -> FastRoute:
+    """The fast path of ``model`` in dimension ``d`` (:func:`fast_reason` states the rules);
+    the attention kind's entry decides (its profile, normalisation and key bias)."""
+    if geometry != "sphere":
+        return FastRoute(None, f"geometry={geometry!r}: the fast field is on the sphere only "
+                               "(R^d stays direct)")
+    if d not in (2, 3):
+        return FastRoute(None, f"d={d}: the fast field is on S^1 and S^2 (d = 2, 3); S^(d-1) "
+                               "for d >= 4 stays direct (no nonuniform harmonic transform there)")
+    if not backend_numpy:
+        return FastRoute(None, "a torch tensor: the fast field runs on NumPy (ducc0); torch "
+                               "stays direct")
+    if model.feedforward is not None:
+        return FastRoute(None, "feedforward: the fast field has no feed-forward term; it stays "
+                               "direct")
+    kind = attention_registry.resolve(model.attention)
+    zonal = zonal_reason(model, d, causal_labels=causal_labels, kind=kind)
+    if zonal is None:
+        return FastRoute("zonal", None, PROFILES[str(kind.fast_profile)].auto)
+    general = general_reason(model, d, kind)
+    if general is None:
+        auto = kind.normalization != "doubly" and not (model.causal or causal_labels)
+        return FastRoute("general", None, auto and d in CROSSOVER_GENERAL)
+    if kind.fast_profile not in PROFILES or PROFILES[kind.fast_profile].general:
+        return FastRoute(None, general)
+    return FastRoute(None, f"attention={kind.name!r}: {zonal}; {kind.name} has only the zonal "
+                           "path (its profile is not an exponential)")
 
 
 def fast_reason(model: Any, d: int, geometry: str = "sphere", *, causal_labels: bool = False,
@@ -241,72 +304,65 @@ def fast_reason(model: Any, d: int, geometry: str = "sphere", *, causal_labels: 
     without a feed-forward term, through one of two paths:
 
     * zonal (:func:`fast_field`): one head, ``Q^T K = c I`` (``c >= 0``), ``V = v I``, no
-      causal mask; softmax, unnormalized, sigmoid (band limit up to
-      :data:`SIGMOID_MAX_BAND`) and l2 (``Q = K = I``);
+      causal mask; the kinds of :func:`zonal_kinds` (softmax, unnormalized, sigmoid up to
+      its profile's largest band limit, l2 with ``Q = K = I``);
     * general (:mod:`meanfield.kernels.fastsum_general`): any ``Q, K, V``, any number of heads, the
-      causal mask (labels or index), kinds softmax, unnormalized, l2 and sinkhorn.
+      causal mask (labels or index), the kinds of :func:`general_kinds` (softmax,
+      unnormalized, l2 and sinkhorn).
 
     What stays direct: ``R^d`` (no harmonic transform there), ``S^{d-1}`` for ``d >= 4`` (no
     nonuniform harmonic transform in ducc0), sigmoid unless zonal (its profile is not an
     exponential), the feed-forward term, torch tensors.
     """
-    if geometry != "sphere":
-        return f"geometry={geometry!r}: the fast field is on the sphere only (R^d stays direct)"
-    if d not in (2, 3):
-        return (f"d={d}: the fast field is on S^1 and S^2 (d = 2, 3); S^(d-1) for d >= 4 stays "
-                "direct (no nonuniform harmonic transform there)")
-    if not backend_numpy:
-        return "a torch tensor: the fast field runs on NumPy (ducc0); torch stays direct"
-    if model.feedforward is not None:
-        return "feedforward: the fast field has no feed-forward term; it stays direct"
-    zonal = zonal_reason(model, d, causal_labels=causal_labels)
-    if zonal is None:
-        return None
-    general = general_reason(model, d)
-    if general is None:
-        return None
-    if model.attention != "sigmoid" or zonal.startswith("attention="):
-        return general if model.attention != "sigmoid" else zonal
-    return (f"attention='sigmoid': {zonal}; sigmoid has only the zonal path (its profile is "
-            "not an exponential)")
+    return fast_route(model, d, geometry, causal_labels=causal_labels,
+                      backend_numpy=backend_numpy).reason
 
 
-def zonal_reason(model: Any, d: int, *, causal_labels: bool = False) -> str | None:
+def zonal_reason(model: Any, d: int, *, causal_labels: bool = False,
+                 kind: Any = None) -> str | None:
     """Why the zonal path (:func:`fast_field`) does not apply, or ``None`` (``d`` in 2, 3,
-    NumPy, no feed-forward term: checked by :func:`fast_reason`)."""
-    if model.attention not in FAST_KINDS:
-        return (f"attention={model.attention!r}: the zonal fast field covers {FAST_KINDS}")
+    NumPy, no feed-forward term: checked by :func:`fast_route`)."""
+    kind = attention_registry.resolve(model.attention) if kind is None else kind
+    if kind.name not in zonal_kinds():
+        return f"attention={model.attention!r}: the zonal fast field covers {zonal_kinds()}"
     if model.heads is not None and len(model.heads) > 1:
         return f"heads: {len(model.heads)} heads; the zonal fast field takes one head"
     if model.causal or causal_labels:
         return "causal=True: masked attention is not a zonal sum"
     Q, K, V = model.matrices(d)[0]
-    if model.attention == "l2":
+    if kind.key_bias is not None:
         if not (np.array_equal(Q, np.eye(d)) and np.array_equal(K, np.eye(d))):
-            return "attention='l2' with Q, K not the identity: not a zonal kernel on the sphere"
+            return (f"attention={kind.name!r} with Q, K not the identity: its key bias makes "
+                    "the kernel not zonal on the sphere")
     else:
         c = _scalar_multiple(Q.T @ K)
         if c is None or c < 0:
             return "Q, K: the zonal fast field needs Q^T K = c I with c >= 0"
     if _scalar_multiple(V) is None:
         return "V: the zonal fast field needs V = v I (a scalar multiple of the identity)"
-    if attention_registry.resolve(model.attention).unshifted:  # e^S / n: e^beta does not cancel
+    if kind.unshifted:  # e^S / n: e^beta does not cancel
         try:
             check_exp_beta(_beta_eff(model, d), "unnormalized attention")
         except ValueError as err:
             return str(err)
-    if model.attention == "sigmoid":
-        L = _sigmoid_band(_beta_eff(model, d), float(model.sigmoid_bias), d, FIELD_BAND_TOL)
-        if L > SIGMOID_MAX_BAND:
-            return (f"attention='sigmoid' with beta={model.beta:g}: its expansion needs band "
-                    f"limit {L} > {SIGMOID_MAX_BAND} (SIGMOID_MAX_BAND); it stays direct")
+    profile = PROFILES[str(kind.fast_profile)]
+    if profile.max_band is not None:
+        L = profile.plan(_beta_eff(model, d), _bias(model, profile), d, FIELD_BAND_TOL)[0]
+        if L > profile.max_band:
+            return (f"attention={kind.name!r} with beta={model.beta:g}: its expansion needs "
+                    f"band limit {L} > {profile.max_band}; it stays direct")
     return None
 
 
 def _beta_eff(model: Any, d: int) -> float:
+    """``beta c`` for ``Q^T K = c I`` (zonal path; l2: ``Q = K = I``, ``c = 1``)."""
     Q, K, _ = model.matrices(d)[0]
-    c = 1.0 if model.attention == "l2" else _scalar_multiple(Q.T @ K)
-    return float(model.beta) * float(c)  # type: ignore[arg-type]
+    return float(model.beta) * float(_scalar_multiple(Q.T @ K))  # type: ignore[arg-type]
+
+
+def _bias(model: Any, profile: Profile) -> float:
+    """The profile's bias ``b`` (the kind's parameter :attr:`Profile.bias`; 0 without)."""
+    return 0.0 if profile.bias is None else float(model.parameters[profile.bias])
 
 
 def check_tol(tol: Any, name: str = "fast_tol") -> float:
@@ -322,38 +378,39 @@ def check_tol(tol: Any, name: str = "fast_tol") -> float:
     return t
 
 
-def use_fast(method: str, model: Any, d: int, geometry: str, n_points: int, n_nodes: int, *,
-             causal_labels: bool = False, backend_numpy: bool = True) -> bool:
-    """The choice point of ``method`` (:data:`METHODS`): ``True`` for the fast field.
+def choose_fast(method: str, model: Any, d: int, geometry: str, n_points: int, n_nodes: int, *,
+                causal_labels: bool = False, backend_numpy: bool = True) -> FastRoute | None:
+    """The choice point of ``method`` (:data:`METHODS`): the :class:`FastRoute` to take, or
+    ``None`` for the direct sum.
 
     ``fast`` where it does not apply raises ``ValueError`` with :func:`fast_reason`;
-    ``auto`` takes it where it applies and ``n_points * n_nodes >= CROSSOVER[d]^2`` (zonal
-    path) or ``>= CROSSOVER_GENERAL[d]^2`` (general path); sigmoid, Sinkhorn and the causal
-    mask only with ``fast`` (no crossover measured for them).
+    ``auto`` takes it where it applies, :attr:`FastRoute.auto` holds and ``n_points * n_nodes
+    >= CROSSOVER[d]^2`` (zonal path) or ``>= CROSSOVER_GENERAL[d]^2`` (general path); sigmoid,
+    Sinkhorn and the causal mask only with ``fast`` (no crossover measured for them).
     """
     if method not in METHODS:
         msg = f"method must be one of {METHODS}, got {method!r}"
         raise ValueError(msg)
     if method == "direct":
-        return False
-    reason = fast_reason(model, d, geometry, causal_labels=causal_labels,
-                         backend_numpy=backend_numpy)
+        return None
+    route = fast_route(model, d, geometry, causal_labels=causal_labels,
+                       backend_numpy=backend_numpy)
     if method == "fast":
-        if reason is not None:
-            msg = f"method='fast' does not apply: {reason}"
+        if route.reason is not None:
+            msg = f"method='fast' does not apply: {route.reason}"
             raise ValueError(msg)
-        return True
-    # sigmoid only when asked for: its error estimate (l1 norms of sign-changing coefficients)
-    # may send most points back to the direct sum (at beta = 9, every point of some test sets),
-    # so no crossover holds for it
-    if reason is not None or model.attention == "sigmoid":
-        return False
-    if zonal_reason(model, d, causal_labels=causal_labels) is None:
-        return n_points * n_nodes >= CROSSOVER[d] ** 2
-    if model.attention == "sinkhorn" or model.causal or causal_labels:
-        return False
-    cross = CROSSOVER_GENERAL.get(d)
-    return cross is not None and n_points * n_nodes >= cross**2
+        return route
+    if route.path is None or not route.auto:
+        return None
+    cross = (CROSSOVER if route.path == "zonal" else CROSSOVER_GENERAL)[d]
+    return route if n_points * n_nodes >= cross**2 else None
+
+
+def use_fast(method: str, model: Any, d: int, geometry: str, n_points: int, n_nodes: int, *,
+             causal_labels: bool = False, backend_numpy: bool = True) -> bool:
+    """Whether :func:`choose_fast` takes the fast field."""
+    return choose_fast(method, model, d, geometry, n_points, n_nodes, causal_labels=causal_labels,
+                       backend_numpy=backend_numpy) is not None
 
 
 # -- band limit ---------------------------------------------------------------------------
@@ -533,6 +590,8 @@ class _Plan(NamedTuple):
     kernel: tuple[float, ...] = (0.0,) * 6
     """The expansion's measured error in the value, gradient and Laplacian kernels, relative
     and absolute parts (:func:`_kernel_errors`)."""
+    profile: str = "exponential"
+    """The :data:`PROFILES` key."""
 
 
 FIELD_BAND_TOL = 1e-14
@@ -542,24 +601,87 @@ sums) even where ``Z(x)`` is small; the tail bound would otherwise dominate the 
 ``tol = 1e-10`` (a few more degrees: ``L`` 151 to 160 at ``beta = 300``)."""
 
 
+def _exponential_plan(beta: float, b: float, d: int, band_tol: float
+                      ) -> tuple[int, float, np.ndarray, np.ndarray, np.ndarray]:
+    """``(L, tail, k, g, q)`` of ``e^{beta (t - 1)}`` (:func:`band_limit`,
+    :func:`_multipliers`; ``b`` unused): exact multipliers, no round-off to amplify."""
+    L, tail = band_limit(beta, d, band_tol)
+    k, g = _multipliers(beta, d, L)
+    return L, tail, k, g, -_degree_weights(d, L)[1] * g
+
+
+def _exponential_values(t: np.ndarray, beta: float, b: float, d: int) -> tuple[Any, Any]:
+    """``K(t) = e^{beta (t - 1)}`` and its Laplacian kernel ``Q`` (any float type)."""
+    K = np.exp(beta * (t - 1))
+    return K, K * (beta * (1 - t * t) - (d - 1) * t)
+
+
+def _sigmoid_values(t: np.ndarray, beta: float, b: float, d: int) -> tuple[Any, Any]:
+    """``K(t) = sigma(beta t + b)`` and its Laplacian kernel ``Q`` (any float type)."""
+    K = 1.0 / (1.0 + np.exp(-(beta * t + b)))
+    return K, (1 - t * t) * beta * K * (1 - K) - (d - 1) * t * K
+
+
+class Profile(NamedTuple):
+    """A zonal profile the fast field expands in harmonics: the kernel ``K(t) = phi(beta t +
+    b)`` of the attention kinds whose entry names it
+    (:attr:`meanfield.attention.AttentionKind.fast_profile`)."""
+
+    plan: Any
+    """``plan(beta, b, d, band_tol) -> (L, tail, k, g, q)``: band limit, truncation tail and
+    the coefficients of ``K``, of its potential ``H`` (``H' = K``) and of ``Delta H``."""
+    values: Any
+    """``values(t, beta, b, d) -> (K, Q)`` in any float type (:func:`_kernel_errors` measures
+    the series against them in extended precision)."""
+    bias: str | None = None
+    """The kind's parameter that is ``b`` (``None``: ``b = 0``)."""
+    max_band: int | None = None
+    """The largest band limit taken (``None``: any); beyond it the kind stays direct."""
+    auto: bool = True
+    """Whether ``method="auto"`` may take it (a crossover is measured, :data:`CROSSOVER`)."""
+    general: bool = False
+    """Whether the general path (any ``Q, K, V``) covers it: the exponential kernels."""
+    scaled: bool = False
+    """Whether the sums are computed scaled by ``e^{-beta}`` (the exponential kernels: no
+    overflow); the count-normalised kinds multiply it back."""
+    signed: bool = False
+    """Whether its coefficients change sign: the a priori estimate's scales are their ``l1``
+    norms (:attr:`_Plan.l1`), not the largest value; no re-centred expansion
+    (:mod:`meanfield.kernels.fastsum_local` needs ``e^{beta <x, y>}``)."""
+
+
+PROFILES: dict[str, Profile] = {
+    "exponential": Profile(_exponential_plan, _exponential_values, general=True, scaled=True),
+    # auto=False: its error estimate (l1 norms of sign-changing coefficients) may send most
+    # points back to the direct sum (at beta = 9, every point of some test sets), so no
+    # crossover holds for it
+    "sigmoid": Profile(_sigmoid_plan, _sigmoid_values, bias="sigmoid_bias",
+                       max_band=SIGMOID_MAX_BAND, auto=False, signed=True),
+}
+"""The zonal profiles, by the name an attention kind's entry gives
+(:attr:`meanfield.attention.Transform.profile`; ``"exponential"`` for the kinds without a
+transform): softmax, unnormalized and l2 have ``e^{beta t}`` (l2 with ``Q = K = I``: on the
+sphere ``|x - y|^2 = 2 - 2 <x, y>``, its softmax weights are those of SA); sigmoid has the
+Legendre (``S^2``) or Fourier (``S^1``) coefficients of ``sigma(beta t + b)`` and of its
+antiderivative, computed by quadrature (:func:`_sigmoid_plan`)."""
+
+
 def _plan(model: Any, d: int, tol: float) -> _Plan:
-    beta = _beta_eff(model, d)
+    kind = attention_registry.resolve(model.attention)
+    name = str(kind.fast_profile)  # a zonal kind (zonal_reason): a PROFILES key
+    profile = PROFILES[name]
+    beta, b = _beta_eff(model, d), _bias(model, profile)
     band_tol = min(float(tol), FIELD_BAND_TOL)
-    if model.attention == "sigmoid":
-        b = float(model.sigmoid_bias)
-        L, tail, k, g, q = _sigmoid_plan(beta, b, d, band_tol)
+    L, tail, k, g, q = profile.plan(beta, b, d, band_tol)
+    l1 = None
+    if profile.signed:
         N, ev = _degree_weights(d, L)
         l1 = (float(np.sum(N * np.abs(k))), float(np.sum(N * np.sqrt(ev) * np.abs(g))),
               float(np.sum(N * np.abs(q))))
-        kernel = _kernel_errors("sigmoid", beta, b, d, band_tol)
-        return _Plan(L, tail, k, g, q, 1.0, False, beta, l1, kernel)
-    L, tail = band_limit(beta, d, band_tol)
-    k, g = _multipliers(beta, d, L)
-    q = -_degree_weights(d, L)[1] * g  # exact multipliers: no round-off to amplify
-    normalized = attention_registry.resolve(model.attention).normalized
-    kernel = _kernel_errors("exponential", beta, 0.0, d, band_tol)
-    return _Plan(L, tail, k, g, q, 1.0 if normalized else math.exp(beta), normalized, beta,
-                 None, kernel)
+    kernel = _kernel_errors(name, beta, b, d, band_tol)
+    scale = math.exp(beta) if profile.scaled and not kind.normalized else 1.0
+    return _Plan(L, tail, k, g, q, scale, kind.normalized and profile.scaled, beta, l1, kernel,
+                 name)
 
 
 KERNEL_SAMPLES = 8
@@ -591,23 +713,14 @@ def _kernel_errors(profile: str, beta: float, bias: float, d: int,
     as the sums (``e^{beta (t - 1)}`` for the exponential kinds)."""
     from numpy.polynomial import chebyshev, legendre
 
-    if profile == "sigmoid":
-        L, _, k, g, q = _sigmoid_plan(beta, bias, d, band_tol)
-    else:
-        L, _ = band_limit(beta, d, band_tol)
-        k, g = _multipliers(beta, d, L)
-        q = -_degree_weights(d, L)[1] * g
+    prof = PROFILES[profile]
+    L, _, k, g, q = prof.plan(beta, bias, d, band_tol)
     M = KERNEL_SAMPLES * (L + 1)
     # in extended precision (x87 long double where the platform has it): the error measured is
     # the float64 series' own, not that of evaluating it
     t = np.cos(np.pi * np.arange(M + 1, dtype=np.longdouble) / M)
     k, g, q = (np.asarray(c, dtype=np.longdouble) for c in (k, g, q))
-    if profile == "sigmoid":
-        K = 1.0 / (1.0 + np.exp(-(beta * t + bias)))
-        Q = (1 - t * t) * beta * K * (1 - K) - (d - 1) * t * K
-    else:
-        K = np.exp(beta * (t - 1))
-        Q = K * (beta * (1 - t * t) - (d - 1) * t)
+    K, Q = prof.values(t, beta, bias, d)
     dH = K  # H' is the kernel itself for both profiles
     if d == 3:
         N = 2 * np.arange(L + 1, dtype=np.longdouble) + 1
@@ -627,14 +740,6 @@ def _kernel_errors(profile: str, beta: float, bias: float, d: int,
 
 
 # -- transforms ---------------------------------------------------------------------------
-
-def _sphere_angles(x: np.ndarray) -> np.ndarray:
-    """``(colatitude, longitude)`` of unit vectors (n, 3), accurate at the poles
-    (``atan2(rho, z)``, not ``arccos z``, which loses half the digits there)."""
-    theta = np.arctan2(np.hypot(x[:, 0], x[:, 1]), x[:, 2])
-    phi = np.mod(np.arctan2(x[:, 1], x[:, 0]), 2 * np.pi)
-    return np.stack([theta, phi], axis=-1)
-
 
 def _tangent_frame(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``cos theta, sin theta, cos phi, sin phi`` of unit vectors (n, 3), without trigonometry
@@ -797,136 +902,6 @@ def zonal_sums(model: Any, x: np.ndarray, weights: np.ndarray, *,
 
 # -- the error estimate: a second transform in a rotated frame ---------------------------
 
-PAIR_SAFETY = 4.0
-"""``kappa`` of the paired estimate (:func:`_paired_estimate`). The error of a fast sum at a
-point is the nonuniform transforms' error, a field of about uniform size over the sphere (the
-transforms' interpolation error depends on where a point falls between the oversampled
-grid's nodes, not on the measure). A second evaluation in a rotated frame puts every point
-and node elsewhere on that grid: its error ``e'`` is a second draw from the same law, and
-``|e - e'|`` samples the error's size at each point of the sample. The largest of at least
-:data:`PAIR_MIN_SAMPLES` such samples is at least ``sqrt 2`` times the typical error, the
-largest error over ``10^6`` points at most about ``5.5 / 1.7`` times the typical one for a
-Gaussian law (``1.7 sqrt 2``: the lowest percentile of the maximum of 64 differences): a
-factor 4 covers that with room, and keeps the estimate within a few times the error
-(measured in tests/meanfield/kernels/test_fastsum_estimate.py)."""
-
-PAIR_SAMPLE = 512
-"""At most this many of the targets (an even stride through them) are evaluated again in the
-rotated frame, with :data:`PAIR_PROBES` fixed probe points: the second frame costs one
-adjoint transform at the nodes and a synthesis at ``<= 576`` points."""
-
-PAIR_PROBES = 64
-"""Fixed probe points (a Fibonacci lattice on ``S^2``, equispaced on ``S^1``) evaluated in
-both frames, so that a few targets still give enough samples of the error."""
-
-PAIR_MIN_SAMPLES = 16
-"""Fewer samples whose ``Z`` is resolved (``|Z - Z'| <= 1e-3 Z``) than this: the a priori
-estimate (:data:`NUFFT_ERROR`) is used instead (recorded as ``estimator="a priori"``)."""
-
-
-@functools.lru_cache(maxsize=4)
-def _rotation(d: int) -> np.ndarray:
-    """The second frame's fixed rotation (``S^1``: by the golden angle; ``S^2``: the ``Q`` of
-    a fixed Gaussian matrix, ``det = +1``), read-only."""
-    if d == 2:
-        a = math.pi * (3.0 - math.sqrt(5.0))
-        r = np.array([[math.cos(a), -math.sin(a)], [math.sin(a), math.cos(a)]])
-    else:
-        r, upper = np.linalg.qr(np.random.default_rng(20261207).normal(size=(d, d)))
-        r = r * np.sign(np.diag(upper))
-        if np.linalg.det(r) < 0:
-            r[:, 0] = -r[:, 0]
-    r.setflags(write=False)
-    return r
-
-
-@functools.lru_cache(maxsize=4)
-def _probes(d: int) -> np.ndarray:
-    """:data:`PAIR_PROBES` fixed points of ``S^{d-1}`` (read-only)."""
-    i = np.arange(PAIR_PROBES) + 0.5
-    if d == 2:
-        a = 2 * np.pi * i / PAIR_PROBES + 0.1
-        p = np.stack([np.cos(a), np.sin(a)], axis=1)
-    else:
-        z = 1 - 2 * i / PAIR_PROBES
-        phi = np.pi * (3.0 - math.sqrt(5.0)) * i
-        r = np.sqrt(1 - z * z)
-        p = np.stack([r * np.cos(phi), r * np.sin(phi), z], axis=1)
-    p.setflags(write=False)
-    return p
-
-
-def _sample_indices(n: int) -> np.ndarray:
-    """An even stride of at most :data:`PAIR_SAMPLE` of ``n`` targets."""
-    return np.arange(n) if n <= PAIR_SAMPLE else np.linspace(0, n - 1, PAIR_SAMPLE).astype(int)
-
-
-class _Sums(NamedTuple):
-    """Scaled ``Z``, ``grad G`` and ``Delta G`` (or ``None``) at a set of points."""
-
-    Z: np.ndarray
-    grad: np.ndarray
-    lap: np.ndarray | None
-
-    def take(self, idx: np.ndarray) -> _Sums:
-        return _Sums(self.Z[idx], self.grad[idx], None if self.lap is None else self.lap[idx])
-
-    def join(self, other: _Sums) -> _Sums:
-        lap = None if self.lap is None else np.concatenate([self.lap, other.lap])  # type: ignore[list-item]
-        return _Sums(np.concatenate([self.Z, other.Z]), np.concatenate([self.grad, other.grad]),
-                     lap)
-
-
-class _Errors(NamedTuple):
-    """Error scales of one evaluation, each ``abs + rel Z(x)`` at a point: of ``Z``
-    (``dz``), of the velocity's numerator (``nv``: ``Z |v - v_exact|`` for the normalised
-    kinds, ``|grad G - exact|`` otherwise), of the divergence's (``nd``), and which estimator
-    gave them."""
-
-    dz: float
-    nv: float
-    nd: float
-    estimator: str
-    rz: float = 0.0
-    rv: float = 0.0
-    rd: float = 0.0
-
-
-def _paired_estimate(plan: _Plan, first: _Sums, second: _Sums) -> _Errors | None:
-    """The error scales from the same sums in two frames (:data:`PAIR_SAFETY`): ``kappa``
-    times the largest difference over the samples, plus the expansion's own error
-    (:func:`_kernel_errors`: the same in both frames, so not in the difference). The
-    normalised kinds' velocity ``v = grad G / Z`` is compared as ``Z |v - v'|``, which keeps
-    the errors of ``grad G`` and ``Z`` that cancel in the ratio (they are correlated: a
-    transform error common to both sums); the divergence ``lap / Z - beta |v|^2`` likewise.
-    ``None``: fewer than :data:`PAIR_MIN_SAMPLES` resolved samples."""
-    kappa = PAIR_SAFETY
-    ak, bk, ag, bg, aq, bq = plan.kernel
-    dZ = np.abs(first.Z - second.Z)
-    ok = (first.Z > 0) & (second.Z > 0) & (dZ <= 1e-3 * first.Z)
-    if np.count_nonzero(ok) < PAIR_MIN_SAMPLES:
-        return None
-    dz = kappa * float(np.max(dZ)) + bk
-    with_lap = first.lap is not None and second.lap is not None
-    if not plan.normalized:
-        nv = kappa * float(np.max(np.linalg.norm(first.grad - second.grad, axis=-1))) + bg
-        nd = kappa * float(np.max(np.abs(first.lap - second.lap))) + bq if with_lap else 0.0  # type: ignore[operator]
-        return _Errors(dz, nv, nd, "rotated pair", ak, ag, aq)
-    Z1, Z2 = first.Z[ok], second.Z[ok]
-    v1, v2 = first.grad[ok] / Z1[:, None], second.grad[ok] / Z2[:, None]
-    # Z |v - v_exact| <= |grad G - exact| + |v| |Z - exact|, |v| <= 1
-    nv = kappa * float(np.max(Z1 * np.linalg.norm(v1 - v2, axis=-1))) + bg + bk
-    nd, rd = 0.0, 0.0
-    if with_lap:
-        d1 = first.lap[ok] / Z1 - plan.beta * np.sum(v1 * v1, axis=-1)  # type: ignore[index]
-        d2 = second.lap[ok] / Z2 - plan.beta * np.sum(v2 * v2, axis=-1)  # type: ignore[index]
-        lz = float(np.max(np.abs(first.lap[ok] / Z1)))  # type: ignore[index]
-        # Z |d div| <= |d lap| + |lap / Z| |d Z| + 2 beta Z |v| |d v|
-        nd = kappa * float(np.max(Z1 * np.abs(d1 - d2))) + bq + lz * bk + 2 * plan.beta * (bg + bk)
-        rd = aq + lz * ak + 2 * plan.beta * (ag + ak)
-    return _Errors(dz, nv, nd, "rotated pair", ak, ag + ak, rd)
-
-
 def _a_priori_errors(plan: _Plan, Z: np.ndarray, eps: float) -> _Errors:
     """The a priori error scales (:data:`NUFFT_ERROR`, :data:`SIGMOID_NUFFT_ERROR`): the
     transforms' accuracy ``eps`` times the largest value (sigmoid: the ``l1`` norms), plus the
@@ -945,18 +920,6 @@ def _a_priori_errors(plan: _Plan, Z: np.ndarray, eps: float) -> _Errors:
     # v = grad G / Z: Z |dv| <= dg + |v| dz <= dg + dz; the divergence likewise (|v| <= 1)
     spread = plan.L * plan.L + 2 * plan.beta
     return _Errors(dz, dg + dz, dl + dz * spread, "a priori", ak, ag + ak, aq + ak * spread)
-
-
-def _estimate(err: _Errors, Z: np.ndarray, lap: np.ndarray | None,
-              ref_div: float) -> np.ndarray:
-    """Per point, the relative error estimate of the velocity (and, with ``lap``, of the
-    divergence, relative to ``ref_div`` times the velocity's scale): the error scales over a
-    lower bound ``Z - dz`` of the exact ``Z``."""
-    zpos = np.maximum(Z - err.dz - err.rz * np.abs(Z), 1e-300)
-    est = (err.nv + err.rv * np.abs(Z)) / zpos
-    if lap is not None:
-        est = np.maximum(est, (err.nd + err.rd * np.abs(Z)) / zpos / ref_div)
-    return est
 
 
 # -- the field ----------------------------------------------------------------------------
@@ -1028,12 +991,6 @@ def fast_sums(model: Any, points: np.ndarray, nodes: np.ndarray, weights: np.nda
     return FastResult(vel, div, est, errors, plan, eps, sign, angles, turned_angles)
 
 
-def node_angles(x: np.ndarray) -> np.ndarray:
-    """The nodes' coordinates of the transforms: ``(colatitude, longitude)`` on ``S^2``
-    (:func:`_sphere_angles`), the angle on ``S^1``."""
-    return _sphere_angles(x) if x.shape[1] == 3 else np.arctan2(x[:, 1], x[:, 0])
-
-
 def _field_from_sums(plan: _Plan, sign: float, sums: _Sums) -> tuple[np.ndarray, np.ndarray | None]:
     """The field and (with ``sums.lap``) its divergence from the scaled sums (module
     docstring): ``v = s grad G / Z`` (softmax, l2), ``s e^beta grad G`` (unnormalized: relative
@@ -1074,8 +1031,6 @@ def fast_field(
     Returns:
         ``(velocity, divergence or None, settings)``.
     """
-    from meanfield.kernels.fastsum_local import LOCAL_MIN_TARGETS, local_sums
-
     B, n, d = points.shape
     res = fast_sums(model, points, nodes, weights, divergence=divergence, tol=tol,
                     nthreads=nthreads)
@@ -1085,7 +1040,7 @@ def fast_field(
     for b in range(B):
         est = res.estimate[b]
         bad = np.nonzero(est > tol)[0]
-        if bad.size and res.plan.l1 is None:  # the exponential kernels: re-centred expansions
+        if bad.size and not PROFILES[res.plan.profile].signed:  # re-centred expansions
             w = np.full(m, 1.0 / m) if weights is None else np.asarray(weights[b], dtype=float)
             loc = local_sums(res.plan, points[b][bad], nodes[b], w, laplacian=divergence,
                              tol=tol, nthreads=nthreads, angles=res.angles[b],  # type: ignore[index]
@@ -1148,7 +1103,7 @@ def energy(model: Any, x: Any, weights: Any = None, *, tol: float = DEFAULT_TOL,
     xa = np.asarray(x, dtype=float)
     xb = xa if xa.ndim == 3 else xa[None]
     B, n, d = xb.shape
-    if (d not in (2, 3) or model.attention not in ("softmax", "unnormalized")
+    if (d not in (2, 3) or attention_registry.resolve(model.attention).energy is None
             or not model.is_identity or model.causal):
         msg = ("energy: the fast energy needs d = 2 or 3 and softmax or unnormalized attention "
                f"with Q = K = V = I, no mask; got d={d}, attention={model.attention!r}")
@@ -1185,11 +1140,17 @@ __all__ = [
     "CROSSOVER_GENERAL",
     "DEFAULT_TOL",
     "FIELD_TOL",
-    "FAST_KINDS",
-    "GENERAL_KINDS",
     "METHODS",
+    "PROFILES",
     "FastResult",
+    "FastRoute",
     "FastSettings",
+    "Profile",
+    "choose_fast",
+    "fast_route",
+    "general_kinds",
+    "node_angles",
+    "zonal_kinds",
     "band_limit",
     "check_tol",
     "energy",

@@ -79,7 +79,7 @@ from scipy.special import logsumexp
 
 from meanfield import attention as attention_registry
 from meanfield.kernels import fastsum, prefix_mass
-from meanfield.kernels.fastsum import GENERAL_KINDS, general_reason
+from meanfield.kernels.fastsum import general_kinds, general_reason
 from meanfield.special import scaled_kernel_multipliers
 
 GENERAL_NUFFT_ERROR = {2: 1.3, 3: 0.25}
@@ -498,7 +498,7 @@ def general_field(
 ) -> tuple[np.ndarray, np.ndarray | None, fastsum.FastSettings, tuple[np.ndarray, ...] | None]:
     """The tangent field ``P_x F`` and its surface divergence at ``points`` (B, p, d) of
     ``sum_j w_j delta_{nodes_j}`` (weights (B, m); ``None``: the particle system, ``1/m``,
-    causal by index) for any heads ``(Q, K, V)`` of the kinds :data:`GENERAL_KINDS` (module
+    causal by index) for any heads ``(Q, K, V)`` of the kinds :func:`general_kinds` (module
     docstring). No validation (the callers validate; the model must pass
     :func:`general_reason`).
 
@@ -551,7 +551,7 @@ def general_field(
             A = Q.T @ K
             z = y @ A.T  # A y_j
             wb = w
-            if kind.key_bias is not None:  # l2 (of GENERAL_KINDS): the column bias -beta |K y|^2 / 2
+            if kind.key_bias is not None:  # l2: the column bias -beta |K y|^2 / 2
                 c = -0.5 * beta * np.sum((y @ K.T) ** 2, axis=1)
                 wb = w * np.exp(c - np.max(c))
             elif doubly:
@@ -606,4 +606,4 @@ def general_field(
     return vel, div, settings, (tuple(pots) if pots else None)
 
 
-__all__ = ["GENERAL_KINDS", "general_field", "general_reason", "kernel_table"]
+__all__ = ["general_field", "general_kinds", "general_reason", "kernel_table"]

@@ -33,7 +33,7 @@ two frames, shared by all of its targets.
   least degree that puts this under ``LOCAL_TRUNCATION`` of the smallest value a target can
   take (``e^{-z} sum_j w_j'`` for positive weights);
 * the transforms' error, measured by the rotated pair of :mod:`meanfield.kernels.fastsum`
-  (:data:`meanfield.kernels.fastsum.PAIR_SAFETY` times the largest difference between the
+  (:data:`meanfield.kernels.fastsum_frames.PAIR_SAFETY` times the largest difference between the
   cap's sums in two frames, at its targets and :data:`LOCAL_PROBES` probes), plus the
   round-off the two frames share (the tilt's exponents, :func:`roundoff`: ``~7 beta 2^-53``
   relative, which the direct sum's exponents carry as well).
@@ -51,7 +51,7 @@ import ducc0
 import numpy as np
 from scipy.special import ive, spherical_in
 
-from meanfield.kernels import fastsum
+from meanfield.kernels import fastsum_frames as frames
 
 LOCAL_RADIUS = 3.0
 """``z = beta r``, the caps' radius in units of ``1 / beta`` (the cells' circumradius is about
@@ -73,7 +73,7 @@ transforms' measured error."""
 
 LOCAL_PROBES = 16
 """Probe points per cap (two rings at half and the full radius) added to its targets for the
-rotated pair, so that a cap of one target still has :data:`meanfield.kernels.fastsum.
+rotated pair, so that a cap of one target still has :data:`meanfield.kernels.fastsum_frames.
 PAIR_MIN_SAMPLES` samples of the transforms' error."""
 
 LOCAL_PAIR_SAMPLE = 32
@@ -86,14 +86,14 @@ of a cap cost about as much as direct sums at 3-4 targets (measured on the hand-
 an adjoint transform of 138 780 nodes 7 ms, the tilt 3 ms, the direct field 1.4 ms per
 target)."""
 
-LOCAL_EPS = 1e-14
-"""The adjoint transforms' accuracy: near the smallest ducc0 accepts, at about the cost of
-``3e-13`` for these low degrees (10.3 against 10.7 ms for 138 780 nodes, ``P = 25``). The
-cap amplifies the coefficients' error by up to ``e^{2z}``; part of it (the kernel's
-deconvolution) is common to both frames, which the pair cannot see: at ``3e-13`` that part
-reached ``1.7`` times the estimate on ``S^1`` (errors ``7e-14``), at ``1e-14`` it is a tenth
-(the coefficients' error measured against direct sums: ``S^1`` ``5e-15`` to ``7e-16``,
-``S^2`` ``1.1e-15`` to ``3e-16`` of ``sum w``)."""
+LOCAL_EPS = frames.NUFFT_EPS_MIN
+"""The adjoint transforms' accuracy: the finest ducc0 accepts (``1e-14`` on 0.42), at about
+the cost of ``3e-13`` for these low degrees (10.3 against 10.7 ms for 138 780 nodes, ``P =
+25``). The cap amplifies the coefficients' error by up to ``e^{2z}``; part of it (the
+kernel's deconvolution) is common to both frames, which the pair cannot see: at ``3e-13``
+that part reached ``1.7`` times the estimate on ``S^1`` (errors ``7e-14``), at ``1e-14`` it
+stays below it (the coefficients' error measured against direct sums: ``S^1`` ``5e-15`` to
+``7e-16``, ``S^2`` ``1.1e-15`` to ``3e-16`` of ``sum w``)."""
 
 MAX_DEGREE = 200
 """The largest degree :func:`degree` tries (``z`` up to about 60)."""
@@ -189,7 +189,7 @@ def _tilted_coefficients(angles: np.ndarray, w: np.ndarray, d: int, P: int, eps:
 
 
 def _equivalent_sums(x: np.ndarray, c: np.ndarray, g: np.ndarray, W: np.ndarray,
-                     beta: float, shift: float, laplacian: bool) -> fastsum._Sums:
+                     beta: float, shift: float, laplacian: bool) -> frames._Sums:
     """Scaled ``Z``, ``grad G`` and ``Delta G`` at ``x`` of the equivalent sources ``(g, W)``
     of a tilted measure: ``sum_k W_k e^{beta <x - c, g_k> + shift}`` (``shift = e_0 -
     beta``, the tilt's normalisation)."""
@@ -200,7 +200,7 @@ def _equivalent_sums(x: np.ndarray, c: np.ndarray, g: np.ndarray, W: np.ndarray,
     grad = E @ g
     grad -= np.sum(grad * x, axis=1)[:, None] * x
     lap = (E * (beta * (1 - t * t) - (d - 1) * t)).sum(axis=1) if laplacian else None
-    return fastsum._Sums(Z, grad, lap)
+    return frames._Sums(Z, grad, lap)
 
 
 def _caps(x: np.ndarray, r: float) -> list[np.ndarray]:
@@ -252,7 +252,7 @@ class LocalResult(NamedTuple):
     not computed), each target's relative error estimate (``inf`` there) and how many caps
     were computed."""
 
-    sums: fastsum._Sums
+    sums: frames._Sums
     estimate: np.ndarray
     caps: int
 
@@ -264,9 +264,9 @@ def local_sums(plan: Any, points: np.ndarray, nodes: np.ndarray, w: np.ndarray, 
     """The scaled sums ``Z``, ``grad G``, ``Delta G`` of :mod:`meanfield.kernels.fastsum` at
     ``points`` (n, d) of ``sum_j w_j delta_{nodes_j}`` by the re-centred expansions of the
     module docstring (exponential kernels: softmax, unnormalized, l2), with the per-target
-    relative estimate of :func:`meanfield.kernels.fastsum._estimate`. Caps of fewer than
+    relative estimate of :func:`meanfield.kernels.frames._estimate`. Caps of fewer than
     ``min_targets`` targets are left out (``NaN``, estimate ``inf``). ``angles``, ``turned``:
-    the nodes' :func:`meanfield.kernels.fastsum.node_angles` in the two frames, where the
+    the nodes' :func:`meanfield.kernels.frames.node_angles` in the two frames, where the
     caller has them."""
     n, d = points.shape
     beta = plan.beta
@@ -274,11 +274,11 @@ def local_sums(plan: Any, points: np.ndarray, nodes: np.ndarray, w: np.ndarray, 
     grad = np.full((n, d), np.nan)
     lap = np.full(n, np.nan) if laplacian else None
     est = np.full(n, np.inf)
-    R = fastsum._rotation(d)
+    R = frames._rotation(d)
     if angles is None:
-        angles = fastsum.node_angles(nodes)
+        angles = frames.node_angles(nodes)
     if turned is None:
-        turned = fastsum.node_angles(nodes @ R.T)
+        turned = frames.node_angles(nodes @ R.T)
     ref_div = 4 * beta + d - 1
     computed = 0
     l1 = np.abs(w)
@@ -314,7 +314,7 @@ def local_sums(plan: Any, points: np.ndarray, nodes: np.ndarray, w: np.ndarray, 
         bound = truncation(d, z, P, beta) * mass * math.exp(shift)
         a = roundoff(beta)
         local_plan = plan._replace(kernel=(a, bound, a, bound, a * (beta + d), bound))
-        err = fastsum._paired_estimate(local_plan, first.take(sample), second)
+        err = frames._paired_estimate(local_plan, first.take(sample), second)
         if err is None:
             continue
         Z[idx] = first.Z[:k]
@@ -322,6 +322,6 @@ def local_sums(plan: Any, points: np.ndarray, nodes: np.ndarray, w: np.ndarray, 
         lap_k = None if first.lap is None else first.lap[:k]
         if lap is not None:
             lap[idx] = lap_k
-        est[idx] = fastsum._estimate(err, first.Z[:k], lap_k, ref_div)
+        est[idx] = frames._estimate(err, first.Z[:k], lap_k, ref_div)
         computed += 1
-    return LocalResult(fastsum._Sums(Z, grad, lap), est, computed)
+    return LocalResult(frames._Sums(Z, grad, lap), est, computed)

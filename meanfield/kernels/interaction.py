@@ -282,20 +282,24 @@ def fast_field_at(model: Any, pb: np.ndarray, xb: np.ndarray, w: np.ndarray | No
                   batched: bool, memory_limit: int, *,
                   labels: tuple[np.ndarray, np.ndarray] | None = None,
                   state: FieldState | None = None,
-                  tol: float = fastsum.FIELD_TOL) -> FieldResult:
+                  tol: float = fastsum.FIELD_TOL,
+                  route: fastsum.FastRoute | None = None) -> FieldResult:
     """The field of ``sum_j w_j delta_{xb_j}`` at the points ``pb`` (both ``(B, ., d)``,
     float64, on the sphere), with the derivative sums ``deriv`` of :func:`ambient_field`, as
     :func:`meanfield.lagrangian.field_at` gives it, by fast summation
     (:func:`meanfield.kernels.fastsum.fast_field` for the zonal kernels,
     :func:`meanfield.kernels.fastsum_general.general_field` otherwise); the points whose error
     estimate exceeds the tolerance by the direct sum. ``w=None``: the particle system (equal
-    weights, causal by index)."""
+    weights, causal by index). ``route``: the caller's :func:`meanfield.kernels.fastsum.choose_fast`
+    (asked here where not given)."""
     from meanfield.kernels.fastsum_general import general_field
 
     d = xb.shape[-1]
     B, m = xb.shape[:2]
     divergence = deriv != "none"
-    if fastsum.zonal_reason(model, d, causal_labels=labels is not None) is None:
+    if route is None:
+        route = fastsum.fast_route(model, d, causal_labels=labels is not None)
+    if route.path == "zonal":
         wz = np.full((B, m), 1.0 / m) if w is None else w
 
         def direct(pts: np.ndarray, b: int) -> tuple[np.ndarray, np.ndarray | None]:

@@ -224,11 +224,13 @@ def field_at(
     pb = conv(pa if batched else pa[None])
     lab = None if klab is None or qlab is None else (conv(qlab), conv(klab))
     deriv = "none" if not divergence else "both" if geometry == "sphere" else "trace"
-    if fastsum.use_fast(method, model, xb.shape[-1], geometry, pb.shape[-2], xb.shape[-2],
-                        causal_labels=lab is not None, backend_numpy=be is None):
+    route = fastsum.choose_fast(method, model, xb.shape[-1], geometry, pb.shape[-2],
+                                xb.shape[-2], causal_labels=lab is not None,
+                                backend_numpy=be is None)
+    if route is not None:
         return fast_field_at(model, pb, xb, w, deriv, batched, memory_limit,
-                           labels=None if qlab is None or klab is None else (qlab, klab),
-                           state=state, tol=fast_tol)
+                             labels=None if qlab is None or klab is None else (qlab, klab),
+                             state=state, tol=fast_tol, route=route)
     F, tr, xdx, new_state = ambient_field(
         model, pb, xb, conv(w), labels=lab, derivatives=deriv, state=state,
         memory_limit=memory_limit)

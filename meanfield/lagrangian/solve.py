@@ -223,15 +223,16 @@ def solve_lagrangian(
     lab = None if labels is None else (be.asarray(labels[None]),) * 2
     deriv = "both" if sphere else "trace"
     _check_field_tol(field_tol)
-    fast = fastsum.use_fast(field_method, model, d, nodes.geometry, n, n,
-                            causal_labels=labels is not None, backend_numpy=be.is_numpy)
+    route = fastsum.choose_fast(field_method, model, d, nodes.geometry, n, n,
+                                causal_labels=labels is not None, backend_numpy=be.is_numpy)
+    fast = route is not None
 
     def rhs(y: Any) -> Any:
         xb = bk.contiguous(y[None, :, :d])
         if fast:
             res = fast_field_at(model, xb, xb, wb, deriv, False, memory_limit,
                                 labels=None if labels is None else (labels[None],) * 2,
-                                state=cache["state"], tol=float(field_tol))
+                                state=cache["state"], tol=float(field_tol), route=route)
             cache["fast"] = fastsum.merge_settings(cache.get("fast"), res.fast)
         else:
             F, tr, xdx, state = ambient_field(model, xb, xb, wb, labels=lab, derivatives=deriv,

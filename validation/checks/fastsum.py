@@ -10,6 +10,9 @@ Lagrangian run on ``S^2`` through clustering with ``2 10^5`` nodes against parti
    lumpy_sphere_rho0
    lagrangian_clusters_sphere
    check_lagrangian_clusters_sphere
+   HANDOVER_SPHERE
+   handover_sphere
+   check_handover_sphere
 
 Both run with ``method="fast"`` / ``field_method="fast"`` (:mod:`meanfield.kernels.fastsum`): with the
 direct ``O(n^2)`` sum they would take hours on 2 cores (65 536 tokens: 22.5 s per velocity).
@@ -18,6 +21,7 @@ Every check follows the convention of :mod:`validation.checks`; both are in the 
 
 from __future__ import annotations
 
+import json
 import math
 import time as _time
 from pathlib import Path
@@ -533,3 +537,173 @@ def _clusters_figure(res: dict[str, Any], cfg: dict[str, Any], out_dir: Path) ->
     ax2.set_title(f"{pm.shape[0]} x {cfg['n']} particles (fast field)", fontsize=9)
     ax2.legend(fontsize=7)
     return save_figure(fig, out_dir, "fastsum_lagrangian_clusters_sphere")
+
+
+HANDOVER_SPHERE: dict[str, Any] = {
+    "beta": 6.0,
+    "kappa": 8.0,
+    "resolution": 32,
+    "t_final": 10.0,
+    "n": 20_000,
+    "replicas": 8,
+    "dt": 0.1,
+}
+"""The documented S^2 hand-over (issue 31, item 5; docs/lagrangian.md section 6): three von
+Mises–Fisher bumps (``kappa = 8``) at ``e_3, e_1, e_2``, SA ``beta = 6``, ``Sphere(32)``,
+``solve(..., continue_lagrangian=True)`` to ``t = 10`` at every other default; ``replicas``
+particle systems of ``n`` i.i.d. tokens of the same start (RK4, ``dt = 0.1``: ``h beta =
+0.6``, inside RK4's stability bound 2.78)."""
+
+HANDOVER_SPEC: dict[str, Any] = {
+    "centres": [(0.0, 0.0), (math.pi / 2, 0.0), (math.pi / 2, math.pi / 2)],
+    "amplitudes": [1.0, 1.0, 1.0],
+    "kappa": HANDOVER_SPHERE["kappa"],
+    "background": 0.0,
+}
+""":data:`HANDOVER_SPHERE`'s start in the form of :data:`LUMPY_SPHERE` (colatitude,
+longitude of ``e_3, e_1, e_2``), for :func:`_sample_lumpy`."""
+
+
+def handover_sphere(*, seed: int, beta: float, kappa: float, resolution: int, t_final: float,
+                    n: int, replicas: int, dt: float) -> dict[str, Any]:
+    """:data:`HANDOVER_SPHERE`'s run: the spectral solver on ``Sphere(resolution)`` handing
+    over to the Lagrangian one, timed; its cluster masses at ``t_final`` against those of
+    ``replicas`` particle systems of ``n`` tokens (:func:`fast_rk4`; each particle cluster
+    joins the Lagrangian cluster nearest to it)."""
+    import meanfield as mf
+    from validation.checks.lagrangian_references import MIN_CLUSTER_MASS
+
+    model = mf.Model(beta=float(beta))
+    sphere = mf.Sphere(int(resolution))
+    centres = [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]
+    rho0 = mf.initial.von_mises(sphere, centres, [float(kappa)] * 3)
+    times = np.linspace(0.0, float(t_final), int(round(float(t_final))) + 1)
+    start = _time.perf_counter()
+    ds = mf.solve(model, sphere, rho0, times, continue_lagrangian=True)
+    out: dict[str, Any] = {"wall_s": _time.perf_counter() - start}
+    settings = json.loads(ds.attrs["settings"])
+    out["handover_time"] = float(ds["handover_time"])
+    out["t_reached"] = float(ds.attrs["t_reached"])
+    out["successful"] = int(ds.attrs["successful"])
+    out["stop_reason"] = str(ds.attrs["stop_reason"])
+    out["nodes"] = int(settings["num_nodes"])
+    out["fast_field"] = settings["fast_field"]
+    out["stats"] = {k: int(ds.attrs[k]) for k in ("num_steps", "num_evaluations")}
+    out["mass_error"] = float(np.max(np.abs(ds["mass"].values - 1.0)))
+    out["energy"] = ds["energy"].values.tolist()
+    out["times"] = ds["time"].values.tolist()
+    out["spectral_energy"] = ds["spectral_energy"].values.tolist()
+    out["spectral_times"] = ds["spectral_time"].values.tolist()
+    masses, positions, stray = _heavy(ds["x"].values[-1], ds["weight"].values, MIN_CLUSTER_MASS)
+    out["lagrangian_masses"], out["lagrangian_stray_mass"] = masses.tolist(), stray
+    out["lagrangian_positions"] = positions.tolist()
+    rng = np.random.default_rng([seed, 31, 5])
+    x0 = np.stack([_sample_lumpy(HANDOVER_SPEC | {"kappa": float(kappa)}, int(n), rng)
+                   for _ in range(int(replicas))])
+    start = _time.perf_counter()
+    xt, out["particle_field_error_estimate"] = fast_rk4(model, x0, float(t_final), float(dt))
+    out["particles_s"] = _time.perf_counter() - start
+    pm, counts = [], []
+    for y in xt:
+        cmass, cpos, _ = _heavy(y, None, MIN_CLUSTER_MASS)
+        counts.append(int(cmass.size))
+        near = np.argmax(cpos @ positions.T, axis=1) if cmass.size else np.array([], dtype=int)
+        pm.append(np.bincount(near, weights=cmass, minlength=masses.size).tolist())
+    out["particle_masses"], out["particle_counts"] = pm, counts
+    return out
+
+
+HANDOVER_SYMMETRY_TOL = 1e-3
+"""How far each Lagrangian cluster mass may be from ``1/3``. The start and the flow are
+invariant under the cyclic permutation of the axes (a rotation taking ``e_3, e_1, e_2`` to one
+another), so the exact masses are ``1/3`` each; the nodes (Gauss–Legendre x trapezoid about
+``e_3``) are not, and the quadrature of a basin's indicator is ``O(h)`` times the mass near
+the basin's boundary (``h = pi / 256`` after the hand-over; the mass within ``h`` of the
+boundaries at ``t = 10`` is below ``0.1``: ``O(h) x 0.1 ~ 1e-3``)."""
+
+
+def handover_comparisons(res: dict[str, Any], cfg: dict[str, Any]) -> tuple[list[Comparison], np.ndarray]:
+    """The comparisons of :func:`check_handover_sphere` and the half-widths of the mean
+    particle masses' intervals."""
+    comps = [Comparison("hand-over run: time reached", res["t_reached"], cfg["t_final"],
+                        1e-9 * cfg["t_final"], kind="min"),
+             Comparison("hand-over run: successful (its quadrature monitor satisfied)",
+                        float(res["successful"]), 1.0, 0.0),
+             Comparison("Lagrangian part: max |mass - 1| over time", res["mass_error"], 0.0, 1e-12),
+             Comparison("particles: largest fast-field error estimate over the run",
+                        res["particle_field_error_estimate"], FIELD_ERROR_MAX, kind="max")]
+    p = np.asarray(res["lagrangian_masses"])
+    comps.append(Comparison("number of Lagrangian clusters (mass >= MIN_CLUSTER_MASS)",
+                            float(p.size), 3.0, 0.0))
+    for i, pi in enumerate(p):
+        comps.append(Comparison(f"cluster {i}: Lagrangian mass vs 1/3 (the start's symmetry)",
+                                float(pi), 1 / 3, HANDOVER_SYMMETRY_TOL))
+    for r, count in enumerate(res["particle_counts"]):
+        comps.append(Comparison(f"replica {r}: number of particle clusters", float(count),
+                                float(p.size), 0.0))
+    pm = np.asarray(res["particle_masses"])
+    R = pm.shape[0]
+    half = stats.t.ppf(0.5 + MASS_LEVEL / 2, R - 1) * pm.std(axis=0, ddof=1) / np.sqrt(R)
+    for i, (pi, qi, hi) in enumerate(zip(p, pm.mean(axis=0), half)):
+        comps.append(Comparison(f"cluster {i}: mean particle mass over {R} replicas vs Lagrangian mass",
+                                float(qi), float(pi), float(hi + HANDOVER_SYMMETRY_TOL)))
+    return comps, half
+
+
+@check("fastsum.handover_sphere", suites=("full",))
+def check_handover_sphere(*, seed: int, out_dir: Path, suite: str) -> CheckResult:
+    """The S^2 hand-over of :data:`HANDOVER_SPHERE` at its defaults: it reaches ``t = 10``
+    with its quadrature monitor satisfied; mass conserved to ``1e-12`` (the weights never
+    change); three clusters of mass ``1/3`` each to :data:`HANDOVER_SYMMETRY_TOL` (the start's
+    symmetry); each cluster's mean particle mass over the replicas within its Student-``t``
+    interval (level :data:`MASS_LEVEL`, the replicas' own spread: the basins move with the
+    empirical measure, see :func:`check_lagrangian_clusters_sphere`) plus the node rule's
+    error (:data:`HANDOVER_SYMMETRY_TOL`) of the Lagrangian mass; the particles' fast-field
+    estimate within :data:`FIELD_ERROR_MAX`. Each tolerance's argument is in the docstring
+    of its constant. The wall time is recorded (``details["wall_s"]``), not compared: machines
+    differ."""
+    cfg = HANDOVER_SPHERE
+    res = handover_sphere(seed=seed, **cfg)
+    comps, half = handover_comparisons(res, cfg)
+    figure = _handover_figure(res, half, out_dir)
+    details = {k: v for k, v in res.items() if k not in ("times", "spectral_times")}
+    details["mean_mass_half_width"] = half.tolist()
+    return CheckResult(
+        name="fastsum.handover_sphere",
+        quantity=(f"S^2, SA beta = {cfg['beta']:g}, three vMF bumps: spectral to Lagrangian "
+                  f"({res['nodes']} nodes from t = {res['handover_time']:.2f}) in "
+                  f"{res['wall_s']:.0f} s; cluster masses vs particles"),
+        comparisons=tuple(comps),
+        description=("reaches t = 10, monitor satisfied; mass to 1e-12; masses 1/3 (symmetry); "
+                     f"mean particle masses within their {MASS_LEVEL:.1%} t-interval"),
+        details=details,
+        figure=figure,
+    )
+
+
+def _handover_figure(res: dict[str, Any], half: np.ndarray, out_dir: Path) -> str:
+    """Left: the energy along the run, spectral then Lagrangian, the hand-over marked. Right:
+    cluster masses, Lagrangian against every particle system, with the tolerance bars."""
+    fig, (ax, ax2) = subplots(1, 2, figsize=(11, 4.2))
+    ax.plot(res["spectral_times"], res["spectral_energy"], "o-", color="C0", label="spectral")
+    ax.plot(res["times"], res["energy"], "s-", color="C3", label="Lagrangian")
+    ax.axvline(res["handover_time"], color="0.5", ls="--", lw=1, label="hand-over")
+    ax.set_xlabel("t")
+    ax.set_ylabel("interaction energy")
+    ax.set_title(f"{res['nodes']} nodes after the hand-over; {res['wall_s']:.0f} s in all", fontsize=9)
+    ax.legend(fontsize=7)
+    p = np.asarray(res["lagrangian_masses"])
+    pm = np.asarray(res["particle_masses"])
+    idx = np.arange(p.size)
+    ax2.errorbar(idx, p, yerr=half + HANDOVER_SYMMETRY_TOL, fmt="o", color="C3", capsize=6,
+                 label="Lagrangian (bars: tolerance of the mean)")
+    ax2.plot(idx - 0.08, pm.mean(axis=0), "s", color="k", ms=5, label="particles, mean")
+    for r in range(pm.shape[0]):
+        ax2.plot(idx + 0.06 * (r + 1), pm[r], "x", color="C0", label="particles" if r == 0 else None)
+    ax2.axhline(1 / 3, color="0.5", lw=1, ls=":", label="1/3 (symmetry)")
+    ax2.set_xticks(idx)
+    ax2.set_xlabel("cluster")
+    ax2.set_ylabel("mass at t = 10")
+    ax2.set_title(f"{pm.shape[0]} x {HANDOVER_SPHERE['n']} particles (fast field)", fontsize=9)
+    ax2.legend(fontsize=7)
+    return save_figure(fig, out_dir, "fastsum_handover_sphere")
