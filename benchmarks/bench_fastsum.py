@@ -23,10 +23,18 @@ plain script:
 (d) Clustered measures (the states the dynamics produce), at the defaults
     (``particles.velocity``, ``method="fast"``, ``fast_tol`` default): on ``S^2``, ``n`` =
     2·10^5 and 10^6, three clusters (width 0.05) with a uniform background of a fifth of the
-    tokens, and 10 tight clusters (width 1e-3), against uniform tokens of the same ``n``,
-    softmax ``beta`` = 3.5, 10, 50: the ratio clustered / uniform (the points the estimate sent
-    to the direct sum make it grow); and direct / fast at ``n = 65 536`` on the clustered sets
+    tokens, 10 tight clusters (width 1e-3), and those with a uniform thousandth, against
+    uniform tokens of the same ``n``,
+    softmax ``beta`` = 3.5, 10, 50: the ratio clustered / uniform (the points the global
+    estimate cannot vouch for make it grow); and direct / fast at ``n = 65 536`` on the clustered sets
     (the direct sum is the floor there, measured once).
+
+(e) Far from the mass (issue 31, item 2): the field and divergence at ``n`` nodes of which
+    half, carrying ``1e-9`` of the mass, are uniform and half in 10 tight clusters
+    (:func:`far_nodes`, a Lagrangian run past clustering), ``beta`` = 10, 30, against uniform
+    nodes of the same ``n``; the nodes the global estimate cannot vouch for go to the
+    re-centred expansions (:mod:`meanfield.kernels.fastsum_local`); their direct field alone
+    (what recomputing them cost before) is the floor.
 
 Times are the minimum over ``--repeat`` runs (wall clock; ducc0 with all hardware threads,
 numpy's BLAS with its own). Prints Markdown tables.
@@ -223,16 +231,18 @@ CLUSTERED_QUICK = {"sizes": [20_000], "betas": [10.0], "direct_n": 4096}
 
 def clustered_tokens(kind: str, n: int) -> np.ndarray:
     """``n`` tokens on ``S^2``: ``uniform``, ``background`` (three clusters of width 0.05 and a
-    uniform fifth) or ``tight`` (10 clusters of width 1e-3); fixed seeds."""
+    uniform fifth), ``tight`` (10 clusters of width 1e-3) or ``sparse`` (10 clusters of width
+    1e-3 and a uniform thousandth: tokens that see almost no mass, which the global expansion
+    cannot vouch for at large ``beta``); fixed seeds."""
     rng = np.random.default_rng(n)
     if kind == "uniform":
         return _tokens(n, 3)
     count, width = (3, 0.05) if kind == "background" else (10, 1e-3)
     centres = rng.normal(size=(count, 3))
     centres /= np.linalg.norm(centres, axis=1, keepdims=True)
-    m = n - n // 5 if kind == "background" else n
+    m = {"background": n - n // 5, "sparse": n - n // 1000}.get(kind, n)
     x = centres[rng.integers(0, count, m)] + width * rng.normal(size=(m, 3))
-    if kind == "background":
+    if m < n:
         x = np.concatenate([x, rng.normal(size=(n - m, 3))])
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
@@ -247,18 +257,20 @@ def clustered_table(conf: dict[str, Any], repeat: int) -> list[dict[str, Any]]:
         for beta in conf["betas"]:
             model = Model(beta=beta)
             times = {}
-            for kind in ("uniform", "background", "tight"):
+            for kind in ("uniform", "background", "tight", "sparse"):
                 x = clustered_tokens(kind, n)
                 times[kind] = _best(lambda: velocity(model, x, method="fast"), repeat)
-                est = fastsum.fast_sums(model, x[None], x[None], None, divergence=False).estimate
+                st = fastsum.fast_field(model, x[None], x[None], None, divergence=False)[2]
                 row = {"n": n, "beta": beta, "set": kind, "fast v": times[kind],
                        "clustered / uniform": times[kind] / times["uniform"],
-                       "estimate": float(est.max()),
-                       "recomputed": int(np.count_nonzero(est > fastsum.FIELD_TOL))}
+                       "estimate": st.error_estimate, "recentred": st.recentred,
+                       "global over tol": int(np.count_nonzero(fastsum.fast_sums(
+                           model, x[None], x[None], None, divergence=False).estimate
+                           > fastsum.FIELD_TOL))}
                 rows.append(row)
                 _print_row("  clustered ", row)
     n = conf["direct_n"]
-    for kind in ("background", "tight"):
+    for kind in ("background", "tight", "sparse"):
         x = clustered_tokens(kind, n)
         model = Model(beta=10.0)
         t_fast = _best(lambda: velocity(model, x, method="fast"), repeat)
@@ -278,6 +290,67 @@ def clustered_markdown(rows: list[dict[str, Any]]) -> str:
         out.append(f"| {r['n']} | {r['beta']:g} | {r['set']} | {r['fast v']:.3g} | "
                    f"{_fmt(r.get('clustered / uniform'))} | {_fmt(r.get('direct v'))} | "
                    f"{_fmt(r.get('direct / fast'))} |")
+    return "\n".join(out)
+
+
+FAR_FULL = {"sizes": [50_000, 200_000], "betas": [10.0, 30.0]}
+FAR_QUICK = {"sizes": [20_000], "betas": [10.0]}
+
+
+def far_nodes(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` nodes on ``S^2`` as a Lagrangian run past clustering has them: half in 10 tight
+    clusters (width 1e-3) carrying mass ``1 - 1e-9``, half uniform carrying ``1e-9`` (the
+    quadrature nodes where ``rho ~ 0``); fixed seed."""
+    rng = np.random.default_rng(n + 1)
+    centres = rng.normal(size=(10, 3))
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    h = n // 2
+    x = np.concatenate([centres[rng.integers(0, 10, h)] + 1e-3 * rng.normal(size=(h, 3)),
+                        rng.normal(size=(n - h, 3))])
+    w = np.concatenate([np.full(h, (1 - 1e-9) / h), np.full(n - h, 1e-9 / (n - h))])
+    return x / np.linalg.norm(x, axis=1, keepdims=True), w
+
+
+def far_table(conf: dict[str, Any], repeat: int) -> list[dict[str, Any]]:
+    """Section (e) of the module docstring: the field and divergence of :func:`far_nodes` at
+    the nodes (``weighted_field``, fast, the defaults) against the same on uniform nodes of
+    equal weights (the floor), with the points re-centred and recomputed directly; and the
+    direct field at the re-centred points alone (what their recomputation cost before)."""
+    from meanfield.lagrangian import field_at, weighted_field
+
+    rows = []
+    for n in conf["sizes"]:
+        for beta in conf["betas"]:
+            model = Model(beta=beta)
+            xu = _tokens(n, 3)
+            wu = np.full(n, 1.0 / n)
+            t_uniform = _best(lambda: weighted_field(model, xu, wu, method="fast"), repeat)
+            x, w = far_nodes(n)
+            t_far = _best(lambda: weighted_field(model, x, w, method="fast"), repeat)
+            res = fastsum.fast_sums(model, x[None], x[None], w[None], divergence=True)
+            bad = np.nonzero(res.estimate[0] > fastsum.FIELD_TOL)[0]
+            st = weighted_field(model, x, w, method="fast").fast
+            t_direct = (_best(lambda: field_at(model, x[bad], x, w, method="direct"), 1)
+                        if bad.size else 0.0)
+            row = {"n": n, "beta": beta, "far field": t_far, "uniform": t_uniform,
+                   "far / uniform": t_far / t_uniform, "global over tol": int(bad.size),
+                   "recentred": st.recentred, "corrected": st.corrected,
+                   "direct at those": t_direct,
+                   "direct at those / far field": t_direct / t_far}
+            rows.append(row)
+            _print_row("  far ", row)
+    return rows
+
+
+def far_markdown(rows: list[dict[str, Any]]) -> str:
+    out = ["", "Far from the mass (S^2, softmax field and divergence at the nodes, defaults)", "",
+           "| n | beta | far field (s) | far / uniform | over tol | re-centred | direct | "
+           "direct at those (s) | direct at those / far field |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        out.append(f"| {r['n']} | {r['beta']:g} | {r['far field']:.3g} | {r['far / uniform']:.3g} | "
+                   f"{r['global over tol']} | {r['recentred']} | {r['corrected']} | "
+                   f"{r['direct at those']:.3g} | {_fmt(r['direct at those / far field'])} |")
     return "\n".join(out)
 
 
@@ -302,8 +375,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(general_markdown(grows, gcross))
     crows = clustered_table(CLUSTERED_QUICK if args.quick else CLUSTERED_FULL, args.repeat)
     print(clustered_markdown(crows))
+    frows = far_table(FAR_QUICK if args.quick else FAR_FULL, args.repeat)
+    print(far_markdown(frows))
     result = {"rows": rows, "crossover": cross, "beta": BETA,
-              "general": {"rows": grows, "crossover": gcross}, "clustered": crows}
+              "general": {"rows": grows, "crossover": gcross}, "clustered": crows,
+              "far": frows}
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(result, fh, indent=1)

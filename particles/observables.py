@@ -86,7 +86,7 @@ ENERGY_KINDS = tuple(k.name for k in attention_registry.kinds() if k.energy is n
 def fast_energy_error(model: Any) -> float:
     """The bound of :func:`meanfield.kernels.fastsum.energy`'s absolute error, ``2 eps e^beta`` with
     ``eps`` its coefficients' relative accuracy (``max(DEFAULT_TOL / 8, NUFFT_EPS_MIN)``,
-    ``3e-13``): the coefficients' error enters the quadratic form twice, and the weights of
+    ``1.25e-13``): the coefficients' error enters the quadratic form twice, and the weights of
     the modes sum to at most 1 (see :func:`meanfield.kernels.fastsum.energy`); ``inf`` where
     ``e^beta`` overflows."""
     from meanfield.kernels import fastsum

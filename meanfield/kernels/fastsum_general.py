@@ -482,6 +482,15 @@ def _sinkhorn_potentials(model: Any, x: np.ndarray, A: np.ndarray, w: np.ndarray
 DirectAt = Callable[[int, np.ndarray], "tuple[np.ndarray, np.ndarray | None]"]
 
 
+GENERAL_EPS_MIN = 3e-13
+"""The general path's transforms run at ``max(tol GENERAL_EPS_FRACTION, GENERAL_EPS_MIN)``: the
+accuracy at which :data:`GENERAL_NUFFT_ERROR` was measured (its a priori estimate has no
+second frame to check it; the zonal path's finer ``1e-14`` is checked by its pair)."""
+
+GENERAL_EPS_FRACTION = 1 / 1024
+"""See :data:`GENERAL_EPS_MIN`."""
+
+
 def general_field(
     model: Any,
     points: np.ndarray,
@@ -516,7 +525,7 @@ def general_field(
     """
     B, p, d = points.shape
     m = nodes.shape[1]
-    eps = max(tol * fastsum.EPS_FRACTION, fastsum.NUFFT_EPS_MIN)
+    eps = max(tol * GENERAL_EPS_FRACTION, GENERAL_EPS_MIN)
     beta = float(model.beta)
     kind = attention_registry.resolve(model.attention)
     normalized = kind.normalized

@@ -42,7 +42,8 @@ error below ``(beta |s|)^3 / 24``), which tends continuously to the ``beta = 0``
 **Fast path** (``method="fast"``, or ``"auto"`` where the fast field pays,
 :func:`use_fast_energy`): on ``S^1`` and ``S^2``, for SA and USA with ``Q = K = I``, the
 energy is :func:`meanfield.kernels.fastsum.energy` (Parseval on the measure's harmonic coefficients,
-``O(n + L^2 log L)``, absolute error at most ``2 eps e^beta``, ``eps = 3e-13``) and ``Z_mu`` is
+``O(n + L^2 log L)``, absolute error at most ``2 eps e^beta``, ``eps = max(tol / 8,
+NUFFT_EPS_MIN)``, ``1.25e-13`` at the default) and ``Z_mu`` is
 the zonal sum of :mod:`meanfield.kernels.fastsum` (adjoint nonuniform transform, Funk–Hecke
 multipliers, synthesis at the nodes; absolute error of ``Z`` at most ``e^beta (tail + C_Z eps
 max_i Z_i e^{-beta})``, :data:`meanfield.kernels.fastsum.NUFFT_ERROR`): a Lagrangian run of ``2 10^5``
