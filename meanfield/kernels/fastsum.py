@@ -55,8 +55,10 @@ bounds the direct sum's own rounding error: the sum of the magnitudes of its ter
 <= 1``; USA: ``e^beta Z(x)``; the divergence: ``4 beta + d - 1`` times that). The relative
 error at a point is then about ``delta / Z(x)`` (``delta ~ 1e-14``): tiny where the point sees
 mass, large only far from all of it. Every point whose estimate exceeds the tolerance is
-recomputed by the direct sum (``FastSettings.corrected`` counts them), so the result meets the
-tolerance at every point; the default :data:`FIELD_TOL` (``1e-10``) is what the sums reach at
+summed again by re-centred expansions per cap (:mod:`meanfield.kernels.fastsum_local`,
+``FastSettings.recentred``) or, where those cannot vouch for it, by the direct sum
+(``FastSettings.corrected``), so the result meets the tolerance at every point; the default
+:data:`FIELD_TOL` (``1e-10``) is what the sums reach at
 fast cost on the states the dynamics produce.
 
 References:
@@ -1017,8 +1019,10 @@ def fast_field(
     """The tangent field ``P_x F`` and its surface divergence at ``points`` (B, n, d) of
     ``sum_j w_j delta_{nodes_j}`` (nodes (B, m, d), weights (B, m) or ``None``: ``1/m``),
     by fast summation (module docstring, :func:`fast_sums`); the points whose estimate
-    exceeds ``tol`` by ``direct``. No validation (the callers validate; the model must pass
-    :func:`fast_reason`).
+    exceeds ``tol`` by the re-centred expansions of :mod:`meanfield.kernels.fastsum_local`
+    (the exponential profiles), and those these cannot vouch for (or caps of fewer than
+    :data:`meanfield.kernels.fastsum_local.LOCAL_MIN_TARGETS` targets) by ``direct``. No
+    validation (the callers validate; the model must pass :func:`fast_reason`).
 
     Args:
         divergence: also return ``div_S``.
@@ -1026,7 +1030,8 @@ def fast_field(
         nthreads: threads of ducc0 (0: all).
         direct: ``direct(points_subset (1, k, d), b) -> (velocity, divergence or None)`` for
             batch item ``b``, the exact field used at the points whose estimate exceeds
-            ``tol``; ``None``: no correction (the estimate is still reported).
+            ``tol`` after the re-centred expansions; ``None``: no direct correction (every
+            cap re-centred; the estimate of what is left is still reported).
 
     Returns:
         ``(velocity, divergence or None, settings)``.
