@@ -53,7 +53,7 @@ latter is estimated by the same sums in a second, rotated frame (:func:`fast_sum
 difference from the first samples it. The tolerance is relative, per point, to the scale that
 bounds the direct sum's own rounding error: the sum of the magnitudes of its terms (SA: ``|F|
 <= 1``; USA: ``e^beta Z(x)``; the divergence: ``4 beta + d - 1`` times that). The relative
-error at a point is then about ``delta / Z(x)`` (``delta ~ 1e-14``): tiny where the point sees
+error at a point is then about ``delta / Z(x)`` (``delta ~ 1e-15``): tiny where the point sees
 mass, large only far from all of it. Every point whose estimate exceeds the tolerance is
 summed again by re-centred expansions per cap (:mod:`meanfield.kernels.fastsum_local`,
 ``FastSettings.recentred``) or, where those cannot vouch for it, by the direct sum
