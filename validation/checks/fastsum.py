@@ -319,7 +319,9 @@ def _require_cheap_corrections(model: Any, tol: float) -> None:
     that is every node with ``Z(x) < 0.3 max Z``, 13-21% of the nodes of a run through clustering (measured at
     8 192 nodes, ``t`` = 2, 3), which makes each evaluation ``O(n^2)`` again (hours at ``2 10^5``
     nodes). At ``epsilon <= tol / 240`` only the nodes with ``Z(x) < 0.01 max Z``, far from all
-    mass, go direct."""
+    mass, are left over (they now go to the re-centred expansions of
+    :mod:`meanfield.kernels.fastsum_local` first; the transforms run at ``1e-14`` where ducc0
+    takes it)."""
     from meanfield.kernels import fastsum
 
     probe = np.array([[[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]])
