@@ -26,7 +26,7 @@ from meanfield.schedule import Schedule
 from meanfield.spectral import convergence, initial
 from meanfield.spectral.convergence import convergence_table, self_convergence
 from meanfield.spectral.flow import make_flow
-from meanfield.spectral.solve import ResolutionError, StopReason, solve
+from meanfield.spectral.solve import ResolutionError, StopReason, UnresolvedStartError, solve
 
 __all__ = [
     "ATTENTION_KINDS",
@@ -37,6 +37,7 @@ __all__ = [
     "LagrangianError",
     "Model",
     "ResolutionError",
+    "UnresolvedStartError",
     "Schedule",
     "Sphere",
     "StopReason",

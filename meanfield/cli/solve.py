@@ -98,7 +98,7 @@ def run_lagrangian(args: argparse.Namespace, model: Any, t: np.ndarray) -> int:
 def run(args: argparse.Namespace) -> int:
     """Solve, write, report; exit 1 when the run stopped before ``--t-max``."""
     import meanfield
-    from meanfield.spectral.solve import ResolutionError
+    from meanfield.spectral.solve import ResolutionError, UnresolvedStartError
 
     model = meanfield.Model(args.beta, attention=args.attention, value=args.value, noise=args.noise)
     if args.domain == "lagrangian":
@@ -126,12 +126,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"meanfield: {exc}")
         print(f"partial results (up to t = {exc.t:.6g}) written to {args.out}")
         ds, code = exc.dataset, 1
-    except ValueError as exc:  # said in the options' words: the start is the command's
-        if "rho0 is not resolved" not in str(exc):
-            raise
-        tail = domain.tail(domain.forward(rho0))
+    except UnresolvedStartError as exc:  # said in the options' words: the start is the command's
         msg = (f"--init {args.init} is not resolved at --resolution {args.resolution} (its "
-               f"spectral tail {tail:.3g} is above the solver's threshold): raise --resolution")
+               f"spectral tail {exc.tail:.3g} is above the solver's threshold): raise --resolution")
         raise ValueError(msg) from exc
     print(f"wrote {args.out}: {ds.sizes['time']} times, final resolution "
           f"{int(ds['resolution'][-1])}, {ds.attrs['num_accepted']} steps; {ds.attrs['stop_reason']}")

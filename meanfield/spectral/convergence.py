@@ -54,7 +54,7 @@ from meanfield.integrate.schema import summed_stats
 from meanfield.io import domain_of
 from meanfield.memory import check_solve_memory
 from meanfield.model import Model
-from meanfield.spectral.solve import solve
+from meanfield.spectral.solve import UnresolvedStartError, solve
 
 
 def _initial_on(domain: Domain, base: Domain, rho0: Any) -> Any:
@@ -244,9 +244,7 @@ class _ResolutionStudy:
         for dom in domains:
             try:
                 ds = runs.solve(dom, rtol, atol)
-            except ValueError as exc:  # rho0 itself is not resolved at this resolution
-                if "not resolved" not in str(exc):
-                    raise
+            except UnresolvedStartError as exc:  # rho0 itself is not resolved at this resolution
                 self.add(_nan_coefficients(self.fine, runs.times.size), -math.inf, 0, 0, str(exc),
                          2 * dom.resolution)
                 continue

@@ -54,6 +54,17 @@ class ResolutionError(IntegrationError):
     """The solve could not continue; ``.dataset`` holds the results up to ``.t``."""
 
 
+class UnresolvedStartError(ValueError):
+    """``rho0`` is not resolved by the domain it is given on (its spectral tail exceeds
+    ``tail_tol`` and no finer grid may be tried); ``.resolution`` and ``.tail`` say where.
+    A ``ValueError``: the input is what is wrong."""
+
+    def __init__(self, message: str, *, resolution: int, tail: float) -> None:
+        super().__init__(message)
+        self.resolution = resolution
+        self.tail = tail
+
+
 
 def _diagnostics(flow: Flow, c: np.ndarray) -> tuple[float, float, float, float]:
     """Energy, dissipation, mass and log-energy (finite where the energy overflows float64,
@@ -251,7 +262,7 @@ def _resolved_start(domain: Domain, rho0: Any, tail_tol: float, negative_tol: fl
                 f"{tail0:.3g} > tail_tol={tail_tol:g}; give rho0 as a callable of the grid, "
                 "a finer domain, or a larger tail_tol"
             )
-            raise ValueError(msg)
+            raise UnresolvedStartError(msg, resolution=domain.resolution, tail=float(tail0))
         domain = domain.with_resolution(domain.resolution * 2)
 
 

@@ -167,3 +167,17 @@ def test_table_is_at_the_final_time_when_two_levels_reach_it() -> None:
     assert ds["t_resolved"].values[0] < 0.25 and np.all(ds["t_resolved"].values[1:] == 1.0)
     assert convergence_table(ds).startswith("Resolution study at t = 1 ")
     assert diagnose(ds) is None and table_time(ds) == 1.0
+
+
+def test_an_unresolved_start_raises_its_own_class() -> None:
+    """``solve`` refuses a start its grid does not resolve with :class:`meanfield.UnresolvedStartError`
+    (a ``ValueError`` carrying the resolution and the tail), which the convergence study and
+    ``meanfield solve`` catch by class, not by the message's words."""
+    import meanfield as mf
+
+    circle = mf.Circle(8)
+    rho0 = mf.initial.von_mises(circle, [1.0, 0.0], 40.0)  # far too sharp for 8 points
+    with pytest.raises(mf.UnresolvedStartError) as info:
+        mf.solve(mf.Model(beta=1.0), circle, rho0, [0.0, 0.1])
+    assert isinstance(info.value, ValueError)
+    assert info.value.resolution == 8 and info.value.tail > 1e-10
