@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
             raise
         write_netcdf(exc.dataset, args.out)
         msg = f"{exc}; partial results written to {args.out}"
-        raise Interrupted(msg, exc.dataset) from None
+        raise Interrupted(msg, exc.dataset, handled_out=str(args.out)) from None
     write_netcdf(ds, args.out)
     print(f"wrote {args.out}: {ds.sizes['time']} times, n = {args.n}, d = {args.d}, "
           f"{ds.attrs['num_steps']} steps in {ds.attrs['wall_time_s']:.3g} s")

@@ -138,12 +138,15 @@ def _partial(path: Path) -> bool:
 def _keep(args: argparse.Namespace | None, exc: BaseException) -> str:
     """Write the partial Dataset ``exc`` carries (``.dataset``) to the command's ``--out``
     file and return the words that say so; ``""`` when there is none, when ``--out`` is a
-    folder or not given, or when the message already names the file (the command or
-    :func:`meanfield.integrate.finish` wrote it)."""
+    folder or not given, or when the raiser has dealt with the file already
+    (``exc.handled_out``: the command or :func:`meanfield.integrate.finish` wrote it)."""
+    from meanfield.integrate import IntegrationError, Interrupted
+
     ds = getattr(exc, "dataset", None)
     out = vars(args).get("out") if args is not None else None
+    handled = exc.handled_out if isinstance(exc, (IntegrationError, Interrupted)) else None
     if (ds is None or not hasattr(ds, "to_netcdf") or not isinstance(out, Path)
-            or "out" in getattr(args, FOLDER_KEY, ()) or str(out) in str(exc)):
+            or "out" in getattr(args, FOLDER_KEY, ()) or handled == str(out)):
         return ""
     from meanfield.io import write_netcdf
 

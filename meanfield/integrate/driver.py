@@ -84,7 +84,11 @@ class Stop(Exception):
 
 class IntegrationError(RuntimeError):
     """A run that ended before its final time; ``.dataset`` holds the results up to ``.t``
-    (the last state it accepted), ``.reason`` says why."""
+    (the last state it accepted), ``.reason`` says why; ``.handled_out``, the file the raiser
+    has already dealt with (written the results to, or said why not), which no caller must
+    write again (``None``: none)."""
+
+    handled_out: str | None = None
 
     def __init__(self, msg: str, dataset: Any, t: float, reason: StopReason) -> None:
         super().__init__(msg)
@@ -97,11 +101,13 @@ class IntegrationError(RuntimeError):
 
 
 class Interrupted(KeyboardInterrupt):
-    """``KeyboardInterrupt`` that carries the partial result (``.dataset``, maybe ``None``)."""
+    """``KeyboardInterrupt`` that carries the partial result (``.dataset``, maybe ``None``) and
+    the file already dealt with (``.handled_out``, as :class:`IntegrationError`'s)."""
 
-    def __init__(self, msg: str, dataset: Any = None) -> None:
+    def __init__(self, msg: str, dataset: Any = None, *, handled_out: str | None = None) -> None:
         super().__init__(msg)
         self.dataset = dataset
+        self.handled_out = handled_out
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_restore, (type(self), str(self)), self.__dict__)

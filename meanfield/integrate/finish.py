@@ -62,14 +62,17 @@ def finish(sol: Solution, result: Any, *, name: str,
     if sol.reason is StopReason.INTERRUPTED:
         where = f"; partial results written to {out}" if out is not None else ""
         msg = f"{name} interrupted at t = {sol.t_reached:.6g}{where}"
-        raise Interrupted(msg, result)
+        raise Interrupted(msg, result, handled_out=None if out is None else str(out))
     if not sol.successful and throw:
         where = f" (written to {out})" if out is not None else ""
         if result is None:  # nothing kept (an ensemble cell): only where it stopped
             kept = "it stopped at"
         said = "" if kept in sol.message else f"; {kept} t = {sol.t_reached:.6g}"
         msg = f"{name}: {sol.message}{said}{where}"
-        raise error(msg, result, sol.t_reached, sol.reason)
+        exc = error(msg, result, sol.t_reached, sol.reason)
+        if isinstance(exc, IntegrationError):
+            exc.handled_out = None if out is None else str(out)
+        raise exc
     return result
 
 

@@ -121,7 +121,8 @@ def run(args: argparse.Namespace) -> int:
         if exc.dataset is not None and stage == "cluster counts":
             parts.insert(0, exc.dataset)
         said = _write_partial(parts, args, stage, f"failed: {exc}")
-        exc.args = (f"{in_options(str(exc))}; {said}",)  # names --out: not written again
+        exc.args = (f"{in_options(str(exc))}; {said}",)
+        exc.handled_out = str(args.out)  # written (or said why not): not written again
         raise
     ds = xr.merge(parts, combine_attrs="override")  # the counts' attrs
     if not int(traj.attrs["successful"]):  # --on-failure record met a failed trajectory

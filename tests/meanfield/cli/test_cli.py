@@ -548,3 +548,25 @@ def test_domain_choices_and_modes_come_from_the_domains() -> None:
 
     with pytest.raises(ValueError, match="--init modes: the domain 'circle' names no low modes"):
         _initial(NoModes(8), "modes")
+
+
+def test_keep_writes_the_partial_result_unless_the_raiser_handled_the_file(tmp_path) -> None:
+    """``meanfield.cli._keep`` writes an error's ``.dataset`` to ``--out`` unless the error's
+    ``handled_out`` names that file (the raiser wrote it, or said why not): decided by the
+    attribute, not by whether the message happens to contain the path."""
+    import argparse
+
+    import xarray as xr
+
+    from meanfield.cli import _keep
+    from meanfield.integrate import IntegrationError, StopReason
+
+    out = tmp_path / "run.nc"
+    ds = xr.Dataset({"x": ("t", [1.0, 2.0])})
+    args = argparse.Namespace(out=out)
+    exc = IntegrationError(f"failed; see {out}", ds, 1.0, StopReason.STEP_TOO_SMALL)
+    assert _keep(args, exc) == f"; partial results written to {out}"  # named, not handled
+    assert out.is_file()
+    out.unlink()
+    exc.handled_out = str(out)
+    assert _keep(args, exc) == "" and not out.exists()
