@@ -31,7 +31,6 @@ from typing import Any
 
 import numpy as np
 
-from meanfield import attention as attention_registry
 from meanfield import backend as bk
 from meanfield.integrate import Stop, StopReason
 from meanfield.integrate.stability import (
@@ -41,14 +40,8 @@ from meanfield.integrate.stability import (
     WARN_FACTOR,
     StepSizeMonitor,
 )
+from meanfield.kernels.interaction import has_energy  # re-exported: one definition
 from particles.observables import energy, fast_energy_error
-
-
-def has_energy(model: Any) -> bool:
-    """Whether ``E_beta`` is monotone along the exact flow of ``model`` (docs/equations.md
-    section 2): a kind with an energy (SA, USA), ``Q = K = I``, ``V = +-I``, no mask, no
-    noise, no feed-forward (:meth:`meanfield.attention.AttentionKind.has_energy`)."""
-    return attention_registry.resolve(model.attention).has_energy(model)
 
 
 class EnergyMonitor:
