@@ -44,11 +44,8 @@ def plot_result(ds: xr.Dataset, path: str | Path | None = None, times: list[floa
     """Draw any PDE result: the circle here, the sphere domains by :mod:`meanfield.plots.sphere`."""
     if "theta" in ds["density"].dims:
         return plot_circle(ds, path)
-    try:
-        from meanfield.plots.sphere import plot_result as sphere_plot
-    except ImportError as exc:  # pragma: no cover - present once the sphere domains land
-        msg = f"no plot for a density on dims {ds['density'].dims}"
-        raise ValueError(msg) from exc
+    from meanfield.plots.sphere import plot_result as sphere_plot
+
     return sphere_plot(ds, path, times=times)
 
 
