@@ -346,6 +346,27 @@ def _heavy(x: np.ndarray, w: np.ndarray | None, min_mass: float) -> tuple[np.nda
     return c.masses[keep], c.positions[keep], float(c.masses[~keep].sum())
 
 
+def _particle_cluster_masses(model: Any, x0: np.ndarray, t_final: float, dt: float,
+                             positions: np.ndarray, out: dict[str, Any]) -> np.ndarray:
+    """Run the particle systems ``x0`` (R, n, 3) to ``t_final`` (:func:`fast_rk4`) and record in
+    ``out`` the time, the largest field estimate, and each system's clusters (mass ``>=
+    MIN_CLUSTER_MASS``) joined to the nearest of the reference ``positions``; returns the final
+    states."""
+    from validation.checks.lagrangian_references import MIN_CLUSTER_MASS
+
+    start = _time.perf_counter()
+    xt, out["particle_field_error_estimate"] = fast_rk4(model, x0, t_final, dt)
+    out["particles_s"] = _time.perf_counter() - start
+    pm, counts = [], []
+    for y in xt:
+        cmass, cpos, _ = _heavy(y, None, MIN_CLUSTER_MASS)
+        counts.append(int(cmass.size))
+        near = np.argmax(cpos @ positions.T, axis=1) if cmass.size else np.array([], dtype=int)
+        pm.append(np.bincount(near, weights=cmass, minlength=len(positions)).tolist())
+    out["particle_masses"], out["particle_counts"] = pm, counts
+    return xt
+
+
 def lagrangian_clusters_sphere(*, lmax: int, coarse_lmax: int | None, n: int, replicas: int,
                                seed: int, beta: float = 9.0, t_final: float = 8.0,
                                dt: float = 0.1, rtol: float = 1e-7, atol: float = 1e-9,
@@ -398,16 +419,7 @@ def lagrangian_clusters_sphere(*, lmax: int, coarse_lmax: int | None, n: int, re
         out["coarse_count"] = int(cm.size)
     rng = np.random.default_rng([seed, 23, 2])
     x0 = np.stack([_sample_lumpy(particle_spec or spec, int(n), rng) for _ in range(int(replicas))])
-    start = _time.perf_counter()
-    xt, out["particle_field_error_estimate"] = fast_rk4(model, x0, float(t_final), float(dt))
-    out["particles_s"] = _time.perf_counter() - start
-    pm, counts = [], []
-    for y in xt:
-        cmass, cpos, _ = _heavy(y, None, MIN_CLUSTER_MASS)
-        counts.append(int(cmass.size))
-        near = np.argmax(cpos @ positions.T, axis=1) if cmass.size else np.array([], dtype=int)
-        pm.append(np.bincount(near, weights=cmass, minlength=masses.size).tolist())
-    out["particle_masses"], out["particle_counts"] = pm, counts
+    xt = _particle_cluster_masses(model, x0, float(t_final), float(dt), positions, out)
     out["snapshot"] = (lag["x"].values[-1], lag["weight"].values, xt[0])
     out["x_start"] = (lag["x"].values[0], lag["weight"].values)
     return out
@@ -602,16 +614,7 @@ def handover_sphere(*, seed: int, beta: float, kappa: float, resolution: int, t_
     rng = np.random.default_rng([seed, 31, 5])
     x0 = np.stack([_sample_lumpy(HANDOVER_SPEC | {"kappa": float(kappa)}, int(n), rng)
                    for _ in range(int(replicas))])
-    start = _time.perf_counter()
-    xt, out["particle_field_error_estimate"] = fast_rk4(model, x0, float(t_final), float(dt))
-    out["particles_s"] = _time.perf_counter() - start
-    pm, counts = [], []
-    for y in xt:
-        cmass, cpos, _ = _heavy(y, None, MIN_CLUSTER_MASS)
-        counts.append(int(cmass.size))
-        near = np.argmax(cpos @ positions.T, axis=1) if cmass.size else np.array([], dtype=int)
-        pm.append(np.bincount(near, weights=cmass, minlength=masses.size).tolist())
-    out["particle_masses"], out["particle_counts"] = pm, counts
+    _particle_cluster_masses(model, x0, float(t_final), float(dt), positions, out)
     return out
 
 
