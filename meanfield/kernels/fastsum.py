@@ -1050,7 +1050,8 @@ def fast_field(
             loc = local_sums(res.plan, points[b][bad], nodes[b], w, laplacian=divergence,
                              tol=tol, nthreads=nthreads, angles=res.angles[b],  # type: ignore[index]
                              turned=res.turned_angles[b],  # type: ignore[index]
-                             min_targets=1 if direct is None else LOCAL_MIN_TARGETS)
+                             min_targets=1 if direct is None or np.all(w >= 0) else
+                             LOCAL_MIN_TARGETS)
             ok = loc.estimate <= tol
             if np.any(ok):
                 vb, db = _field_from_sums(res.plan, res.sign, loc.sums.take(np.nonzero(ok)[0]))

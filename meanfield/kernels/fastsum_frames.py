@@ -157,19 +157,22 @@ class _Errors(NamedTuple):
     rd: float = 0.0
 
 
-def _paired_estimate(plan: Any, first: _Sums, second: _Sums) -> _Errors | None:
+def _paired_estimate(plan: Any, first: _Sums, second: _Sums, *,
+                     min_samples: int = PAIR_MIN_SAMPLES) -> _Errors | None:
     """The error scales from the same sums in two frames (:data:`PAIR_SAFETY`): ``kappa``
     times the largest difference over the samples, plus the expansion's own error
     (:func:`_kernel_errors`: the same in both frames, so not in the difference). The
     normalised kinds' velocity ``v = grad G / Z`` is compared as ``Z |v - v'|``, which keeps
     the errors of ``grad G`` and ``Z`` that cancel in the ratio (they are correlated: a
     transform error common to both sums); the divergence ``lap / Z - beta |v|^2`` likewise.
-    ``None``: fewer than :data:`PAIR_MIN_SAMPLES` resolved samples."""
+    ``None``: fewer than ``min_samples`` resolved samples. With ``second = first`` (and
+    ``min_samples=1``) it gives the a priori part alone: the scales of a sum without
+    transforms (:mod:`meanfield.kernels.fastsum_local`'s direct sums over a cap's cells)."""
     kappa = PAIR_SAFETY
     ak, bk, ag, bg, aq, bq = plan.kernel
     dZ = np.abs(first.Z - second.Z)
     ok = (first.Z > 0) & (second.Z > 0) & (dZ <= 1e-3 * first.Z)
-    if np.count_nonzero(ok) < PAIR_MIN_SAMPLES:
+    if np.count_nonzero(ok) < min_samples:
         return None
     dz = kappa * float(np.max(dZ)) + bk
     with_lap = first.lap is not None and second.lap is not None

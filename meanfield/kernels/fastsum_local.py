@@ -52,6 +52,7 @@ import numpy as np
 from scipy.special import ive, spherical_in
 
 from meanfield.kernels import fastsum_frames as frames
+from meanfield.kernels.fastsum_tree import TREE_SHARE, SourceTree
 
 LOCAL_RADIUS = 3.0
 """``z = beta r``, the caps' radius in units of ``1 / beta`` (the cells' circumradius is about
@@ -138,6 +139,14 @@ def roundoff(beta: float) -> float:
     2^-53``), its exponential by one unit more; doubled, as :func:`meanfield.kernels.fastsum.
     _kernel_errors`' parts. The direct sum's exponent carries the same order of error."""
     return 2 * (7 * beta + 2) * 2.0**-53
+
+
+def common_roundoff(beta: float, shift: float) -> float:
+    """The relative error common to both frames of a direct sum over a cap's cells (each
+    frame computes its products, exponents and proxies anew, :mod:`meanfield.kernels.
+    fastsum_tree`): the shift ``e_0 - beta`` of the unnormalised kinds rounded once (``u
+    |shift|``) and its exponential (``2 u``); doubled, as :func:`roundoff`."""
+    return 2 * (abs(shift) + 2) * 2.0**-53
 
 
 class _Grid(NamedTuple):
@@ -275,13 +284,11 @@ def local_sums(plan: Any, points: np.ndarray, nodes: np.ndarray, w: np.ndarray, 
     lap = np.full(n, np.nan) if laplacian else None
     est = np.full(n, np.inf)
     R = frames._rotation(d)
-    if angles is None:
-        angles = frames.node_angles(nodes)
-    if turned is None:
-        turned = frames.node_angles(nodes @ R.T)
     ref_div = 4 * beta + d - 1
     computed = 0
-    l1 = np.abs(w)
+    tree = SourceTree(nodes, w, beta, R) if np.all(w >= 0) else None
+    eta = TREE_SHARE * min(tol, 1e-14)
+    a = roundoff(beta)
     for idx in _caps(points, LOCAL_RADIUS / beta):
         if len(idx) < min_targets:
             continue
@@ -293,28 +300,59 @@ def local_sums(plan: Any, points: np.ndarray, nodes: np.ndarray, w: np.ndarray, 
         P = degree(d, z, beta, tol)
         if P is None:
             continue
-        e = beta * (nodes @ c)
+        if tree is not None:
+            sel = tree.select(c, rad, eta)
+            ys, ws, ys_r, ws_r = sel.points, sel.weights, sel.turned_points, sel.turned_weights
+            tree_logs = (sel.log_bound_z, sel.log_bound_grad, sel.log_bound_lap)
+        else:
+            ys, ws, ys_r, ws_r = nodes, w, None, None
+            tree_logs = (-math.inf, -math.inf, -math.inf)
+        if ys.shape[0] == 0:
+            continue
+        e = beta * (ys @ c)
         e0 = float(np.max(e))
         tilt = np.exp(e - e0)
-        wt = w * tilt
-        mass = float(l1 @ tilt)
+        wt = ws * tilt
+        mass = float(np.abs(ws) @ tilt)
         # the normalised kinds need only ratios: the sums at the tilt's own scale, which keeps
         # them representable where e^{beta (t - 1)} underflows (beta = 300, far from all mass)
         shift = 0.0 if plan.normalized else e0 - beta
-        grid = _grid(d, P)
+        bz, bg, bq = (math.exp(t - e0 + shift) if t > -math.inf else 0.0 for t in tree_logs)
         k = len(idx)
-        sample = np.concatenate([np.arange(k) if k <= LOCAL_PAIR_SAMPLE else
-                                 np.linspace(0, k - 1, LOCAL_PAIR_SAMPLE).astype(int),
-                                 k + np.arange(LOCAL_PROBES)])
-        at = np.concatenate([x, _cap_probes(c, rad)])
-        first = _equivalent_sums(at, c, grid.points, _tilted_coefficients(
-            angles, wt, d, P, eps, nthreads), beta, shift, laplacian)
-        second = _equivalent_sums(at[sample], c, grid.points @ R, _tilted_coefficients(
-            turned, wt, d, P, eps, nthreads), beta, shift, laplacian)
-        bound = truncation(d, z, P, beta) * mass * math.exp(shift)
-        a = roundoff(beta)
-        local_plan = plan._replace(kernel=(a, bound, a, bound, a * (beta + d), bound))
-        err = frames._paired_estimate(local_plan, first.take(sample), second)
+        if k < LOCAL_MIN_TARGETS and tree is not None:
+            # a lone target: the direct sum over the cap's cells, its round-off measured by
+            # the same sum in the rotated frame (every product and exponent rounded anew)
+            at = np.concatenate([x, _cap_probes(c, rad)])
+            first = _equivalent_sums(at, c, ys, wt, beta, shift, laplacian)
+            c_r = R @ c
+            turned_sums = _equivalent_sums(at @ R.T, c_r, ys_r,  # type: ignore[arg-type]
+                                           ws_r * np.exp(beta * (ys_r @ c_r) - e0),  # type: ignore[operator]
+                                           beta, shift, laplacian)
+            second = turned_sums._replace(grad=turned_sums.grad @ R)
+            # what both frames share: the scale's exponent, rounded once
+            common = common_roundoff(beta, shift)
+            local_plan = plan._replace(kernel=(common, bz, common, bg, common * (beta + d), bq))
+            err = frames._paired_estimate(local_plan, first, second)
+        else:
+            if tree is not None:
+                ang, turn = frames.node_angles(ys), frames.node_angles(ys_r)
+            else:
+                ang = frames.node_angles(nodes) if angles is None else angles
+                turn = frames.node_angles(nodes @ R.T) if turned is None else turned
+            grid = _grid(d, P)
+            sample = np.concatenate([np.arange(k) if k <= LOCAL_PAIR_SAMPLE else
+                                     np.linspace(0, k - 1, LOCAL_PAIR_SAMPLE).astype(int),
+                                     k + np.arange(LOCAL_PROBES)])
+            at = np.concatenate([x, _cap_probes(c, rad)])
+            first = _equivalent_sums(at, c, grid.points, _tilted_coefficients(
+                ang, wt, d, P, eps, nthreads), beta, shift, laplacian)
+            wt_r = wt if ws_r is None else ws_r * np.exp(beta * (ys_r @ (R @ c)) - e0)
+            second = _equivalent_sums(at[sample], c, grid.points @ R, _tilted_coefficients(
+                turn, wt_r, d, P, eps, nthreads), beta, shift, laplacian)
+            bound = truncation(d, z, P, beta) * mass * math.exp(shift)
+            local_plan = plan._replace(kernel=(a, bound + bz, a, bound + bg, a * (beta + d),
+                                               bound + bq))
+            err = frames._paired_estimate(local_plan, first.take(sample), second)
         if err is None:
             continue
         Z[idx] = first.Z[:k]
