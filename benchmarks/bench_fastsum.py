@@ -36,6 +36,12 @@ plain script:
     re-centred expansions (:mod:`meanfield.kernels.fastsum_local`); their direct field alone
     (what recomputing them cost before) is the floor.
 
+(f) Lone nodes (issue 31, item 2): ``n - 16`` nodes in 10 tight clusters and 16 isolated ones
+    of weight ``1e-13`` (:func:`lone_nodes`), ``n`` = 5·10^4, 2·10^5, 10^6, ``beta`` = 10, 30,
+    against uniform nodes of the same ``n``: the isolated nodes go to the direct sum over their
+    caps' cells (:mod:`meanfield.kernels.fastsum_tree`), whose cost does not grow with ``n``;
+    their direct field over all nodes is the floor.
+
 Times are the minimum over ``--repeat`` runs (wall clock; ducc0 with all hardware threads,
 numpy's BLAS with its own). Prints Markdown tables.
 """
@@ -311,11 +317,32 @@ def far_nodes(n: int) -> tuple[np.ndarray, np.ndarray]:
     return x / np.linalg.norm(x, axis=1, keepdims=True), w
 
 
-def far_table(conf: dict[str, Any], repeat: int) -> list[dict[str, Any]]:
-    """Section (e) of the module docstring: the field and divergence of :func:`far_nodes` at
-    the nodes (``weighted_field``, fast, the defaults) against the same on uniform nodes of
-    equal weights (the floor), with the points re-centred and recomputed directly; and the
-    direct field at the re-centred points alone (what their recomputation cost before)."""
+LONE_FULL = {"sizes": [50_000, 200_000, 1_000_000], "betas": [10.0, 30.0]}
+LONE_QUICK = {"sizes": [20_000], "betas": [30.0]}
+
+
+def lone_nodes(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` nodes on ``S^2``: ``n - 16`` in 10 tight clusters (width 1e-3) of equal weights and
+    16 isolated ones of weight ``1e-13`` each (nodes a Lagrangian run left between clusters,
+    or tokens of negligible weight); fixed seed."""
+    rng = np.random.default_rng(n + 2)
+    centres = rng.normal(size=(10, 3))
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    h = n - 16
+    x = np.concatenate([centres[rng.integers(0, 10, h)] + 1e-3 * rng.normal(size=(h, 3)),
+                        rng.normal(size=(16, 3))])
+    w = np.concatenate([np.full(h, (1 - 16e-13) / h), np.full(16, 1e-13)])
+    return x / np.linalg.norm(x, axis=1, keepdims=True), w
+
+
+def far_table(conf: dict[str, Any], repeat: int,
+              nodes: Callable[[int], tuple[np.ndarray, np.ndarray]] = far_nodes,
+              label: str = "far") -> list[dict[str, Any]]:
+    """Sections (e) and (f) of the module docstring: the field and divergence of ``nodes``
+    (:func:`far_nodes`, :func:`lone_nodes`) at the nodes (``weighted_field``, fast, the
+    defaults) against the same on uniform nodes of equal weights (the floor), with the points
+    re-centred and recomputed directly; and the direct field at the re-centred points alone
+    (what their recomputation cost before)."""
     from meanfield.lagrangian import field_at, weighted_field
 
     rows = []
@@ -325,7 +352,7 @@ def far_table(conf: dict[str, Any], repeat: int) -> list[dict[str, Any]]:
             xu = _tokens(n, 3)
             wu = np.full(n, 1.0 / n)
             t_uniform = _best(lambda: weighted_field(model, xu, wu, method="fast"), repeat)
-            x, w = far_nodes(n)
+            x, w = nodes(n)
             t_far = _best(lambda: weighted_field(model, x, w, method="fast"), repeat)
             res = fastsum.fast_sums(model, x[None], x[None], w[None], divergence=True)
             bad = np.nonzero(res.estimate[0] > fastsum.FIELD_TOL)[0]
@@ -338,12 +365,13 @@ def far_table(conf: dict[str, Any], repeat: int) -> list[dict[str, Any]]:
                    "direct at those": t_direct,
                    "direct at those / far field": t_direct / t_far}
             rows.append(row)
-            _print_row("  far ", row)
+            _print_row(f"  {label} ", row)
     return rows
 
 
-def far_markdown(rows: list[dict[str, Any]]) -> str:
-    out = ["", "Far from the mass (S^2, softmax field and divergence at the nodes, defaults)", "",
+def far_markdown(rows: list[dict[str, Any]],
+                 title: str = "Far from the mass") -> str:
+    out = ["", f"{title} (S^2, softmax field and divergence at the nodes, defaults)", "",
            "| n | beta | far field (s) | far / uniform | over tol | re-centred | direct | "
            "direct at those (s) | direct at those / far field |",
            "|---|---|---|---|---|---|---|---|---|"]
@@ -377,9 +405,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(clustered_markdown(crows))
     frows = far_table(FAR_QUICK if args.quick else FAR_FULL, args.repeat)
     print(far_markdown(frows))
+    lrows = far_table(LONE_QUICK if args.quick else LONE_FULL, args.repeat, lone_nodes, "lone")
+    print(far_markdown(lrows, "Lone nodes between tight clusters"))
     result = {"rows": rows, "crossover": cross, "beta": BETA,
               "general": {"rows": grows, "crossover": gcross}, "clustered": crows,
-              "far": frows}
+              "far": frows, "lone": lrows}
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(result, fh, indent=1)

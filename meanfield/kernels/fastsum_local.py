@@ -319,14 +319,14 @@ def local_sums(plan: Any, points: np.ndarray, nodes: np.ndarray, w: np.ndarray, 
         shift = 0.0 if plan.normalized else e0 - beta
         bz, bg, bq = (math.exp(t - e0 + shift) if t > -math.inf else 0.0 for t in tree_logs)
         k = len(idx)
-        if k < LOCAL_MIN_TARGETS and tree is not None:
+        if k < LOCAL_MIN_TARGETS and ys_r is not None and ws_r is not None:
             # a lone target: the direct sum over the cap's cells, its round-off measured by
             # the same sum in the rotated frame (every product and exponent rounded anew)
             at = np.concatenate([x, _cap_probes(c, rad)])
             first = _equivalent_sums(at, c, ys, wt, beta, shift, laplacian)
             c_r = R @ c
-            turned_sums = _equivalent_sums(at @ R.T, c_r, ys_r,  # type: ignore[arg-type]
-                                           ws_r * np.exp(beta * (ys_r @ c_r) - e0),  # type: ignore[operator]
+            turned_sums = _equivalent_sums(at @ R.T, c_r, ys_r,
+                                           ws_r * np.exp(beta * (ys_r @ c_r) - e0),
                                            beta, shift, laplacian)
             second = turned_sums._replace(grad=turned_sums.grad @ R)
             # what both frames share: the scale's exponent, rounded once
@@ -334,7 +334,7 @@ def local_sums(plan: Any, points: np.ndarray, nodes: np.ndarray, w: np.ndarray, 
             local_plan = plan._replace(kernel=(common, bz, common, bg, common * (beta + d), bq))
             err = frames._paired_estimate(local_plan, first, second)
         else:
-            if tree is not None:
+            if ys_r is not None:
                 ang, turn = frames.node_angles(ys), frames.node_angles(ys_r)
             else:
                 ang = frames.node_angles(nodes) if angles is None else angles
@@ -346,7 +346,8 @@ def local_sums(plan: Any, points: np.ndarray, nodes: np.ndarray, w: np.ndarray, 
             at = np.concatenate([x, _cap_probes(c, rad)])
             first = _equivalent_sums(at, c, grid.points, _tilted_coefficients(
                 ang, wt, d, P, eps, nthreads), beta, shift, laplacian)
-            wt_r = wt if ws_r is None else ws_r * np.exp(beta * (ys_r @ (R @ c)) - e0)
+            wt_r = (wt if ws_r is None or ys_r is None
+                    else ws_r * np.exp(beta * (ys_r @ (R @ c)) - e0))
             second = _equivalent_sums(at[sample], c, grid.points @ R, _tilted_coefficients(
                 turn, wt_r, d, P, eps, nthreads), beta, shift, laplacian)
             bound = truncation(d, z, P, beta) * mass * math.exp(shift)

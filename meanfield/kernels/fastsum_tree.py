@@ -17,8 +17,8 @@ r``): ``|<x, y> - <c, s'>| <= r + rho_B``, so the cell adds between ``W_B e^{bet
 - rho_B)}`` and ``U_B = W_B e^{beta (<c, s'> + r + rho_B)}`` to every target's ``Z``; the
 leaves' lower bounds add up to ``Lambda <= Z(x)``.
 
-* A cell with ``U_B <= eta Lambda / (2 K)`` (``K`` the number of leaves) is left out: all of them
-  together move ``Z`` by at most ``eta Lambda / 2``, and that sum is the pruning bound.
+* A cell with ``U_B <= eta Lambda / (2 K)`` is left out (``K`` the number of terminal cells,
+  at most :data:`CELL_SHARES`); the sum of the left-out ``U_B`` is the pruning bound.
 * A cell is replaced by its **proxies**: the ``q^{d-1}`` Chebyshev points (second kind) of its
   box, with weights ``W_k = sum_y w_y l_k(a_y, b_y)`` (``l_k`` the tensor Lagrange basis), so
   ``sum_k W_k f(g_k) = sum_y w_y (I_q f)(y)`` for every ``f``. For ``f = e^{beta <x, y>}`` the
@@ -33,15 +33,18 @@ leaves' lower bounds add up to ``Lambda <= Z(x)``.
   ``sqrt(delta_a^2 + delta_b^2)``, ``delta`` the ellipses' semi-major axes, and the change of
   ``sqrt(1 - a^2 - b^2)``). The gradient's and the Laplacian's integrands carry ``|y| <= Y``
   and ``beta (1 + t^2) + (d - 1) |t|``, ``|t| <= Y``, more. A cell is compressed at the least
-  ``q`` whose bound is below ``eta Lambda max(U_B / U, 1 / K) / 2`` (``U`` the leaves' ``sum
-  U_B``), where that is fewer points than it has; so all compressed cells move every sum by at
-  most ``eta Lambda`` (its scale), and the sum of their bounds is the compression bound.
+  ``q`` whose bound is below ``eta Lambda max(U_B / U, 1 / K) / 2`` (``U`` the terminal
+  cells' ``sum U_B``), where that is fewer points than it has; the sum of the compressed cells'
+  bounds is the compression bound.
 * Otherwise the cell is refined; a leaf (or a cell of at most :data:`RAW_MAX` nodes) gives its
   nodes.
 
-Both bounds are a priori and common to every frame, so :mod:`meanfield.kernels.fastsum_local`
-adds them to its estimate; ``eta`` (:data:`TREE_SHARE` ``min(tol, 1e-14)``) keeps them far
-below the transforms' measured error. A cap then sums over its near cells' nodes and far cells'
+The thresholds aim both bounds at about ``eta Lambda`` (:data:`TREE_SHARE` ``min(tol,
+1e-14)``), far below the sums' measured error; the bounds reported are the sums over the cells
+actually left out or compressed, whatever their number. They are a priori and the same in
+every frame, so :mod:`meanfield.kernels.fastsum_local` adds them to its estimate. The proxies
+are computed anew in the rotated frame of the pair, so that their round-off is measured with
+the rest. A cap then sums over its near cells' nodes and far cells'
 few proxies: their number depends on the measure's shape and on ``beta``, not on the number
 of nodes.
 """
@@ -63,6 +66,13 @@ beta`` (its nodes' kernels vary by ``e^{~2}`` over it), at most :data:`MAX_LEVEL
 
 MAX_LEVEL = 12
 """The deepest level (``S^2``: ``4096^2`` squares per face, sides ``~4e-4``)."""
+
+CELL_SHARES = 64
+"""The most shares the thresholds split ``eta Lambda`` into (module docstring): with ``1 / K``
+for ``K`` up to ``10^5`` terminal cells, the thresholds would ask far cells for accuracy that no
+proxy set of fewer points than they have reaches (measured on ``far_nodes`` of
+benchmarks/bench_fastsum.py, ``n = 5 10^4``, ``beta = 30``: 21 159 points per cap at ``1 / K``,
+19 194 at ``1 / 64``); the bounds reported are the actual sums either way."""
 
 RAW_MAX = 8
 """A cell of at most this many nodes gives them as they are (exact, and no more points than
@@ -171,8 +181,9 @@ class SourceTree:
         m, d = nodes.shape
         self.R = rotation
         if np.any(w < 0):
-            raise ValueError("weights: the source tree needs w >= 0 (its bounds use Z >= sum of "
-                             "lower bounds)")
+            msg = (f"weights: the source tree needs w >= 0 (its bounds use Z >= the sum of the "
+                   f"cells' lower bounds); the smallest is {float(np.min(w))!r}")
+            raise ValueError(msg)
         self.d, self.p, self.beta = d, d - 1, float(beta)
         top = 0 if d == 3 else 2
         size = 2.0 if d == 3 else 2 * math.pi  # a face's side in gnomonic units, the circle
@@ -356,7 +367,7 @@ class SourceTree:
         log_lower = _logsumexp(logW + beta * (cs - r - self.end_radius))
         log_upper = _logsumexp(logW + beta * (cs + r + self.end_radius))
         K = self.n_leaves
-        log_prune = math.log(eta / 2) + log_lower - math.log(K)
+        log_prune = math.log(eta / 2) + log_lower - math.log(min(K, CELL_SHARES))
         raw: list[tuple[np.ndarray, np.ndarray]] = []
         prox_pts: list[np.ndarray] = []
         prox_w: list[np.ndarray] = []
@@ -386,7 +397,7 @@ class SourceTree:
             last = k == len(self.levels) - 1
             # compression: the least order whose bound fits the cell's budget
             budget = (math.log(eta / 2) + log_lower
-                      + np.maximum(logU - log_upper, -math.log(K)))
+                      + np.maximum(logU - log_upper, -math.log(min(K, CELL_SHARES))))
             need = budget[:, None] - (lw + beta * (cc + r))[:, None] - math.log(lap_factor)
             fits = lev.log_bound[act] <= need
             qi = np.where(np.any(fits, axis=1), np.argmax(fits, axis=1), -1)
