@@ -244,7 +244,7 @@ class _Pass:
         nbuf = 2 + (second is not None) + self.pair + (self.derivs and not kernel.exponential)
         self.tiling = Tiling(tiling.memory_limit, buffers=nbuf, block=block_for(q.shape[-1]),
                              itemsize=bk.itemsize(q))
-        size = min(self.tiling.entries(), B * n * m)
+        size = self.tiling.tile_entries(B, n, m)
         # the buffer of logit_tiles holds the tile, or with second the logits beside it
         self.buf = bk.empty(q, (size,)) if second is not None else None
         self.tbuf = bk.empty(q, (size,)) if self.pair else None

@@ -65,6 +65,11 @@ class Tiling:
         limit = self.memory_limit // (self.itemsize * self.buffers)
         return max(1, min(limit, self.block // self.itemsize))
 
+    def tile_entries(self, B: int, n: int, m: int) -> int:
+        """The entries of the largest tile :meth:`tiles` gives: at most :meth:`entries`, except
+        that a tile holds at least one whole row (``m`` entries)."""
+        return min(B * n * m, max(self.entries(), m))
+
     def tiles(self, B: int, n: int, m: int) -> Iterator[tuple[slice, slice]]:
         """``(batch slice, row slice)`` pairs covering ``B x n`` rows of length ``m``."""
         per = self.entries()
@@ -135,7 +140,7 @@ def logit_tiles(
     """
     B, n, _ = q.shape
     m = kt.shape[-1]
-    size = min(tiling.entries(), B * n * m)
+    size = tiling.tile_entries(B, n, m)
     buf = bk.empty(q, (size,)) if reuse else None
     for bs, rs in tiling.tiles(B, n, m):
         mm = m if columns is None else columns(bs, rs)

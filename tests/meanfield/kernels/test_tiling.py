@@ -17,11 +17,14 @@ RNG = np.random.default_rng(3)
     (3, 40, 40, 3, 2**28),  # whole systems per tile (batched)
     (2, 300, 280, 2, 2**14),  # row tiles, broadcast products (d <= 4, long rows)
     (2, 50, 60, 8, 2**12),  # row tiles, BLAS products
+    (1, 3, 5000, 3, 2**12),  # one row longer than a tile (512 entries): a tile per row
 ])
 def test_logit_tiles_cover_every_row_once_with_the_logits(B: int, n: int, m: int, d: int,
                                                           limit: int) -> None:
     """Every row of every batch appears in exactly one tile, with ``q k^T`` to round-off (a
-    sum of ``d`` products of numbers of size 1: a few ulps, gate ``1e-14``)."""
+    sum of ``d`` products of numbers of size 1: a few ulps, gate ``1e-14``); a row longer
+    than the tile's entries still gets a tile of its own (the direct field of one point
+    against 10^6 nodes failed on this before)."""
     q, k = RNG.normal(size=(B, n, d)), RNG.normal(size=(B, m, d))
     kt = np.ascontiguousarray(np.swapaxes(k, 1, 2))
     seen = np.zeros((B, n), dtype=int)
