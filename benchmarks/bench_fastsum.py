@@ -36,11 +36,11 @@ plain script:
     re-centred expansions (:mod:`meanfield.kernels.fastsum_local`); their direct field alone
     (what recomputing them cost before) is the floor.
 
-(f) Lone nodes (issue 31, item 2): ``n - 16`` nodes in 10 tight clusters and 16 isolated ones
-    of weight ``1e-13`` (:func:`lone_nodes`), ``n`` = 5·10^4, 2·10^5, 10^6, ``beta`` = 10, 30,
-    against uniform nodes of the same ``n``: the isolated nodes go to the direct sum over their
-    caps' cells (:mod:`meanfield.kernels.fastsum_tree`), whose cost does not grow with ``n``;
-    their direct field over all nodes is the floor.
+(f) Lone nodes (issue 31, item 2): ``n - 2048`` nodes in 10 tight clusters and 2048 isolated
+    ones of weight ``1e-13`` (:func:`lone_nodes`), ``n`` = 5·10^4, 2·10^5, 10^6, ``beta`` = 10,
+    30, against uniform nodes of the same ``n``: the isolated nodes go to the direct sum over
+    their caps' cells (:mod:`meanfield.kernels.fastsum_tree`), whose cost does not grow with
+    ``n``; their direct field over all nodes is the floor.
 
 Times are the minimum over ``--repeat`` runs (wall clock; ducc0 with all hardware threads,
 numpy's BLAS with its own). Prints Markdown tables.
@@ -317,21 +317,25 @@ def far_nodes(n: int) -> tuple[np.ndarray, np.ndarray]:
     return x / np.linalg.norm(x, axis=1, keepdims=True), w
 
 
+LONE = 2048
+"""Isolated nodes of :func:`lone_nodes`: enough that, from ``n = 10^6`` on, the re-centred sums
+cost less than the direct field at those over the tolerance
+(:func:`meanfield.kernels.fastsum_local.direct_is_cheaper`)."""
 LONE_FULL = {"sizes": [50_000, 200_000, 1_000_000], "betas": [10.0, 30.0]}
 LONE_QUICK = {"sizes": [20_000], "betas": [30.0]}
 
 
 def lone_nodes(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """``n`` nodes on ``S^2``: ``n - 16`` in 10 tight clusters (width 1e-3) of equal weights and
-    16 isolated ones of weight ``1e-13`` each (nodes a Lagrangian run left between clusters,
+    """``n`` nodes on ``S^2``: ``n - LONE`` in 10 tight clusters (width 1e-3) of equal weights and
+    :data:`LONE` isolated ones of weight ``1e-13`` each (nodes a Lagrangian run left between clusters,
     or tokens of negligible weight); fixed seed."""
     rng = np.random.default_rng(n + 2)
     centres = rng.normal(size=(10, 3))
     centres /= np.linalg.norm(centres, axis=1, keepdims=True)
-    h = n - 16
+    h = n - LONE
     x = np.concatenate([centres[rng.integers(0, 10, h)] + 1e-3 * rng.normal(size=(h, 3)),
-                        rng.normal(size=(16, 3))])
-    w = np.concatenate([np.full(h, (1 - 16e-13) / h), np.full(16, 1e-13)])
+                        rng.normal(size=(LONE, 3))])
+    w = np.concatenate([np.full(h, (1 - LONE * 1e-13) / h), np.full(LONE, 1e-13)])
     return x / np.linalg.norm(x, axis=1, keepdims=True), w
 
 

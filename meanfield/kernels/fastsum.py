@@ -90,7 +90,7 @@ from meanfield.kernels.fastsum_frames import (
     _Sums,
     node_angles,
 )
-from meanfield.kernels.fastsum_local import LOCAL_MIN_TARGETS, local_sums
+from meanfield.kernels.fastsum_local import LOCAL_MIN_TARGETS, direct_is_cheaper, local_sums
 from meanfield.special import check_exp_beta, kernel_multipliers_over_beta, scaled_kernel_multipliers
 
 METHODS = ("auto", "direct", "fast")
@@ -491,6 +491,24 @@ def _sigmoid_band(beta: float, b: float, d: int, tol: float) -> int:
 
 
 @functools.lru_cache(maxsize=64)
+def _gauss_legendre_extended(M: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``M``-point Gauss-Legendre rule on ``[-1, 1]`` in ``np.longdouble``: ducc0's nodes
+    refined by two Newton steps on ``P_M`` (three-term recurrence in extended precision),
+    weights ``2 / ((1 - t^2) P_M'(t)^2)``; where ``longdouble`` is float64, ducc0's rule."""
+    t = np.cos(ducc0.misc.GL_thetas(M)).astype(np.longdouble)
+    for _ in range(2):
+        p0, p1 = np.ones_like(t), t.copy()
+        for n in range(2, M + 1):
+            p0, p1 = p1, ((2 * n - 1) * t * p1 - (n - 1) * p0) / n
+        dp = M * (t * p1 - p0) / (t * t - 1)
+        t = t - p1 / dp
+    p0, p1 = np.ones_like(t), t.copy()
+    for n in range(2, M + 1):
+        p0, p1 = p1, ((2 * n - 1) * t * p1 - (n - 1) * p0) / n
+    dp = M * (t * p1 - p0) / (t * t - 1)
+    return t, 2 / ((1 - t * t) * dp * dp)
+
+
 def _sigmoid_plan(beta: float, b: float, d: int, tol: float) -> tuple[int, float, Any, Any, Any]:
     """``(L, tail, k, g, q)`` for sigmoid attention: ``k`` the coefficients of ``sigma(beta t +
     b)`` (the reference sum), ``g`` those of its antiderivative ``softplus(beta t + b) / beta``
@@ -532,10 +550,11 @@ def _sigmoid_plan(beta: float, b: float, d: int, tol: float) -> tuple[int, float
     # g_l = (k_{l-1} - k_{l+1}) / (2l + 1) on S^2, (k_{l-1} - k_{l+1}) / (2l) on S^1. Computing g
     # and then l(l + d - 2) g would multiply the coefficients' round-off by l^2.
     if d == 3:
-        # ducc0's Gauss-Legendre rule: weights to round-off (numpy's leggauss errs by ~1e-14
-        # at these sizes, which the (2l + 1)-weighted sums would amplify)
-        t = np.cos(ducc0.misc.GL_thetas(M))
-        wq = ducc0.misc.GL_weights(M, 1) / (2 * np.pi)
+        # the Gauss-Legendre rule and the sums in extended precision (x87 long double where
+        # the platform has it), rounded once at the end: in float64 each coefficient errs by
+        # ~beta 2^-53 (the rule's rounded nodes), which the (2l + 1)-weighted series adds up
+        # to ~L^2 beta 2^-53 (measured at beta = 30: the series' error 1.9e-12 in float64)
+        t, wq = _gauss_legendre_extended(M)
         S, Lk = kernels(t)
         k, q = np.empty(Lc + 2), np.empty(Lc + 2)
         p0, p1 = np.ones_like(t), t.copy()
@@ -1020,9 +1039,12 @@ def fast_field(
     ``sum_j w_j delta_{nodes_j}`` (nodes (B, m, d), weights (B, m) or ``None``: ``1/m``),
     by fast summation (module docstring, :func:`fast_sums`); the points whose estimate
     exceeds ``tol`` by the re-centred expansions of :mod:`meanfield.kernels.fastsum_local`
-    (the exponential profiles), and those these cannot vouch for (or caps of fewer than
-    :data:`meanfield.kernels.fastsum_local.LOCAL_MIN_TARGETS` targets) by ``direct``. No
-    validation (the callers validate; the model must pass :func:`fast_reason`).
+    over the tree of :mod:`meanfield.kernels.fastsum_tree` (the exponential profiles), and
+    those these cannot vouch for by ``direct``; where the direct field costs less (at most 70
+    points over ``tol`` in all, :func:`meanfield.kernels.fastsum_local.direct_is_cheaper`; a
+    cap of few targets over few nodes, :data:`meanfield.kernels.fastsum_local.CAP_PAIRS_PER_POINT`),
+    ``direct`` takes them. No validation (the callers validate; the
+    model must pass :func:`fast_reason`).
 
     Args:
         divergence: also return ``div_S``.
@@ -1045,11 +1067,13 @@ def fast_field(
     for b in range(B):
         est = res.estimate[b]
         bad = np.nonzero(est > tol)[0]
-        if bad.size and not PROFILES[res.plan.profile].signed:  # re-centred expansions
+        few = direct is not None and direct_is_cheaper(bad.size)
+        if bad.size and not few and not PROFILES[res.plan.profile].signed:  # re-centred
             w = np.full(m, 1.0 / m) if weights is None else np.asarray(weights[b], dtype=float)
             loc = local_sums(res.plan, points[b][bad], nodes[b], w, laplacian=divergence,
                              tol=tol, nthreads=nthreads, angles=res.angles[b],  # type: ignore[index]
                              turned=res.turned_angles[b],  # type: ignore[index]
+                             direct_terms=None if direct is None else m,
                              min_targets=1 if direct is None or np.all(w >= 0) else
                              LOCAL_MIN_TARGETS)
             ok = loc.estimate <= tol

@@ -77,15 +77,45 @@ LOCAL_PROBES = 16
 rotated pair, so that a cap of one target still has :data:`meanfield.kernels.fastsum_frames.
 PAIR_MIN_SAMPLES` samples of the transforms' error."""
 
+LOCAL_PROBE_RADIUS = 0.5
+"""The least radius of a cap, in units of ``1 / beta``, for its probes and its selection: the
+probes must differ from the targets in every rounding (a lone target's cap has radius 0,
+where all 16 probes would repeat its own arithmetic and the pair's difference would be one
+draw: measured, the estimate then missed the error by 1.3 at one of 400 lone targets,
+unnormalized ``beta = 100``); at ``0.5 / beta`` the kernel changes by at most ``e^{1/2}``, so
+the probes see the targets' mass and their round-off is of the same scale."""
+
 LOCAL_PAIR_SAMPLE = 32
 """At most this many of a cap's targets (an even stride) are evaluated in the second frame,
 with its :data:`LOCAL_PROBES` probes."""
 
 LOCAL_MIN_TARGETS = 4
-"""With a direct sum at hand, a cap of fewer targets goes to it: the two adjoint transforms
-of a cap cost about as much as direct sums at 3-4 targets (measured on the hand-over state:
-an adjoint transform of 138 780 nodes 7 ms, the tilt 3 ms, the direct field 1.4 ms per
-target)."""
+"""A cap of fewer targets is summed directly over its cells (:mod:`meanfield.kernels.
+fastsum_tree`, both frames) instead of by its expansion: the two adjoint transforms of a cap
+cost about as much as direct sums at 3-4 targets (measured on the hand-over state: an adjoint
+transform of 138 780 nodes 7 ms, the tilt 3 ms, the direct field 1.4 ms per target)."""
+
+TREE_PAIRS_PER_NODE = 70.0
+LONE_CAP_PAIRS = 2e5
+CAP_PAIRS_PER_POINT = 30.0
+"""The cost model of the choice between the re-centred sums and the direct field (where the
+caller has one), in units of one term of the direct field (one target, one node, with the
+divergence): building the tree costs ``70 m`` (so at most 70 points go to the direct sum
+at once, :func:`direct_is_cheaper`), a cap of fewer than :data:`LOCAL_MIN_TARGETS` targets
+(its selection and sums in two frames) ``2 10^5``, a larger cap (two adjoint transforms of its
+selection) ``30`` per selected point; a cap whose ``k`` targets cost less directly (``k m``
+terms) is left to the direct sum (:func:`local_sums`, ``direct_terms``). Measured on
+benchmarks/bench_fastsum.py sections (e) and (f), ``beta = 10, 30``, 2 cores: the direct field
+``1.4-1.5e-8`` s per term at ``m = 5 10^4 ... 10^6``, the tree ``~1e-6`` s per node, a lone
+cap 2.5-3.3 ms, a cap of ``far_nodes`` ~30 ms at ``m = 2 10^5`` (selections of ~7 10^4
+points). Both paths meet ``tol``; the model only picks the cheaper one."""
+
+
+def direct_is_cheaper(n: int) -> bool:
+    """Whether the direct field at ``n`` points over the tolerance costs less than building the
+    tree (``n m <= 70 m`` terms, :data:`TREE_PAIRS_PER_NODE`)."""
+    return n <= TREE_PAIRS_PER_NODE
+
 
 LOCAL_EPS = frames.NUFFT_EPS_MIN
 """The adjoint transforms' accuracy: the finest ducc0 accepts (``1e-14`` on 0.42), at about
@@ -269,14 +299,16 @@ class LocalResult(NamedTuple):
 def local_sums(plan: Any, points: np.ndarray, nodes: np.ndarray, w: np.ndarray, *,
                laplacian: bool, tol: float, eps: float = LOCAL_EPS, nthreads: int = 0,
                min_targets: int = 1, angles: np.ndarray | None = None,
-               turned: np.ndarray | None = None) -> LocalResult:
+               turned: np.ndarray | None = None, direct_terms: int | None = None) -> LocalResult:
     """The scaled sums ``Z``, ``grad G``, ``Delta G`` of :mod:`meanfield.kernels.fastsum` at
     ``points`` (n, d) of ``sum_j w_j delta_{nodes_j}`` by the re-centred expansions of the
     module docstring (exponential kernels: softmax, unnormalized, l2), with the per-target
     relative estimate of :func:`meanfield.kernels.frames._estimate`. Caps of fewer than
     ``min_targets`` targets are left out (``NaN``, estimate ``inf``). ``angles``, ``turned``:
     the nodes' :func:`meanfield.kernels.frames.node_angles` in the two frames, where the
-    caller has them."""
+    caller has them. ``direct_terms``: where the caller has a direct sum, its cost per target
+    (the number of nodes); a cap that costs less there (:data:`CAP_PAIRS_PER_POINT`) is left
+    out for it. The tree is built at the first cap that needs it."""
     n, d = points.shape
     beta = plan.beta
     Z = np.full(n, np.nan)
@@ -286,7 +318,8 @@ def local_sums(plan: Any, points: np.ndarray, nodes: np.ndarray, w: np.ndarray, 
     R = frames._rotation(d)
     ref_div = 4 * beta + d - 1
     computed = 0
-    tree = SourceTree(nodes, w, beta, R) if np.all(w >= 0) else None
+    positive = bool(np.all(w >= 0))
+    tree: SourceTree | None = None
     eta = TREE_SHARE * min(tol, 1e-14)
     a = roundoff(beta)
     for idx in _caps(points, LOCAL_RADIUS / beta):
@@ -295,13 +328,24 @@ def local_sums(plan: Any, points: np.ndarray, nodes: np.ndarray, w: np.ndarray, 
         x = points[idx]
         c = x.sum(axis=0)
         c /= np.linalg.norm(c)
-        rad = float(np.max(np.linalg.norm(x - c, axis=1)))
+        # a cap of one target (or of coincident ones) probed at radius 0 would sample one
+        # point's round-off 17 times: the probes' rings stay at least LOCAL_PROBE_RADIUS / beta out
+        rad = max(float(np.max(np.linalg.norm(x - c, axis=1))), LOCAL_PROBE_RADIUS / beta)
         z = beta * rad
         P = degree(d, z, beta, tol)
         if P is None:
             continue
-        if tree is not None:
+        k = len(idx)
+        lone = k < LOCAL_MIN_TARGETS
+        if direct_terms is not None and lone and k * direct_terms <= LONE_CAP_PAIRS:
+            continue  # cheaper directly
+        if positive:
+            if tree is None:
+                tree = SourceTree(nodes, w, beta, R)
             sel = tree.select(c, rad, eta)
+            if (direct_terms is not None and not lone
+                    and k * direct_terms <= CAP_PAIRS_PER_POINT * len(sel.points)):
+                continue  # cheaper directly
             ys, ws, ys_r, ws_r = sel.points, sel.weights, sel.turned_points, sel.turned_weights
             tree_logs = (sel.log_bound_z, sel.log_bound_grad, sel.log_bound_lap)
         else:
@@ -318,8 +362,7 @@ def local_sums(plan: Any, points: np.ndarray, nodes: np.ndarray, w: np.ndarray, 
         # them representable where e^{beta (t - 1)} underflows (beta = 300, far from all mass)
         shift = 0.0 if plan.normalized else e0 - beta
         bz, bg, bq = (math.exp(t - e0 + shift) if t > -math.inf else 0.0 for t in tree_logs)
-        k = len(idx)
-        if k < LOCAL_MIN_TARGETS and ys_r is not None and ws_r is not None:
+        if lone and ys_r is not None and ws_r is not None:
             # a lone target: the direct sum over the cap's cells, its round-off measured by
             # the same sum in the rotated frame (every product and exponent rounded anew)
             at = np.concatenate([x, _cap_probes(c, rad)])
@@ -334,8 +377,8 @@ def local_sums(plan: Any, points: np.ndarray, nodes: np.ndarray, w: np.ndarray, 
             local_plan = plan._replace(kernel=(common, bz, common, bg, common * (beta + d), bq))
             err = frames._paired_estimate(local_plan, first, second)
         else:
-            if ys_r is not None:
-                ang, turn = frames.node_angles(ys), frames.node_angles(ys_r)
+            if tree is not None:
+                ang, turn = tree.angles(sel, False), tree.angles(sel, True)
             else:
                 ang = frames.node_angles(nodes) if angles is None else angles
                 turn = frames.node_angles(nodes @ R.T) if turned is None else turned

@@ -21,7 +21,9 @@ leaves' lower bounds add up to ``Lambda <= Z(x)``.
   at most :data:`CELL_SHARES`); the sum of the left-out ``U_B`` is the pruning bound.
 * A cell is replaced by its **proxies**: the ``q^{d-1}`` Chebyshev points (second kind) of its
   box, with weights ``W_k = sum_y w_y l_k(a_y, b_y)`` (``l_k`` the tensor Lagrange basis), so
-  ``sum_k W_k f(g_k) = sum_y w_y (I_q f)(y)`` for every ``f``. For ``f = e^{beta <x, y>}`` the
+  ``sum_k W_k f(g_k) = sum_y w_y (I_q f)(y)`` for every ``f``; ``W = A M A^T`` from the
+  cell's Chebyshev moments ``M_ab = sum_y w_y T_a(t_y) T_b(u_y)`` (:func:`_lobatto_map`), so
+  one pass over its nodes serves every order the caps ask for. For ``f = e^{beta <x, y>}`` the
   interpolation error is bounded through the Bernstein polyellipse ``E_R^2`` of the box
   (Trefethen, *Approximation Theory and Approximation Practice*, Theorem 8.2, in each variable):
 
@@ -56,6 +58,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from meanfield.kernels.fastsum_frames import node_angles
+
 TREE_SHARE = 1e-3
 """``eta / min(tol, 1e-14)``: the share of the tolerance the tree's a priori bounds (pruning
 and compression, each at most ``eta / 2`` of ``Lambda <= Z``) may take."""
@@ -88,6 +92,34 @@ ELLIPSES = np.array([1.25, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 32.0, 64.0,
 def _lebesgue(q: int) -> float:
     """The Chebyshev (second kind) Lebesgue constant's bound at ``q`` points."""
     return 2 / math.pi * math.log(q) + 1
+
+
+def _lobatto_map(q: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(A, x)``: the ``q`` Chebyshev points of the second kind ``x_j = cos(pi j / N)``, ``N =
+    q - 1``, and the matrix with ``l_j(t) = sum_k A[j, k] T_k(t)`` for their Lagrange basis
+    (discrete orthogonality: ``A[j, k] = (2 / N) g_j g_k T_k(x_j)``, ``g`` = 1/2 at the ends,
+    1 inside)."""
+    N = q - 1
+    j = np.arange(q)
+    x = np.cos(np.pi * j / N)
+    g = np.ones(q)
+    g[[0, -1]] = 0.5
+    A = (2 / N) * g[:, None] * g[None, :] * np.cos(np.pi * np.outer(j, j) / N)
+    return A, x
+
+
+def _chebyshev_rows(t: np.ndarray, q: int) -> np.ndarray:
+    """``T_k(t)`` for ``k < q`` (rows) at ``t`` in ``[-1, 1]`` (three-term recurrence; error
+    ``O(k u)``)."""
+    T = np.empty((q, t.size))
+    T[0] = 1.0
+    if q > 1:
+        T[1] = t
+    two_t = 2 * t
+    for k in range(2, q):
+        np.multiply(two_t, T[k - 1], out=T[k])
+        T[k] -= T[k - 2]
+    return T
 
 
 def _excursion(centre: np.ndarray, half: np.ndarray, R: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -142,6 +174,7 @@ class Selection(NamedTuple):
     log_bound_lap: float
     proxies: int  # cells replaced by proxies
     pruned: int  # cells left out
+    raw: np.ndarray  # the tree's (sorted) indices of the nodes at the front of ``points``
 
 
 def _logsumexp(a: np.ndarray) -> float:
@@ -238,6 +271,9 @@ class SourceTree:
             self.end_log_mass = np.log(np.concatenate([e[2] for e in ends]))
         self.n_leaves = len(self.end_radius)
         self._proxies: dict[tuple[int, int, int, bool], tuple[np.ndarray, np.ndarray]] = {}
+        self._angles: dict[str, np.ndarray] = {}
+        self.turned_nodes = self.nodes @ rotation.T
+        self._moments: dict[tuple[int, int, bool], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
     def _level(self, lev: int, codes: np.ndarray, start: np.ndarray, stop: np.ndarray,
                under: np.ndarray, first: np.ndarray) -> _Level:
@@ -307,16 +343,18 @@ class SourceTree:
         return _Level(codes, start, stop, mass, frame, box_centre, box_half, centre, radius,
                       log_bound, grow, None, None)
 
-    def _proxy(self, k: int, cell: int, qi: int, turned: bool) -> tuple[np.ndarray, np.ndarray]:
-        """The proxies ``(g, W)`` of cell ``cell`` of level index ``k`` at order
-        ``PROXY_ORDERS[qi]`` (cached); ``turned``: computed anew in the rotated frame
-        (positions ``R g``), so that their round-off is a second draw."""
-        key = (k, cell, qi, turned)
-        hit = self._proxies.get(key)
+    def _cell_moments(self, k: int, cell: int,
+                      turned: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(M, centre, half)`` of cell ``cell`` of level index ``k``: its box in tangent
+        coordinates and its Chebyshev moments ``M[a, b] = sum_y w_y T_a(t_y) T_b(u_y)`` (``t, u``
+        the coordinates scaled to ``[-1, 1]``) to the highest order of :data:`PROXY_ORDERS`
+        (cached; one pass over the cell's nodes serves every order); ``turned``: computed anew
+        in the rotated frame, so that their round-off is a second draw."""
+        key = (k, cell, turned)
+        hit = self._moments.get(key)
         if hit is not None:
             return hit
         lev = self.levels[k]
-        q = PROXY_ORDERS[qi]
         a0, b0 = int(lev.start[cell]), int(lev.stop[cell])
         frame = lev.frame[cell]
         y = self.nodes[a0:b0]
@@ -328,31 +366,37 @@ class SourceTree:
             centre_t, half_t = (lo + hi) / 2, np.maximum((hi - lo) / 2, 1e-300)
         else:
             centre_t, half_t = lev.box_centre[cell], np.maximum(lev.box_half[cell], 1e-300)
-        j = np.arange(q)
-        cheb = np.cos(np.pi * j / (q - 1))  # second kind, on [-1, 1]
-        lam = np.where(j % 2 == 0, 1.0, -1.0)
-        lam[[0, -1]] *= 0.5
-        basis = []
-        nodes_1d = []
-        for i in range(self.p):
-            t = (tang[:, i] - centre_t[i]) / half_t[i]
-            diff = t[:, None] - cheb[None]
-            exact = diff == 0
-            with np.errstate(divide="ignore", invalid="ignore"):
-                frac = lam[None] / diff
-                ell = frac / frac.sum(axis=1, keepdims=True)
-            hit_rows = np.any(exact, axis=1)
-            ell[hit_rows] = exact[hit_rows].astype(float)
-            basis.append(ell)
-            nodes_1d.append(centre_t[i] + half_t[i] * cheb)
+        q = PROXY_ORDERS[-1]
+        rows = [_chebyshev_rows((tang[:, i] - centre_t[i]) / half_t[i], q)
+                for i in range(self.p)]
         w = self.w[a0:b0]
+        M = rows[0] @ w if self.p == 1 else (rows[0] * w[None]) @ rows[1].T
+        self._moments[key] = (M, centre_t, half_t)
+        return M, centre_t, half_t
+
+    def _proxy(self, k: int, cell: int, qi: int, turned: bool) -> tuple[np.ndarray, np.ndarray]:
+        """The proxies ``(g, W)`` of cell ``cell`` of level index ``k`` at order ``q =
+        PROXY_ORDERS[qi]`` (cached): ``W_j = sum_y w_y l_j(a_y, b_y) = (A M A^T)_j`` from the
+        cell's moments of degree ``< q`` (:func:`_lobatto_map`); ``turned``: in the rotated
+        frame (positions ``R g``)."""
+        key = (k, cell, qi, turned)
+        hit = self._proxies.get(key)
+        if hit is not None:
+            return hit
+        q = PROXY_ORDERS[qi]
+        frame = self.levels[k].frame[cell]
+        if turned:
+            frame = frame @ self.R.T
+        M, centre_t, half_t = self._cell_moments(k, cell, turned)
+        A, cheb = _lobatto_map(q)
+        nodes_1d = [centre_t[i] + half_t[i] * cheb for i in range(self.p)]
         if self.p == 1:
-            W = w @ basis[0]
+            W = A @ M[:q]
             t = nodes_1d[0][:, None]
         else:
-            W = ((w[:, None] * basis[0]).T @ basis[1]).ravel()
-            A, B = np.meshgrid(nodes_1d[0], nodes_1d[1], indexing="ij")
-            t = np.stack([A.ravel(), B.ravel()], axis=1)
+            W = (A @ M[:q, :q] @ A.T).ravel()
+            G, H = np.meshgrid(nodes_1d[0], nodes_1d[1], indexing="ij")
+            t = np.stack([G.ravel(), H.ravel()], axis=1)
         g = t @ frame[1:] + np.sqrt(np.maximum(1 - np.sum(t * t, axis=1), 0.0))[:, None] * frame[0]
         g /= np.linalg.norm(g, axis=1, keepdims=True)
         self._proxies[key] = (g, W)
@@ -427,7 +471,7 @@ class SourceTree:
         raw_nodes = self.nodes[idx]
         points = np.concatenate([raw_nodes] + prox_pts)
         weights = np.concatenate([self.w[idx]] + prox_w)
-        turned_points = np.concatenate([raw_nodes @ self.R.T] + prox_turned)
+        turned_points = np.concatenate([self.turned_nodes[idx]] + prox_turned)
         turned_weights = np.concatenate([self.w[idx]] + prox_turned_w)
         lp = _logsumexp(np.concatenate(pruned_logs)) if pruned_logs else -math.inf
         if comp_logs:
@@ -444,4 +488,16 @@ class SourceTree:
         return Selection(points, weights, turned_points, turned_weights,
                          float(np.logaddexp(lz, lp)), float(np.logaddexp(lg, lp)),
                          float(np.logaddexp(ll, lpl + math.log(1 + d / (1 + beta)))),
-                         n_prox, n_pruned)
+                         n_prox, n_pruned, idx)
+
+    def angles(self, sel: Selection, turned: bool) -> np.ndarray:
+        """The transforms' coordinates (:func:`meanfield.kernels.fastsum_frames.node_angles`)
+        of ``sel.points`` (``turned``: of ``sel.turned_points``): the nodes' from one
+        computation per tree and frame, the proxies' anew."""
+        key = "turned" if turned else "first"
+        cached = self._angles.get(key)
+        if cached is None:
+            cached = node_angles(self.turned_nodes if turned else self.nodes)
+            self._angles[key] = cached
+        pts = sel.turned_points if turned else sel.points
+        return np.concatenate([cached[sel.raw], node_angles(pts[len(sel.raw):])])

@@ -89,17 +89,18 @@ def test_scalar_matrices(point_set) -> None:
 def test_isolated_points_are_corrected_and_uniform_is_not(point_set) -> None:
     """The five isolated points of the mixed set, given a weight of ``1e-14`` each, see
     almost no mass (``Z ~ 1e-14`` of the cluster's at ``beta = 60``): the estimate cannot
-    vouch for them at ``TOL`` and they alone are summed again, by the re-centred sums over
-    their caps' cells (:mod:`meanfield.kernels.fastsum_tree`), none by the direct sum; the
-    cluster's points stay fast."""
+    vouch for them at ``TOL`` and they alone are summed again, by the direct sum (five points:
+    cheaper than building the tree of the re-centred sums,
+    :func:`meanfield.kernels.fastsum_local.direct_is_cheaper`); the cluster's points stay
+    fast."""
     rng = np.random.default_rng(7)
     x = point_set("mixed", 600, 3, rng)
     w = np.full(len(x), 1.0 / len(x))
     w[-5:] = 1e-14
     w /= w.sum()
     settings = _check(Model(beta=60.0), x, w)
-    assert settings.corrected == 0
-    assert 1 <= settings.recentred <= 5, settings.recentred
+    assert settings.recentred == 0
+    assert 1 <= settings.corrected <= 5, settings.corrected
     x = point_set("uniform", 2000, 3, rng)
     assert _check(Model(beta=4.0), x, np.full(len(x), 1.0 / len(x))).corrected == 0
 

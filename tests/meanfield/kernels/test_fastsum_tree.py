@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from meanfield import Model
-from meanfield.kernels import fastsum, fastsum_frames, fastsum_tree
+from meanfield.kernels import fastsum, fastsum_frames, fastsum_local, fastsum_tree
 from meanfield.lagrangian.field import weighted_field
 
 
@@ -139,25 +139,54 @@ def test_cost_per_lone_target_does_not_grow_with_n() -> None:
 
 
 @pytest.mark.parametrize("d", [2, 3])
-def test_isolated_tokens_never_reach_the_direct_sum(d: int) -> None:
-    """The field of nodes in tight clusters with 12 isolated ones of weight ``1e-13`` (a
+@pytest.mark.parametrize("path", ["recentred", "direct"])
+def test_isolated_tokens_meet_the_tolerance_on_either_path(d: int, path: str,
+                                                            monkeypatch) -> None:
+    """The field of nodes in tight clusters with 400 isolated ones of weight ``1e-13`` (a
     Lagrangian run's nodes where ``rho ~ 0``; equal weights would let each token's own term
-    vouch for it): the isolated nodes the global sums cannot vouch for are re-centred over
-    their caps' cells (``recentred``, ``corrected == 0``) and their velocity and divergence
-    meet the default tolerance against the direct sum (divergence relative to ``4 beta + d -
-    1``, its scale); so does the reported estimate."""
+    vouch for it): the isolated nodes the global sums cannot vouch for go all to the re-centred
+    sums over their caps' cells (``recentred``) or all to the direct sum (``corrected``), as
+    the cost model says (forced here both ways: its costs 0 or huge); their velocity
+    and divergence meet the default tolerance against the direct sum (divergence relative to
+    ``4 beta + d - 1``, its scale); so does the reported estimate."""
+    recentred = path == "recentred"
+    monkeypatch.setattr(fastsum_local, "TREE_PAIRS_PER_NODE", 0.0 if recentred else 1e30)
+    monkeypatch.setattr(fastsum_local, "LONE_CAP_PAIRS", 0.0)
+    monkeypatch.setattr(fastsum_local, "CAP_PAIRS_PER_POINT", 0.0)
     rng = np.random.default_rng(5)
-    x = np.concatenate([_clusters(6000, d, 4, 1e-3, rng), _unit(rng.normal(size=(12, d)))])
-    w = np.concatenate([np.full(6000, 1.0 / 6000), np.full(12, 1e-13)])
+    x = np.concatenate([_clusters(6000, d, 4, 1e-3, rng), _unit(rng.normal(size=(400, d)))])
+    w = np.concatenate([np.full(6000, 1.0 / 6000), np.full(400, 1e-13)])
     model = Model(beta=40.0)
     fast = weighted_field(model, x, w, method="fast")
     ref = weighted_field(model, x, w, method="direct")
     st = fast.fast
     glob = fastsum.fast_sums(model, x[None], x[None], w[None], divergence=True)
     unvouched = int(np.count_nonzero(glob.estimate[0] > fastsum.FIELD_TOL))
-    assert unvouched >= 3  # the isolated nodes far from every cluster
-    assert st is not None and st.corrected == 0 and st.recentred == unvouched
+    assert unvouched >= 100  # the isolated nodes far from every cluster
+    assert st is not None
+    assert (st.recentred, st.corrected) == ((unvouched, 0) if path == "recentred" else (0, unvouched))
     assert np.max(np.linalg.norm(fast.velocity - ref.velocity, axis=-1)) <= fastsum.FIELD_TOL
     div_err = np.abs(fast.divergence - ref.divergence) / (4 * model.beta + d - 1)
     assert np.max(div_err) <= fastsum.FIELD_TOL
     assert st.error_estimate <= fastsum.FIELD_TOL
+
+
+def test_cost_model_sends_each_cap_where_it_costs_less(monkeypatch) -> None:
+    """The choice of :data:`meanfield.kernels.fastsum_local.CAP_PAIRS_PER_POINT`: at most 70
+    points over the tolerance go to the direct sum at once (``direct_is_cheaper``); else a lone
+    cap over ``m`` nodes is left to the direct sum (``NaN``, estimate ``inf``) where ``k m <=
+    2 10^5`` and re-centred above, whatever else holds."""
+    assert fastsum_local.direct_is_cheaper(70) and not fastsum_local.direct_is_cheaper(71)
+    rng = np.random.default_rng(12)
+    lone = _unit(rng.normal(size=(40, 3)))  # 40 lone caps at beta = 30
+    nodes = _clusters(4000, 3, 4, 1e-3, rng)
+    w = np.full(4000, 1 / 4000)
+    model = Model(beta=30.0)
+    plan = fastsum.fast_sums(model, lone[None], nodes[None], w[None], divergence=False).plan
+    for terms, expect_done in ((4000, False), (10**6, True)):
+        loc = fastsum_local.local_sums(plan, lone, nodes, w, laplacian=False,
+                                       tol=fastsum.FIELD_TOL, direct_terms=terms)
+        caps = fastsum_local._caps(lone, fastsum_local.LOCAL_RADIUS / model.beta)
+        assert max(len(c) for c in caps) < fastsum_local.LOCAL_MIN_TARGETS
+        assert loc.caps == (len(caps) if expect_done else 0)
+        assert np.all(np.isfinite(loc.estimate)) == expect_done
