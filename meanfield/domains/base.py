@@ -98,7 +98,7 @@ class Domain(ABC):
     lagrangian_reduction: ClassVar[str | None] = None
     """The symmetry reduction of the Lagrangian solver that carries a spectral result of this
     domain on (``solve(..., continue_lagrangian=True)``): a key of
-    :data:`meanfield.lagrangian.continuation.REDUCED_STARTS` (``"rings"`` for
+    :data:`meanfield.lagrangian.node_set.REDUCTIONS` (``"rings"`` for
     :class:`~meanfield.domains.zonal_sphere.ZonalSphere`: one ring per grid node), or ``None``,
     the default: the full nodes of :meth:`node_rule`."""
     low_modes: ClassVar[tuple[Any, ...]] = ()

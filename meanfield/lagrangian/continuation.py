@@ -3,7 +3,6 @@
 .. autosummary::
    continue_lagrangian
    handover_nodes
-   REDUCED_STARTS
 
 The spectral solver stops (:class:`meanfield.ResolutionError`) when the density concentrates
 into clusters faster than refinement can follow. Its last resolved state is still a smooth,
@@ -15,32 +14,28 @@ the spectral part before it as ``spectral_density`` (``spectral_time``, grid), w
 the scalar ``handover_time`` and ``settings["handover"]`` saying where the one became the other.
 The domain says which nodes carry its state on (:attr:`meanfield.domains.Domain.lagrangian_reduction`):
 the full nodes of its :meth:`~meanfield.domains.Domain.node_rule`, or a symmetry reduction of
-:data:`REDUCED_STARTS`.
+:data:`meanfield.lagrangian.node_set.REDUCTIONS` (its ``from_spectral``).
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import xarray as xr
 
-from meanfield.lagrangian.nodes_reduced import rings_from_dataset
+from meanfield.lagrangian import nodes_reduced  # noqa: F401  (registers rings and subspace)
+from meanfield.lagrangian.node_set import REDUCTIONS
 from meanfield.lagrangian.solve import solve_lagrangian
 from meanfield.model import Model
-
-REDUCED_STARTS: dict[str, Callable[[xr.Dataset, float], Any]] = {"rings": rings_from_dataset}
-"""The symmetry reductions a spectral state goes on as (the values of
-:attr:`meanfield.domains.Domain.lagrangian_reduction`), each with the function that makes its
-nodes from a Dataset of :func:`meanfield.solve` at a saved time. ``"rings"``: a zonal state
-as rings (docs/lagrangian.md section 8), degree + 1 nodes in any ``d``."""
 
 
 def handover_nodes(spectral: xr.Dataset, time: float) -> Any:
     """The nodes that carry the density of the spectral Dataset ``spectral`` at the saved
     ``time`` on: those of its domain's symmetry reduction
-    (:attr:`~meanfield.domains.Domain.lagrangian_reduction`, :data:`REDUCED_STARTS`), else
+    (:attr:`~meanfield.domains.Domain.lagrangian_reduction`, a class of
+    :data:`meanfield.lagrangian.node_set.REDUCTIONS` and its ``from_spectral``), else
     :func:`meanfield.lagrangian.nodes.from_dataset` (the domain's node rule)."""
     from meanfield.io import domain_of
     from meanfield.lagrangian import nodes
@@ -49,11 +44,11 @@ def handover_nodes(spectral: xr.Dataset, time: float) -> Any:
     reduction = domain.lagrangian_reduction
     if reduction is None:
         return nodes.from_dataset(spectral, time)
-    if reduction not in REDUCED_STARTS:
+    if reduction not in REDUCTIONS:
         msg = (f"domain {domain!r}: lagrangian_reduction={reduction!r} is not a reduction the "
-               f"Lagrangian solver starts from a Dataset; known: {sorted(REDUCED_STARTS)}")
+               f"Lagrangian solver knows; registered: {sorted(REDUCTIONS)}")
         raise ValueError(msg)
-    return REDUCED_STARTS[reduction](spectral, time)
+    return REDUCTIONS[reduction].from_spectral(spectral, time)
 
 
 def continue_lagrangian(model: Model, spectral: xr.Dataset, t: Sequence[float] | np.ndarray,
@@ -96,4 +91,4 @@ def continue_lagrangian(model: Model, spectral: xr.Dataset, t: Sequence[float] |
     return out
 
 
-__all__ = ["REDUCED_STARTS", "continue_lagrangian", "handover_nodes"]
+__all__ = ["continue_lagrangian", "handover_nodes"]

@@ -50,6 +50,7 @@ from scipy.special import roots_hermitenorm, roots_legendre
 from meanfield.arguments import count, finite, nonnegative_weights, read_only
 from meanfield.domains import Circle, Domain, NodeRule, Sphere, ZonalSphere
 from meanfield.domains.zonal_sphere import check_zonal_size, sphere_rule, sphere_rule_size
+from meanfield.lagrangian.node_set import NodeSet
 from meanfield.lagrangian.nodes_reduced import RingNodes, SubspaceNodes, rings, subspace
 
 GEOMETRIES = ("sphere", "euclidean")
@@ -62,7 +63,7 @@ accepted nodes are then normalised exactly."""
 
 
 @dataclass(frozen=True, eq=False)
-class Nodes:
+class Nodes(NodeSet):
     """A weighted node set ``mu = sum_j w_j delta_{x_j}``, a probability measure.
 
     Args:

@@ -39,6 +39,7 @@ from scipy.special import logsumexp
 
 from meanfield.arguments import count, read_only
 from meanfield.domains.zonal_sphere import gauss_jacobi_log, sphere_rule, sphere_rule_size
+from meanfield.lagrangian.node_set import ReducedNodes, Slices
 from meanfield.special import log_sphere_area
 
 
@@ -62,7 +63,7 @@ def _checked_weights(weights: Any, log_density: Any,
 
 
 @dataclass(frozen=True, eq=False)
-class RingNodes:
+class RingNodes(ReducedNodes):
     """A zonal measure on ``S^{d-1}`` as ``n`` weighted rings ``<x, e_d> = cos theta_j``.
 
     Args:
@@ -86,8 +87,9 @@ class RingNodes:
 
     reduction = "rings"
     """The symmetry reduction (``solve_lagrangian`` runs its own state for it)."""
-    geometry = "sphere"
-    labels = None
+    unit = "rings"
+    monitor_cost = 2  # two 0F1 logarithms per pair (measured 2.2 evaluations at d = 1024)
+    query_all = True
 
     def __post_init__(self) -> None:
         d = count(self.d, "d", 3)
@@ -156,6 +158,57 @@ class RingNodes:
             msg = f"g must give one value per ring, shape ({self.n},), got {vals.shape}"
             raise ValueError(msg)
         return float(self.weights @ vals)
+
+    # -- the reduction's members (meanfield.lagrangian.node_set.ReducedNodes) --------------
+
+    def engine(self, model: Any, be: Any, memory_limit: int) -> tuple[Callable[[Any], Any], Any, Any]:
+        """The state ``[phi | log J]`` (:func:`meanfield.lagrangian.rings.engine`)."""
+        from meanfield.lagrangian.rings import engine
+
+        return engine(model, self, be, memory_limit)
+
+    def assemble(self, saved: list[tuple[float, np.ndarray]], model: Any) -> Any:
+        """The Dataset of a ring run (:func:`meanfield.lagrangian.rings.assemble`)."""
+        from meanfield.lagrangian.rings import assemble
+
+        return assemble(saved, model, self)
+
+    def monitor_slices(self, weights: np.ndarray) -> Slices:
+        """One coordinate, ``s`` on the interval, one slice of every ring."""
+        from meanfield.lagrangian.quadrature import EXTRAPOLATE, rule_basis
+
+        every = np.arange(self.n)
+        return [("interval", [(every, rule_basis(np.asarray(self.s, dtype=float), weights,
+                                                 "interval"))], EXTRAPOLATE)]
+
+    def monitor_terms(self, model: Any, y: np.ndarray, queries: np.ndarray,
+                      weights: np.ndarray, sa: bool) -> tuple[np.ndarray, np.ndarray]:
+        """The ring kernel ``e^{beta s s'} 0F1(nu + 1; (beta r r' / 2)^2)`` and the ``s``
+        component of the ring-averaged field (docs/lagrangian.md section 8)."""
+        from meanfield.lagrangian.rings import log_hyp0f1, ring_coordinates
+
+        s, r = ring_coordinates(y[:, 0])
+        beta, nu = float(model.beta), 0.5 * (self.d - 3)
+        sq, rq = s[queries, None], r[queries, None]
+        w = 0.25 * (beta * rq * r[None]) ** 2
+        L0 = log_hyp0f1(nu + 1, w)
+        B1 = s[None] - 0.5 * beta * sq * (r * r)[None] * np.exp(log_hyp0f1(nu + 2, w) - L0) / (nu + 1)
+        L = beta * sq * s[None] + L0
+        K = np.exp(L - np.max(L, axis=1, keepdims=True))
+        Z = K @ weights
+        vals = B1 - ((K * B1) @ weights / Z)[:, None] if sa else B1
+        return K, vals[:, :, None]
+
+    @classmethod
+    def examples(cls) -> tuple[RingNodes, ...]:
+        """Small instances for the contract test (tests/meanfield/lagrangian/test_node_sets.py):
+        a bump at the pole on ``S^2`` and on ``S^5``."""
+        return (rings(lambda s: np.exp(2.0 * s), 12, 3), rings(lambda s: np.exp(3.0 * s), 10, 6))
+
+    @classmethod
+    def from_spectral(cls, spectral: Any, time: float) -> RingNodes:
+        """:func:`rings_from_dataset` (the hand-over of a zonal spectral state)."""
+        return rings_from_dataset(spectral, time)
 
     def __repr__(self) -> str:
         return f"RingNodes(n={self.n}, d={self.d}, describe={self.describe!r})"
@@ -342,7 +395,7 @@ kernel values per evaluation (``1e10`` at this size, minutes per step on a few c
 
 
 @dataclass(frozen=True, eq=False)
-class SubspaceNodes:
+class SubspaceNodes(ReducedNodes):
     """A measure on ``S^{d-1}`` that depends on ``x`` only through ``p = (x_1, ..., x_k)``,
     ``k = 2, 3``, as ``n`` weighted spheres ``{x : Px = p_j}`` (uniform measure on each, of
     radius ``sqrt(1 - |p_j|^2)`` in the other ``d - k`` coordinates; docs/lagrangian.md
@@ -365,8 +418,6 @@ class SubspaceNodes:
 
     reduction = "subspace"
     """The symmetry reduction (``solve_lagrangian`` runs its own state for it)."""
-    geometry = "sphere"
-    labels = None
 
     def __post_init__(self) -> None:
         p = np.array(self.p, dtype=float)
@@ -429,6 +480,93 @@ class SubspaceNodes:
             msg = f"g must give one value per node, shape ({self.n},), got {vals.shape}"
             raise ValueError(msg)
         return float(self.weights @ vals)
+
+    # -- the reduction's members (meanfield.lagrangian.node_set.ReducedNodes) --------------
+
+    def engine(self, model: Any, be: Any, memory_limit: int) -> tuple[Callable[[Any], Any], Any, Any]:
+        """The state ``[q | log J]`` (:func:`meanfield.lagrangian.subspace.engine`)."""
+        from meanfield.lagrangian.subspace import engine
+
+        return engine(model, self, be, memory_limit)
+
+    def assemble(self, saved: list[tuple[float, np.ndarray]], model: Any) -> Any:
+        """The Dataset of a subspace run (:func:`meanfield.lagrangian.subspace.assemble`)."""
+        from meanfield.lagrangian.subspace import assemble
+
+        return assemble(saved, model, self)
+
+    def monitor_slices(self, weights: np.ndarray) -> Slices:
+        """The coordinates of a subspace rule (:func:`subspace_rule`, a product of a
+        Gauss–Jacobi rule in ``|p|^2`` and one on ``S^{k-1}``) and their slices: the radius
+        ``|p|`` (interval; in ``|p|`` the integrand at ``beta = 0``, ``p_j - X`` and its
+        square, is of degree ``<= 2``, in ``|p|^2`` it would not be a polynomial), the angle
+        (``k = 2``, circle) or the polar angle ``theta`` of the ``S^2`` rule's shared latitudes
+        and the longitude (``k = 3``, both trigonometric: ``p`` is of degree 1 in each). A
+        slice: the nodes where the other coordinates are fixed, its basis that of its own
+        weights. None where the nodes are not such a product."""
+        from meanfield.lagrangian.quadrature import EXTRAPOLATE, EXTRAPOLATE_PARITY, rule_basis
+
+        p = np.asarray(self.p, dtype=float)
+        rho = np.linalg.norm(p, axis=1)
+        u = p / rho[:, None]
+        coords: list[tuple[np.ndarray, str]] = [(rho, "interval"),
+                                                 (np.mod(np.arctan2(u[:, 1], u[:, 0]), 2 * np.pi), "circle")]
+        extrapolate = [EXTRAPOLATE_PARITY, EXTRAPOLATE]
+        if p.shape[1] == 3:
+            coords.insert(1, (np.arccos(np.clip(u[:, 2], -1.0, 1.0)), "circle"))
+            extrapolate.insert(1, EXTRAPOLATE_PARITY)
+        labels = []
+        for values, _ in coords:  # the index of each node's value of each coordinate
+            order = np.argsort(values, kind="stable")
+            step = np.diff(values[order]) > 1e-9
+            lab = np.empty(values.size, dtype=int)
+            lab[order] = np.concatenate([[0], np.cumsum(step)])
+            labels.append(lab)
+        sizes = [int(lab.max()) + 1 for lab in labels]
+        distinct = np.unique(np.stack(labels, axis=1), axis=0).shape[0]
+        if int(np.prod(sizes)) != p.shape[0] or distinct != p.shape[0]:
+            return []
+        lo, hi = float(np.min(rho)), float(np.max(rho))
+        if hi > lo:
+            coords[0] = (2.0 * (rho - lo) / (hi - lo) - 1.0, "interval")
+        out: Slices = []
+        for axis, (y, kind) in enumerate(coords):
+            others = np.ravel_multi_index([labels[o] for o in range(len(coords)) if o != axis],
+                                          [sizes[o] for o in range(len(coords)) if o != axis])
+            width: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
+            for key in np.unique(others):
+                idx = np.flatnonzero(others == key)
+                if np.sum(weights[idx]) > 0:
+                    q = rule_basis(y[idx], weights[idx], kind)
+                    width.setdefault(q.shape[1], []).append((idx, q))
+            # slices of the same number of degrees stacked: (slices, nodes) and (slices, nodes, m)
+            out.append((kind, [(np.stack([i for i, _ in sl]), np.stack([q for _, q in sl]))
+                               for sl in width.values()], extrapolate[axis]))
+        return out
+
+    def monitor_terms(self, model: Any, y: np.ndarray, queries: np.ndarray,
+                      weights: np.ndarray, sa: bool) -> tuple[np.ndarray, np.ndarray]:
+        """The sphere-pair kernel and the ``k`` components of the averaged field
+        (:func:`meanfield.lagrangian.subspace.pair_terms`, docs/lagrangian.md section 11)."""
+        from meanfield.lagrangian.subspace import ball_coordinates, pair_terms
+
+        k = y.shape[1] - 1
+        p, r2 = ball_coordinates(y[:, :k])
+        logk, B1, _ = pair_terms(float(model.beta), 0.5 * (self.d - k - 2), p[queries], r2[queries],
+                                 p, r2, np.zeros(p.shape[0]), hessian=False)
+        K = np.exp(logk - np.max(logk, axis=1, keepdims=True))
+        Z = K @ weights
+        vals = np.moveaxis(B1, 0, 2)  # (queries, nodes, k)
+        if sa:
+            vals = vals - (np.einsum("qn,qnc->qc", K * weights, vals) / Z[:, None])[:, None, :]
+        return K, vals
+
+    @classmethod
+    def examples(cls) -> tuple[SubspaceNodes, ...]:
+        """Small instances for the contract test: a bump in the plane of ``e_1, e_2`` on
+        ``S^4`` (``k = 2``) and in ``e_1, e_2, e_3`` on ``S^5`` (``k = 3``)."""
+        return (subspace(lambda p: np.exp(2.0 * p[:, 0]), 4, 5, 2),
+                subspace(lambda p: np.exp(2.0 * p[:, 0]), 3, 6, 3))
 
     def __repr__(self) -> str:
         return f"SubspaceNodes(n={self.n}, k={self.k}, d={self.d}, describe={self.describe!r})"

@@ -62,6 +62,7 @@ from meanfield import backend as bk
 from meanfield.integrate import StopReason
 from meanfield.integrate.stability import stop_or_warn_once
 from meanfield.kernels import DEFAULT_MEMORY_LIMIT
+from meanfield.lagrangian.node_set import ReducedNodes
 
 TAIL = 1e-3
 """The mass of the rule's outer layer ``T`` (the nodes of least weight)."""
@@ -390,11 +391,10 @@ class SphereQuadratureMonitor:
                  memory_limit: int = DEFAULT_MEMORY_LIMIT, warn: float = SPHERE_WARN,
                  stop: float = SPHERE_STOP) -> None:
         self.model = model
-        self.reduction = getattr(nodes, "reduction", None)
-        self.rings = self.reduction == "rings"
+        self.reduced = nodes if isinstance(nodes, ReducedNodes) else None
         self.weights = np.asarray(nodes.weights, dtype=float)
         self.weights = self.weights / float(np.sum(self.weights))
-        self.d = int(nodes.d) if self.reduction is not None else int(np.asarray(nodes.x).shape[1])
+        self.d = int(nodes.d) if self.reduced is not None else int(np.asarray(nodes.x).shape[1])
         self.t_final = float(t_final)
         self.labels = labels
         self.state = state
@@ -411,11 +411,8 @@ class SphereQuadratureMonitor:
         # P is the largest over the coordinates
         self.coordinates: list[tuple[str, list[tuple[np.ndarray, np.ndarray]], float]] = []
         every = np.arange(n)
-        if self.rings:
-            self.coordinates = [("interval", [(every, rule_basis(np.asarray(nodes.s, dtype=float),
-                                                                 self.weights, "interval"))], EXTRAPOLATE)]
-        elif self.reduction == "subspace":
-            self.coordinates = self._subspace_slices(np.asarray(nodes.p, dtype=float))
+        if self.reduced is not None:
+            self.coordinates = self.reduced.monitor_slices(self.weights)
         else:
             x0 = np.asarray(nodes.x, dtype=float)
             if self.d == 2:
@@ -427,7 +424,8 @@ class SphereQuadratureMonitor:
         # a slice of one degree has no tail
         self.coordinates = [(kind, kept, ex) for kind, sl, ex in self.coordinates
                             if (kept := [(i, q) for i, q in sl if q.shape[-1] >= 2])]
-        self.queries = np.arange(n) if (self.rings or n <= SPHERE_QUERIES) else \
+        query_all = self.reduced is not None and self.reduced.query_all
+        self.queries = np.arange(n) if (query_all or n <= SPHERE_QUERIES) else \
             np.unique(np.linspace(0, n - 1, SPHERE_QUERIES).round().astype(int))
         self.degrees = " x ".join(str(max(q.shape[-1] for _, q in sl))
                                   for _, sl, _ in self.coordinates) or "0"
@@ -440,52 +438,6 @@ class SphereQuadratureMonitor:
             return None
         q = self.coordinates[0][1][0][1]
         return q if q.ndim == 2 else q[0]
-
-    def _subspace_slices(self, p: np.ndarray) -> list[tuple[str, list[tuple[np.ndarray, np.ndarray]], float]]:
-        """The coordinates of a subspace rule (:func:`meanfield.lagrangian.nodes_reduced.subspace_rule`, a
-        product of a Gauss–Jacobi rule in ``|p|^2`` and one on ``S^{k-1}``) and their slices:
-        the radius ``|p|`` (interval; in ``|p|`` the integrand at ``beta = 0``, ``p_j - X``
-        and its square, is of degree ``<= 2``, in ``|p|^2`` it would not be a polynomial), the
-        angle (``k = 2``, circle) or the polar angle ``theta`` of the ``S^2`` rule's shared
-        latitudes and the longitude (``k = 3``, both trigonometric: ``p`` is of degree 1 in
-        each). A slice: the nodes where the other coordinates are fixed, its basis that of
-        its own weights. None where the nodes are not such a product."""
-        rho = np.linalg.norm(p, axis=1)
-        u = p / rho[:, None]
-        coords: list[tuple[np.ndarray, str]] = [(rho, "interval"),
-                                                 (np.mod(np.arctan2(u[:, 1], u[:, 0]), 2 * np.pi), "circle")]
-        extrapolate = [EXTRAPOLATE_PARITY, EXTRAPOLATE]
-        if p.shape[1] == 3:
-            coords.insert(1, (np.arccos(np.clip(u[:, 2], -1.0, 1.0)), "circle"))
-            extrapolate.insert(1, EXTRAPOLATE_PARITY)
-        labels = []
-        for values, _ in coords:  # the index of each node's value of each coordinate
-            order = np.argsort(values, kind="stable")
-            step = np.diff(values[order]) > 1e-9
-            lab = np.empty(values.size, dtype=int)
-            lab[order] = np.concatenate([[0], np.cumsum(step)])
-            labels.append(lab)
-        sizes = [int(lab.max()) + 1 for lab in labels]
-        distinct = np.unique(np.stack(labels, axis=1), axis=0).shape[0]
-        if int(np.prod(sizes)) != p.shape[0] or distinct != p.shape[0]:
-            return []
-        lo, hi = float(np.min(rho)), float(np.max(rho))
-        if hi > lo:
-            coords[0] = (2.0 * (rho - lo) / (hi - lo) - 1.0, "interval")
-        out: list[tuple[str, list[tuple[np.ndarray, np.ndarray]], float]] = []
-        for axis, (y, kind) in enumerate(coords):
-            others = np.ravel_multi_index([labels[o] for o in range(len(coords)) if o != axis],
-                                          [sizes[o] for o in range(len(coords)) if o != axis])
-            width: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
-            for key in np.unique(others):
-                idx = np.flatnonzero(others == key)
-                if np.sum(self.weights[idx]) > 0:
-                    q = rule_basis(y[idx], self.weights[idx], kind)
-                    width.setdefault(q.shape[1], []).append((idx, q))
-            # slices of the same number of degrees stacked: (slices, nodes) and (slices, nodes, m)
-            out.append((kind, [(np.stack([i for i, _ in sl]), np.stack([q for _, q in sl]))
-                               for sl in width.values()], extrapolate[axis]))
-        return out
 
     def _with_spread(self, vals: np.ndarray, K: np.ndarray) -> np.ndarray:
         """``vals`` (queries, nodes, components) and one more component, ``beta`` times the
@@ -502,34 +454,9 @@ class SphereQuadratureMonitor:
         # the integrand centred on X_i except for the weights e^S / n (USA); sigmoid, also
         # divided by the count, is monitored as the normalised kinds (as it always was)
         sa = not attention_registry.resolve(self.model.attention).unshifted
-        if self.rings:
-            from meanfield.lagrangian.rings import log_hyp0f1, ring_coordinates
-
-            s, r = ring_coordinates(y[:, 0])
-            beta, nu = float(self.model.beta), 0.5 * (self.d - 3)
-            sq, rq = s[self.queries, None], r[self.queries, None]
-            w = 0.25 * (beta * rq * r[None]) ** 2
-            L0 = log_hyp0f1(nu + 1, w)
-            B1 = s[None] - 0.5 * beta * sq * (r * r)[None] * np.exp(log_hyp0f1(nu + 2, w) - L0) / (nu + 1)
-            L = beta * sq * s[None] + L0
-            K = np.exp(L - np.max(L, axis=1, keepdims=True))
+        if self.reduced is not None:
+            K, vals = self.reduced.monitor_terms(self.model, y, self.queries, self.weights, sa)
             Z = K @ self.weights
-            vals = B1 - ((K * B1) @ self.weights / Z)[:, None] if sa else B1
-            return [np.transpose(K[:, :, None] * self._with_spread(vals[:, :, None], K)
-                                 / Z[:, None, None], (1, 0, 2))]
-        if self.reduction == "subspace":
-            from meanfield.lagrangian.subspace import ball_coordinates, pair_terms
-
-            k = y.shape[1] - 1
-            p, r2 = ball_coordinates(y[:, :k])
-            q = self.queries
-            logk, B1, _ = pair_terms(float(self.model.beta), 0.5 * (self.d - k - 2), p[q], r2[q], p,
-                                     r2, np.zeros(p.shape[0]), hessian=False)
-            K = np.exp(logk - np.max(logk, axis=1, keepdims=True))
-            Z = K @ self.weights
-            vals = np.moveaxis(B1, 0, 2)  # (queries, nodes, k)
-            if sa:
-                vals = vals - (np.einsum("qn,qnc->qc", K * self.weights, vals) / Z[:, None])[:, None, :]
             return [np.transpose(K[:, :, None] * self._with_spread(vals, K) / Z[:, None, None],
                                  (1, 0, 2))]
         st = None if self.state is None else self.state()
@@ -598,7 +525,7 @@ class SphereQuadratureMonitor:
         # nodes: two 0F1 logarithms per pair of the 16 query rows against three per pair of
         # all rows in an evaluation, measured 0.94 evaluations with 16 nodes (all queried),
         # 0.56 with 64, 0.01 with 512 (radial 8, angular 63), 0.14 with 216 (k = 3)
-        self.spent += 2 if self.rings else 1
+        self.spent += 1 if self.reduced is None else self.reduced.monitor_cost
         if not np.all(np.isfinite(np.asarray(bk.to_numpy(y), dtype=float))):
             return  # the engine's non-finite check names it
         E = self.estimate(y)
@@ -606,7 +533,7 @@ class SphereQuadratureMonitor:
             self.worst = (E, t)
         if E <= self.warn_at:
             return
-        what = "rings" if self.rings else "nodes"
+        what = "nodes" if self.reduced is None else self.reduced.unit
         text = (f"at t = {t:.6g} the field's integrand pulled back to the start leaves a "
                 f"quadrature error estimated at {E:.3g} of the field (a null rule on the top "
                 f"third of the {self.degrees} degrees the rule of {self.weights.size} {what} "

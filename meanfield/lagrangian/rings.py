@@ -44,11 +44,15 @@ from meanfield.kernels.interaction import EXP_SAFE, has_energy
 from meanfield.model import Model
 from meanfield.special import log_sphere_area
 
-RING_KINDS = {"softmax": "softmax", "l2": "softmax", "unnormalized": "unnormalized"}
-"""The attention kinds whose ring average is the Bessel form (``l2`` is softmax on the sphere:
-``|x - y|^2 = 2 - 2 <x, y>``, the constant cancels in the normalisation), and the form each
-takes: ``"softmax"`` for the kinds whose rows are normalised, ``"unnormalized"`` for those
-divided by the count (their entries' normalisation; a test holds the two together)."""
+
+def ring_kinds() -> tuple[str, ...]:
+    """The registered attention kinds whose ring average is the Bessel form: weights ``e^S``
+    (:attr:`meanfield.attention.AttentionKind.exponential`) with rows normalised by their sum
+    (the ``"softmax"`` form) or divided by the count (``"unnormalized"``); not a doubly
+    stochastic kind (not a per-row sum). A key bias (``l2``) depends on ``|k| = 1`` only, the
+    same for every key on the sphere (``|x - y|^2 = 2 - 2 <x, y>``), so it cancels or scales."""
+    return tuple(k.name for k in attention_registry.kinds()
+                 if k.exponential and k.normalization != "doubly")
 
 _SERIES_TOL = 1e-18  # the series stops when a term falls below this fraction of the sum
 _SERIES_MAX = 4000
@@ -109,9 +113,9 @@ def check_model(model: Model) -> str:
                "meanfield.solve (the spectral solver) integrates it")
         raise ValueError(msg)
     attention_registry.require(model.attention, "lagrangian")
-    if model.attention not in RING_KINDS:
+    if attention_registry.resolve(model.attention).name not in ring_kinds():
         msg = (f"model.attention={model.attention!r}: ring nodes (the zonal reduction) have the "
-               f"Bessel form only for {tuple(RING_KINDS)}; use meanfield.lagrangian.nodes.zonal (full nodes)")
+               f"Bessel form only for {ring_kinds()}; use meanfield.lagrangian.nodes.zonal (full nodes)")
         raise ValueError(msg)
     if not model.is_identity or model.causal:
         what = "causal=True" if model.causal else "Q, K, V, heads or feed-forward"
@@ -354,5 +358,5 @@ def cdf_s(ds: xr.Dataset, time_index: int, s: np.ndarray) -> np.ndarray:
     return np.clip(out, 0.0, 1.0)
 
 
-__all__ = ["RING_KINDS", "assemble", "cdf_s", "check_model", "engine", "log_hyp0f1", "ring_coordinates",
+__all__ = ["ring_kinds", "assemble", "cdf_s", "check_model", "engine", "log_hyp0f1", "ring_coordinates",
            "ring_energy", "ring_field"]

@@ -62,6 +62,7 @@ from meanfield.kernels.interaction import (
     has_energy,
 )
 from meanfield.lagrangian.field import check_measure, weighted_field
+from meanfield.lagrangian.node_set import REDUCTIONS, NodeSet, ReducedNodes
 from meanfield.lagrangian.quadrature import QuadratureMonitor, SphereQuadratureMonitor
 from meanfield.model import Model
 from meanfield.schedule import Schedule, run_schedule
@@ -72,15 +73,13 @@ class LagrangianError(IntegrationError):
 
 
 def _check_model(model: Model, nodes: Any) -> None:
-    from meanfield.lagrangian.nodes import Nodes
-    from meanfield.lagrangian.nodes_reduced import RingNodes, SubspaceNodes
-
     if not isinstance(model, Model):
         msg = f"model must be a meanfield.Model, got {type(model).__name__}"
         raise ValueError(msg)
-    if not isinstance(nodes, (Nodes, RingNodes, SubspaceNodes)):
-        msg = (f"nodes must be a meanfield.lagrangian.nodes.Nodes (positions, weights, density), "
-               f"RingNodes or SubspaceNodes, got {type(nodes).__name__}; make them with "
+    if not isinstance(nodes, NodeSet):
+        msg = (f"nodes must be a meanfield.lagrangian.nodes.Nodes (positions, weights, density) "
+               f"or reduced nodes ({', '.join(sorted(REDUCTIONS))}), got {type(nodes).__name__}; "
+               "make them with "
                "meanfield.lagrangian.nodes.circle, sphere, zonal, rings, subspace, gaussian or, from "
                "samples, meanfield.lagrangian.nodes.from_samples")
         raise ValueError(msg)
@@ -246,7 +245,7 @@ def solve_lagrangian(
 
     y0 = be.asarray(np.concatenate([x0, np.zeros((n, 1))], axis=1))
     project = _project(sphere, d)
-    reduced = getattr(nodes, "reduction", None) is not None
+    reduced = isinstance(nodes, ReducedNodes)
     if reduced:  # exact symmetry reduction (docs/lagrangian.md sections 8, 11): its own state
         rhs, y0, project = _reduced_engine(model, nodes, tab, be, memory_limit)
         fast = False
@@ -266,7 +265,7 @@ def solve_lagrangian(
     last = np.array(bk.to_numpy(sol.y), dtype=float)
     if sol.t_reached > saved[-1][0] and np.all(np.isfinite(last)):
         saved.append((sol.t_reached, last))
-    settings = {"geometry": nodes.geometry, "nodes": str(getattr(nodes, "describe", "")),
+    settings = {"geometry": nodes.geometry, "nodes": str(nodes.describe),
                 "num_nodes": int(n), "memory_limit": int(memory_limit),
                 "handover": handover, "backend": be.label()}
     settings["field_method"] = "fast" if fast else "direct"
@@ -318,18 +317,16 @@ def _check_field_tol(field_tol: Any) -> None:
         raise ValueError(msg)
 
 
-def _reduced_engine(model: Model, nodes: Any, tab: ButcherTableau, be: bk.Backend, memory_limit: int
-                    ) -> tuple[Any, Any, Any]:
-    """``(rhs, y0, project)`` of symmetry-reduced nodes: their own state, ``[phi | log J]``
-    (rings) or ``[q | log J]`` (subspace), on the same engine; adaptive schemes only."""
-    from meanfield.lagrangian import rings, subspace
-
+def _reduced_engine(model: Model, nodes: ReducedNodes, tab: ButcherTableau, be: bk.Backend,
+                    memory_limit: int) -> tuple[Any, Any, Any]:
+    """``(rhs, y0, project)`` of symmetry-reduced nodes: their own state
+    (:meth:`meanfield.lagrangian.node_set.ReducedNodes.engine`), on the same engine; adaptive
+    schemes only."""
     if not tab.adaptive:  # the step-size monitor watches positions on S^{d-1}, not phi
         msg = (f"scheme={tab.name!r}: {nodes.reduction} nodes run with an adaptive scheme (e.g. "
                "scheme='dopri5'), whose error control replaces the fixed step's monitor")
         raise ValueError(msg)
-    engine = subspace.engine if nodes.reduction == "subspace" else rings.engine
-    return engine(model, nodes, be, memory_limit)
+    return nodes.engine(model, be, memory_limit)
 
 
 def _monitors(model: Model, nodes: Any, x0: np.ndarray, weights: np.ndarray,
@@ -365,8 +362,9 @@ def _solve_schedule(schedule: Schedule, nodes: Any, t: Any, *, out: str | Path |
     """:func:`solve_lagrangian` under a schedule: one run per piece, the nodes handed over."""
     from meanfield.lagrangian.nodes import Nodes
 
-    if getattr(nodes, "reduction", None) is not None:
-        msg = "solve_lagrangian: a Schedule of models runs on plain Nodes, not on ring nodes"
+    if isinstance(nodes, ReducedNodes):
+        msg = (f"solve_lagrangian: a Schedule of models runs on plain Nodes, not on "
+               f"{nodes.reduction} nodes")
         raise ValueError(msg)
     for piece in schedule.models:
         _check_model(piece, nodes)
@@ -409,10 +407,8 @@ def _assemble(saved: list[tuple[float, np.ndarray]], model: Model, nodes: Any,
     """The Dataset of a run; ``method`` (the run's field choice, ``"fast"`` or ``"direct"``)
     also sums its energy, ``Z`` and dissipation outputs (the fast energy where it applies,
     :func:`meanfield.kernels.interaction.use_fast_energy`)."""
-    if getattr(nodes, "reduction", None) is not None:  # reduced nodes: their own variables
-        from meanfield.lagrangian import rings, subspace
-
-        return (subspace.assemble if nodes.reduction == "subspace" else rings.assemble)(saved, model, nodes)
+    if isinstance(nodes, ReducedNodes):  # reduced nodes: their own variables
+        return nodes.assemble(saved, model)
     tvals = np.array([s[0] for s in saved])
     ys = np.stack([s[1] for s in saved])
     x = ys[:, :, :d]

@@ -16,7 +16,7 @@ from meanfield import backend as bk
 from meanfield import nodes as node_sets
 from meanfield.io import model_of
 from meanfield.kernels import Kernel, RowKernel
-from meanfield.lagrangian.rings import RING_KINDS
+from meanfield.lagrangian.rings import ring_kinds
 
 
 def _scaled_exp(S: Any, parameters: Any) -> None:
@@ -148,9 +148,8 @@ def test_builtin_mathematics() -> None:
         assert (kind.gaussian is not None) == gaussian == kind.supports("gaussian")
         assert (kind.causal_degenerate is not None) == (norm == "doubly")
         assert kind.unshifted == (name == "unnormalized")
-    # the ring nodes' form of a kind is its normalisation
-    for name, form in RING_KINDS.items():
-        assert (form == "softmax") == attention.resolve(name).normalized
+    # the ring nodes' kinds, read off the registry: the exponential ones with a per-row sum
+    assert set(ring_kinds()) == {"softmax", "unnormalized", "l2"}
 
 
 def test_sigmoid_transform_and_its_derivative() -> None:

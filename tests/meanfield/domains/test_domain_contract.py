@@ -558,15 +558,16 @@ def test_conditioning(domain):
 @domains
 def test_lagrangian_reduction(domain):
     """The nodes that carry a spectral result on (``solve(..., continue_lagrangian=True)``):
-    those of the domain's symmetry reduction, a key of ``REDUCED_STARTS`` on a
+    those of the domain's symmetry reduction, a key of ``REDUCTIONS`` on a
     symmetry-reduced basis, or (``None``) the full nodes of ``node_rule``. Either way they hold
     the density's mass 1 (``sum w = int rho dA``, the grid's quadrature on the grid's nodes):
     a sum of ``n`` positive terms, ``(n + 128) eps`` relative, as in :func:`test_node_rule`."""
-    from meanfield.lagrangian.continuation import REDUCED_STARTS, handover_nodes
+    from meanfield.lagrangian.continuation import handover_nodes
+    from meanfield.lagrangian.node_set import REDUCTIONS
     from meanfield.lagrangian.nodes import Nodes
 
     reduction = type(domain).lagrangian_reduction
-    assert reduction is None or (reduction in REDUCED_STARTS and domain.symmetry_reduced)
+    assert reduction is None or (reduction in REDUCTIONS and domain.symmetry_reduced)
     try:
         start = handover_nodes(density_dataset(domain), 0.5)
     except ValueError as exc:  # no node rule (the default) or one too large: refused by name
@@ -584,7 +585,8 @@ def test_an_unknown_lagrangian_reduction_is_refused_by_name(monkeypatch):
     monkeypatch.setattr(Circle, "lagrangian_reduction", "spirals")
     from meanfield.lagrangian.continuation import handover_nodes
 
-    with pytest.raises(ValueError, match=r"Circle\(N=8.*lagrangian_reduction='spirals'.*known: \['rings'\]"):
+    with pytest.raises(ValueError, match=r"Circle\(N=8.*lagrangian_reduction='spirals'.*"
+                                         r"registered: \['rings', 'subspace'\]"):
         handover_nodes(density_dataset(Circle(8)), 0.5)
 
 
