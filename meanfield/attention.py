@@ -208,6 +208,8 @@ class Transform:
         profile: the name of its zonal profile in :data:`meanfield.kernels.fastsum.PROFILES`
             (the fast field's expansion of ``phi(beta t + b)`` in harmonics on ``S^1``,
             ``S^2``); ``None``: no fast path.
+        bias: the kind's parameter that is ``b`` in ``phi(beta t + b)`` (the profile's shift;
+            ``None``: ``b = 0``).
     """
 
     apply: Callable[[Any, Mapping[str, Any]], None]
@@ -215,6 +217,7 @@ class Transform:
     log: Callable[[np.ndarray, Mapping[str, Any]], np.ndarray] | None = None
     bound: float = math.inf
     profile: str | None = None
+    bias: str | None = None
 
     def log_weight(self, S: np.ndarray, parameters: Mapping[str, Any]) -> np.ndarray:
         """``log phi(S)`` (NumPy)."""
@@ -682,7 +685,7 @@ _BUILTIN = (
         reasons=(("gaussian", "no Gaussian reduction: its field is not affine in x"),),
         normalization="count",
         transform=Transform(_sigmoid, _sigmoid_derivative, _log_sigmoid, bound=1.0,
-                            profile="sigmoid"),
+                            profile="logistic", bias="sigmoid_bias"),
     ),
     AttentionKind(
         name="sinkhorn",

@@ -349,7 +349,7 @@ def zonal_reason(model: Any, d: int, *, causal_labels: bool = False,
             return str(err)
     profile = PROFILES[str(kind.fast_profile)]
     if profile.max_band is not None:
-        L = profile.plan(_beta_eff(model, d), _bias(model, profile), d, FIELD_BAND_TOL)[0]
+        L = profile.plan(_beta_eff(model, d), _bias(model, kind), d, FIELD_BAND_TOL)[0]
         if L > profile.max_band:
             return (f"attention={kind.name!r} with beta={model.beta:g}: its expansion needs "
                     f"band limit {L} > {profile.max_band}; it stays direct")
@@ -362,9 +362,11 @@ def _beta_eff(model: Any, d: int) -> float:
     return float(model.beta) * float(_scalar_multiple(Q.T @ K))  # type: ignore[arg-type]
 
 
-def _bias(model: Any, profile: Profile) -> float:
-    """The profile's bias ``b`` (the kind's parameter :attr:`Profile.bias`; 0 without)."""
-    return 0.0 if profile.bias is None else float(model.parameters[profile.bias])
+def _bias(model: Any, kind: Any) -> float:
+    """The profile's bias ``b``: the model's value of the kind's parameter
+    :attr:`meanfield.attention.Transform.bias` (0 without)."""
+    t = kind.transform
+    return 0.0 if t is None or t.bias is None else float(model.parameters[t.bias])
 
 
 def check_tol(tol: Any, name: str = "fast_tol") -> float:
@@ -654,8 +656,6 @@ class Profile(NamedTuple):
     values: Any
     """``values(t, beta, b, d) -> (K, Q)`` in any float type (:func:`_kernel_errors` measures
     the series against them in extended precision)."""
-    bias: str | None = None
-    """The kind's parameter that is ``b`` (``None``: ``b = 0``)."""
     max_band: int | None = None
     """The largest band limit taken (``None``: any); beyond it the kind stays direct."""
     auto: bool = True
@@ -676,8 +676,8 @@ PROFILES: dict[str, Profile] = {
     # auto=False: its error estimate (l1 norms of sign-changing coefficients) may send most
     # points back to the direct sum (at beta = 9, every point of some test sets), so no
     # crossover holds for it
-    "sigmoid": Profile(_sigmoid_plan, _sigmoid_values, bias="sigmoid_bias",
-                       max_band=SIGMOID_MAX_BAND, auto=False, signed=True),
+    "logistic": Profile(_sigmoid_plan, _sigmoid_values, max_band=SIGMOID_MAX_BAND, auto=False,
+                        signed=True),
 }
 """The zonal profiles, by the name an attention kind's entry gives
 (:attr:`meanfield.attention.Transform.profile`; ``"exponential"`` for the kinds without a
@@ -691,7 +691,7 @@ def _plan(model: Any, d: int, tol: float) -> _Plan:
     kind = attention_registry.resolve(model.attention)
     name = str(kind.fast_profile)  # a zonal kind (zonal_reason): a PROFILES key
     profile = PROFILES[name]
-    beta, b = _beta_eff(model, d), _bias(model, profile)
+    beta, b = _beta_eff(model, d), _bias(model, kind)
     band_tol = min(float(tol), FIELD_BAND_TOL)
     L, tail, k, g, q = profile.plan(beta, b, d, band_tol)
     l1 = None
