@@ -144,6 +144,49 @@ def _write_atomically(path: str | os.PathLike, write: Callable[[Path], object]) 
     return path
 
 
+NETCDF_OVERHEAD = 1 << 20
+"""Bytes a NetCDF-4 file needs beyond its variables' (headers, attributes, chunk indices):
+:func:`_to_netcdf` refuses a write where the disk has less than ``ds.nbytes`` plus this free."""
+
+
+def _to_netcdf(ds: xr.Dataset, tmp: Path) -> None:
+    """``ds.to_netcdf(tmp)`` through h5netcdf, refused before it starts (``OSError`` ENOSPC)
+    where the disk cannot hold it, and, where the write fails anyway (the disk filled during
+    it), with the half-written file forgotten: h5netcdf's ``File.close`` raises on a full disk
+    and leaves the file open, and its ``__del__`` then closes it again on the broken HDF5
+    handle, which crashed the process with a segmentation fault at its end (exit 139,
+    measured on a 96 KiB tmpfs with h5netcdf 1.x)."""
+    import errno
+    import shutil
+
+    need = int(ds.nbytes) + NETCDF_OVERHEAD
+    free = shutil.disk_usage(tmp.parent).free
+    if free < need:
+        msg = (f"{tmp.parent} has {free} bytes free and the result needs about {need} "
+               "(its arrays and the file's headers)")
+        raise OSError(errno.ENOSPC, msg)
+    try:
+        ds.to_netcdf(tmp, engine="h5netcdf")
+    except BaseException:
+        _forget_open_files(tmp)
+        raise
+
+
+def _forget_open_files(tmp: Path) -> None:
+    """Mark the h5netcdf files still open on ``tmp`` as closed, so that neither their
+    ``__del__`` nor xarray's file cache touches the broken HDF5 handle again (the file is
+    removed by :func:`_write_atomically`)."""
+    import gc
+
+    import h5netcdf
+
+    target = os.path.abspath(os.fspath(tmp))
+    for obj in gc.get_objects():
+        # _filename: the path as given (the public filename asks the broken HDF5 handle)
+        if isinstance(obj, h5netcdf.File) and os.path.abspath(os.fspath(obj._filename)) == target:
+            obj._closed = True  # h5netcdf's own flag: close() and __del__ then do nothing
+
+
 def write_netcdf(ds: xr.Dataset, path: str | os.PathLike, *, fallback: bool = True) -> Path:
     """Write ``ds`` to ``path`` atomically (NetCDF-4 through h5netcdf).
 
@@ -152,8 +195,8 @@ def write_netcdf(ds: xr.Dataset, path: str | os.PathLike, *, fallback: bool = Tr
     """
     path = Path(path)
     try:
-        return _write_atomically(path, lambda tmp: ds.to_netcdf(tmp, engine="h5netcdf"))
-    except (OSError, ValueError) as exc:
+        return _write_atomically(path, lambda tmp: _to_netcdf(ds, tmp))
+    except (OSError, ValueError, RuntimeError) as exc:
         if not fallback:
             raise
         import tempfile
@@ -162,8 +205,8 @@ def write_netcdf(ds: xr.Dataset, path: str | os.PathLike, *, fallback: bool = Tr
         try:
             fd, name = tempfile.mkstemp(prefix=f"meanfield-{path.stem}-", suffix=".nc")
             os.close(fd)
-            saved = _write_atomically(name, lambda tmp: ds.to_netcdf(tmp, engine="h5netcdf"))
-        except (OSError, ValueError):
+            saved = _write_atomically(name, lambda tmp: _to_netcdf(ds, tmp))
+        except (OSError, ValueError, RuntimeError):
             saved = None
         where = f"; the result was saved to {saved} instead" if saved else "; no fallback could be written"
         msg = f"could not write {path}: {exc}{where}"
@@ -192,16 +235,26 @@ def figure_format(path: str | os.PathLike, name: str = "path") -> str:
     return ext
 
 
+FIGURE_CHECKS: list[Callable[[Any, Path], None]] = []
+"""Checks run on every figure :func:`save_png` writes, before it is written (``check(fig,
+path)``; one that raises stops the write). Empty unless a caller adds one: the project's tests
+add the readability check of tests/testkit.py (``checked_figures``) for the duration of a
+block."""
+
+
 def save_png(fig: Any, path: str | os.PathLike, dpi: int = 120, tight: bool = False,
              name: str = "path") -> Path:
     """Write a matplotlib figure to ``path`` atomically, in the format its extension names
     (:func:`figure_format`: PNG for ``.png``, JPEG for ``.jpg``, PDF, SVG, ...; another
     extension is refused with a ``ValueError`` naming ``name``); ``tight`` trims the margins
-    (``bbox_inches="tight"``). The figure stays open."""
+    (``bbox_inches="tight"``); the checks of :data:`FIGURE_CHECKS` run first. The figure stays
+    open."""
     fmt = figure_format(path, name)
+    for check in tuple(FIGURE_CHECKS):
+        check(fig, Path(path))
     extra = {"bbox_inches": "tight"} if tight else {}
     return _write_atomically(path, lambda tmp: fig.savefig(tmp, format=fmt, dpi=dpi, **extra))
 
 
-__all__ = ["WriteError", "check_folder", "check_writable", "figure_format", "save_png", "write_netcdf",
-           "write_text"]
+__all__ = ["FIGURE_CHECKS", "WriteError", "check_folder", "check_writable", "figure_format",
+           "save_png", "write_netcdf", "write_text"]

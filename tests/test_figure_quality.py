@@ -2,7 +2,7 @@
 
 Each plotting entry point is rendered from tiny data (files of the commands at toy sizes, or
 synthetic Datasets shaped like the validation checks' results) and checked by
-:func:`meanfield.testing.figure_defects`: no overlapping tick labels on an axis, no tick label
+:func:`testkit.figure_defects`: no overlapping tick labels on an axis, no tick label
 below 7 pt, an x and a y label on every axes with data (exemptions argued there), a label on
 every colorbar, no legend over data points. The validation checks' figures that are drawn
 inside the checks are checked where they are drawn, by the quick suite's test
@@ -19,10 +19,10 @@ from typing import Any
 import numpy as np
 import pytest
 import xarray as xr
+from testkit import assert_figure_readable, figure_defects
 
 from meanfield.cli import main
 from meanfield.io import read_netcdf
-from meanfield.testing import assert_figure_readable, figure_defects
 
 QUIET = ["--no-progress"]
 FILES = {
@@ -154,7 +154,8 @@ def test_every_plot_function_draws_a_readable_figure(files: dict[str, xr.Dataset
 
 
 def test_check_figures_from_synthetic_results_are_readable(tmp_path: Path) -> None:
-    from meanfield.testing import checked_figures
+    from testkit import checked_figures
+
     from validation.checks.convergence import _self_convergence_figure
     from validation.checks.energy import _pde_vs_particles_figure
     from validation.checks.gaussian import _figure as gaussian_figure

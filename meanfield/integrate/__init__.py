@@ -66,7 +66,6 @@ from meanfield.integrate.trackers import (
     FinishedSimulation,
     Interrupts,
     ProgressTracker,
-    SteadyStateTracker,
     Tracker,
     TrackerBase,
 )
@@ -76,7 +75,7 @@ __all__ = [
     "ContinuousExtension",
     "ErrorPair", "EulerMaruyama", "FinishedSimulation", "STABILITY_RADIUS", "StepSizeMonitor",
     "IntegrationError", "Interrupted", "Interrupts", "Monitor", "PIController",
-    "ProgressTracker", "Replace", "RungeKutta", "Solution", "SteadyStateTracker", "Stop",
+    "ProgressTracker", "Replace", "RungeKutta", "Solution", "Stop",
     "StopReason", "Tracker", "TrackerBase", "get_scheme", "integrate", "register_scheme",
     "check_result_attrs", "check_step_count", "finish", "mark_unsuccessful", "result_attrs",
     "revise_attrs", "rms_norm", "run_attrs", "setting_of", "settings_of",

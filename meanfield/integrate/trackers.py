@@ -4,7 +4,6 @@
    Tracker
    Interrupts
    ProgressTracker
-   SteadyStateTracker
    FinishedSimulation
 
 A tracker has ``initialize(t0, t_end)``, ``handle(t, y, context)`` and ``finalize(info)``,
@@ -114,27 +113,5 @@ class ProgressTracker(TrackerBase):
             self._bar.close()
 
 
-class SteadyStateTracker(TrackerBase):
-    """Stops once ``max|y(t) - y(t_prev)| / (t - t_prev) < rate_tol max|y|`` between two
-    calls (every ``interval`` of simulated time; default every step)."""
-
-    def __init__(self, rate_tol: float = 1e-10, interval: Interrupts = "step") -> None:
-        self.rate_tol = rate_tol
-        self.interrupts = interval
-        self._prev: tuple[float, np.ndarray] | None = None
-
-    def initialize(self, t0: float, t_end: float) -> None:
-        self._prev = None
-
-    def handle(self, t: float, y: np.ndarray, context: Any) -> None:
-        if self._prev is not None and self._prev[1].shape == y.shape and t > self._prev[0]:
-            rate = np.max(np.abs(y - self._prev[1])) / (t - self._prev[0]) / np.max(np.abs(y))
-            if rate < self.rate_tol:
-                msg = f"steady state reached at t = {t:.6g} (relative rate {rate:.2e})"
-                raise FinishedSimulation(msg)
-        self._prev = (t, y.copy())
-
-
-
-__all__ = ["FinishedSimulation", "Interrupts", "ProgressTracker", "SteadyStateTracker", "Tracker",
+__all__ = ["FinishedSimulation", "Interrupts", "ProgressTracker", "Tracker",
            "TrackerBase", "fire_times"]

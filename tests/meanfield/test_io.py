@@ -82,3 +82,69 @@ def test_stale_temporaries_are_removed_and_mode_is_0644(tmp_path):
     mask = os.umask(0)
     os.umask(mask)
     assert stat.S_IMODE(target.stat().st_mode) == 0o644 & ~mask
+
+
+def test_a_disk_without_room_is_refused_before_the_write(tmp_path, monkeypatch):
+    """Less free space than the arrays need: ``OSError`` ENOSPC before h5netcdf opens the
+    file (nothing half-written), then the fallback in the temporary folder."""
+    import shutil
+    from collections import namedtuple
+
+    target = tmp_path / "r.nc"
+    usage = namedtuple("usage", "total used free")
+    real = shutil.disk_usage
+    monkeypatch.setattr(shutil, "disk_usage",
+                        lambda p: usage(1, 1, 100) if os.fspath(p) == os.fspath(tmp_path) else real(p))
+    with pytest.raises(io.WriteError, match=r"has 100 bytes free and the result needs about") as info:
+        io.write_netcdf(small(), target)
+    assert not target.exists() and not list(tmp_path.glob(".r.nc.tmp-*"))
+    xr.testing.assert_identical(io.read_netcdf(info.value.fallback), small())
+    info.value.fallback.unlink()
+
+
+FULL_DISK_CHILD = """
+import numpy as np, xarray as xr
+from meanfield import files
+files.NETCDF_OVERHEAD = -10**12  # past the check: the disk fills during the write
+ds = xr.Dataset({"a": (("t", "x"), np.arange(51200.0).reshape(200, 256))})
+try:
+    files.write_netcdf(ds, %r)
+except files.WriteError as exc:
+    print("WriteError", exc.fallback)
+"""
+
+
+def test_a_disk_that_fills_during_the_write_ends_cleanly(tmp_path):
+    """A real full disk (a 96 KiB tmpfs; needs root to mount, skipped otherwise): h5netcdf's
+    failed close left the file open and its ``__del__`` crashed the process at its end (exit
+    139); now the write raises ``WriteError`` with the fallback, nothing is left on the full
+    disk and the process exits 0; ``meanfield solve --out`` there exits 1 with the fallback's
+    path."""
+    import subprocess
+
+    mount = tmp_path / "full"
+    mount.mkdir()
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=96k", "tmpfs", str(mount)],
+                          capture_output=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {made.stderr.decode().strip()}")
+    try:
+        proc = subprocess.run([sys.executable, "-c", FULL_DISK_CHILD % str(mount / "x.nc")],
+                              capture_output=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+        out = proc.stdout.decode().split()
+        assert out[0] == "WriteError" and out[1] != "None"
+        assert os.listdir(mount) == []
+        os.unlink(out[1])
+        # the command as documented: a message naming the fallback, exit 1 (it was 139)
+        cli = subprocess.run([sys.executable, "-m", "meanfield.cli", "solve", "circle",
+                              "--resolution", "256", "--t-max", "1", "--times", "200",
+                              "--out", str(mount / "r.nc"), "--no-progress"],
+                             capture_output=True, timeout=300)
+        err = cli.stderr.decode()
+        assert cli.returncode == 1, err[-2000:]
+        assert "could not write" in err and "saved to" in err
+        os.unlink(err.split("saved to ")[1].split()[0])
+        assert os.listdir(mount) == []
+    finally:
+        subprocess.run(["umount", str(mount)], capture_output=True)

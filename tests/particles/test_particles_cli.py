@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 import xarray as xr
+from testkit import interrupt_command
 
 import particles.cli as pcli
 from meanfield.cli import GROUP, build_parser, main
 from meanfield.integrate import RESULT_ATTRS, check_result_attrs
-from meanfield.testing import interrupt_command
 from particles.simulate import METHODS
 
 

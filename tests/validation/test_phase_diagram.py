@@ -10,8 +10,8 @@ import math
 import numpy as np
 import pytest
 from scipy import stats
+from testkit import assert_same_result
 
-from meanfield.testing import assert_same_result
 from particles.ensemble import ensemble_states
 from validation.phase_diagram import (
     CHUNK,

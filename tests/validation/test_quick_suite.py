@@ -5,7 +5,7 @@ quick suite on the default seed, each through the runner with its report, one te
 check (so that parallel test workers share them out). Each check carries its own justified
 tolerance; these tests only ask that none fails or errors (there is no skipped status: a
 check module that fails to import is an error), and that every figure a check writes passes
-:func:`meanfield.testing.assert_figure_readable` (a defect makes the check an error).
+:func:`testkit.assert_figure_readable` (a defect makes the check an error).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from __future__ import annotations
 import io
 
 import pytest
+from testkit import checked_figures
 
-from meanfield.testing import checked_figures
 from validation import Check, exit_code, get_suite, run_suite, status_of, write_report
 
 QUICK = get_suite("quick")

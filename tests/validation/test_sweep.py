@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 import xarray as xr
+from testkit import assert_same_result
 
-from meanfield.testing import assert_same_result
 from validation.sweep import cell_seed, sweep
 
 

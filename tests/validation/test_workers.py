@@ -14,9 +14,9 @@ import os
 import numpy as np
 import pytest
 import xarray as xr
+from testkit import assert_same_result
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from meanfield.testing import assert_same_result
 from validation.cluster import (
     DROPPED_VARIABLES,
     THREAD_VARIABLES,

@@ -13,11 +13,11 @@ from importlib.metadata import EntryPoint
 
 import numpy as np
 import pytest
+from testkit import interrupt_command
 
 import meanfield.cli as cli
 from meanfield.cli import build_parser, command_entry_points, main, options
 from meanfield.io import read_netcdf
-from meanfield.testing import interrupt_command
 
 CORE = ("convergence", "gaussian", "plot", "solve")
 ALL = (*CORE, "metastability", "particles", "phase-diagram", "tokens", "validate")

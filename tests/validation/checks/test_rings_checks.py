@@ -9,11 +9,11 @@ import math
 
 import numpy as np
 import pytest
+from testkit import assert_figure_readable
 
 from meanfield import Model, nodes, solve_lagrangian
 from meanfield.lagrangian import field_at
 from meanfield.lagrangian.rings import cdf_s
-from meanfield.testing import assert_figure_readable
 from validation.checks import rings as checks
 from validation.pairs import (
     kolmogorov,

@@ -167,11 +167,11 @@ def test_metastability_interrupted_keeps_the_finished_betas_of_the_counts(tmp_pa
 
 def test_metastability_ctrl_c_from_a_terminal_ends_with_130_and_an_unsuccessful_file(tmp_path) -> None:
     """The issue's reproduction as it happens: a real SIGINT to ``meanfield metastability``
-    whose handler is Python's default (meanfield.testing.interrupt_command). It used to go
+    whose handler is Python's default (testkit.interrupt_command). It used to go
     on, exit 0 and write successful = 1 with one block cut short; now it exits 130 and any
     file it leaves says successful = 0 and holds no count from a cut block (whole numbers of
     clusters or NaN, never garbage)."""
-    from meanfield.testing import interrupt_command
+    from testkit import interrupt_command
 
     out = tmp_path / "ms.nc"
     # 4 betas x 512 systems of 32 tokens to t = 200: minutes of work, cut after 6 s

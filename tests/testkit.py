@@ -1,4 +1,4 @@
-"""Helpers for tests of results (used by the project's tests; useful to users' own).
+"""Helpers of the project's tests (imported as ``testkit``: pytest puts this folder on the path).
 
 .. autosummary::
    assert_same_result
@@ -207,35 +207,24 @@ def assert_figure_readable(fig: Any) -> None:
 
 @contextmanager
 def checked_figures() -> Iterator[list[str]]:
-    """Within the block, every figure written through :func:`meanfield.io.save_png` (where
+    """Within the block, every figure written through :func:`meanfield.files.save_png` (where
     every figure of the package is written: :func:`meanfield.plots.figures.finish`, the validation
-    checks, the CLI) is first checked by :func:`assert_figure_readable`; yields the list of
-    the paths written.
+    checks, the CLI) is first checked by :func:`assert_figure_readable` (a check of
+    :data:`meanfield.files.FIGURE_CHECKS`, removed on exit); yields the list of the paths
+    written."""
+    from meanfield.files import FIGURE_CHECKS
 
-    The function is replaced where it is bound: in :mod:`meanfield.io` (the modules that
-    import it inside a function read it there) and in every loaded module that imported it
-    by name; all are restored on exit.
-    """
-    from meanfield import io
-
-    original = io.save_png
     written: list[str] = []
 
-    def save_png(fig: Any, path: Any, *args: Any, **kwargs: Any) -> Any:
+    def check(fig: Any, path: Any) -> None:
         assert_figure_readable(fig)
         written.append(str(path))
-        return original(fig, path, *args, **kwargs)
 
-    bound = [m for m in list(sys.modules.values())
-             if getattr(m, "save_png", None) is original]
-    for module in bound:
-        module.save_png = save_png  # type: ignore[attr-defined]
+    FIGURE_CHECKS.append(check)
     try:
         yield written
     finally:
-        for module in bound:
-            module.save_png = original  # type: ignore[attr-defined]
-
+        FIGURE_CHECKS.remove(check)
 
 
 def interrupt_command(argv: list[str], wait_for: bytes | re.Pattern[bytes], *, after_s: float = 0.0,
