@@ -79,7 +79,12 @@ class GaussianFlowError(IntegrationError):
         self.time = time
         self.mean = mean
         self.cov = cov
-        self.partial = partial
+
+    @property
+    def partial(self) -> xr.Dataset | None:
+        """The partial result: :attr:`meanfield.integrate.IntegrationError.dataset` under the
+        name this error has always had."""
+        return self.dataset  # type: ignore[no-any-return]
 
 
 class BlowUpError(GaussianFlowError):

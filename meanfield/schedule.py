@@ -233,8 +233,6 @@ def _run_pieces(schedule: Schedule, times: np.ndarray, run: Callable[..., xr.Dat
                 partial = carry(partial, parts[-1])
             if parts or partial is not None:
                 exc.dataset = joined(partial)
-                if isinstance(exc, IntegrationError) and hasattr(exc, "partial"):
-                    exc.partial = exc.dataset  # type: ignore[attr-defined]
             raise
         if not ds.attrs.get("successful", 1) or ds["time"].values[-1] < piece_times[-1]:
             return joined(ds)

@@ -337,7 +337,7 @@ def simulate_ensemble(
         outputs after a stop are missing.
     """
     t = output_times(times, "times")
-    shape = tuple(x0.shape) if hasattr(x0, "shape") else np.shape(x0)
+    shape = tuple(np.shape(x0))  # a torch tensor's .shape, else that of the array it makes
     if len(shape) != 3:
         msg = f"x0 must have shape (R, n, m), got shape {shape}"
         raise ValueError(msg)

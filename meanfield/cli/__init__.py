@@ -145,7 +145,9 @@ def _keep(args: argparse.Namespace | None, exc: BaseException) -> str:
     ds = getattr(exc, "dataset", None)
     out = vars(args).get("out") if args is not None else None
     handled = exc.handled_out if isinstance(exc, (IntegrationError, Interrupted)) else None
-    if (ds is None or not hasattr(ds, "to_netcdf") or not isinstance(out, Path)
+    import xarray as xr
+
+    if (not isinstance(ds, xr.Dataset) or not isinstance(out, Path)
             or "out" in getattr(args, FOLDER_KEY, ()) or handled == str(out)):
         return ""
     from meanfield.io import write_netcdf
