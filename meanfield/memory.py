@@ -100,13 +100,14 @@ def solve_bytes(domain: Any, outputs: int) -> float:
     return 8.0 * G * (_SOLVE_WORK + 2 * outputs) + float(domain.transform_bytes)
 
 
-def particles_bytes(tokens: int, d: int, outputs: int, memory_limit: int, method: str = "rk4"
+def particles_bytes(tokens: int, d: int, outputs: int, memory_limit: int, adaptive: bool = False
                     ) -> float:
     """Estimated bytes of :func:`particles.simulate` for ``tokens`` tokens in total (batch
     times ``n``) in ``R^d``: the stored states ``8 tokens d outputs``, about 12 more states
-    (the stages of the scheme, its work arrays, the projected queries and keys), and the
-    attention tiles (``memory_limit``)."""
-    states = outputs + 12 + (8 if method in ("dopri5", "dop853") else 0)
+    (the stages of the scheme, its work arrays, the projected queries and keys), 8 more for an
+    ``adaptive`` scheme (its stages and error estimate), and the attention tiles
+    (``memory_limit``)."""
+    states = outputs + 12 + (8 if adaptive else 0)
     return 8.0 * tokens * d * states + float(memory_limit)
 
 
@@ -120,10 +121,10 @@ def check_solve_memory(domain: Any, outputs: int) -> None:
 
 
 def check_particles_memory(batch: int, n: int, d: int, outputs: int, memory_limit: int,
-                           method: str) -> None:
+                           adaptive: bool) -> None:
     """:func:`check_memory` for :func:`particles.simulate` (library and command line)."""
     systems = f"{batch} systems of " if batch > 1 else ""
-    check_memory(particles_bytes(batch * n, d, outputs, memory_limit, method),
+    check_memory(particles_bytes(batch * n, d, outputs, memory_limit, adaptive),
                  f"a particle run of {systems}n = {n} tokens (--n) in d = {d} (--d) with "
                  f"{outputs} output times (t, --times)",
                  "lower n, d, the batch (--batch) or the number of output times")

@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     from meanfield.memory import check_particles_memory
 
     check_particles_memory(max(args.batch, 1), args.n, args.d, args.times,  # before sampling
-                           int(args.memory_limit_mb * 2**20), args.method)
+                           int(args.memory_limit_mb * 2**20), METHODS[args.method]["adaptive"])
     rng = np.random.default_rng(args.seed)
     x0 = _initial(args, rng)
     t = np.linspace(0.0, args.t_max, args.times)

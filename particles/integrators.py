@@ -30,7 +30,6 @@ from scipy.integrate import solve_ivp
 from meanfield import backend as bk
 from meanfield.integrate import DOPRI5 as DOPRI5
 from meanfield.integrate import (
-    EULER,
     RK4,
     ConstantStep,
     EulerMaruyama,
@@ -38,20 +37,24 @@ from meanfield.integrate import (
     RungeKutta,
     Solution,
     StopReason,
+    get_scheme,
 )
 
 Rhs = Callable[[np.ndarray], np.ndarray]
 
 METHODS: dict[str, dict[str, Any]] = {
-    "rk4": {"dt": 0.01, "adaptive": False, "scheme": "rk4"},
-    "dopri5": {"dt": None, "adaptive": True, "scheme": "dopri5"},
-    "dop853": {"dt": None, "adaptive": True, "scheme": "scipy-DOP853"},
-    "post_ln": {"dt": 0.1, "adaptive": False, "scheme": "euler"},
-    "angles": {"dt": 0.01, "adaptive": False, "scheme": "rk4"},
-    "euler_maruyama": {"dt": 0.001, "adaptive": False, "scheme": "euler_maruyama"},
+    "rk4": {"dt": 0.01, "adaptive": False, "scheme": "rk4", "stochastic": False},
+    "dopri5": {"dt": None, "adaptive": True, "scheme": "dopri5", "stochastic": False},
+    "dop853": {"dt": None, "adaptive": True, "scheme": "scipy-DOP853", "stochastic": False},
+    "post_ln": {"dt": 0.1, "adaptive": False, "scheme": "euler", "stochastic": False},
+    "angles": {"dt": 0.01, "adaptive": False, "scheme": "rk4", "stochastic": False},
+    "euler_maruyama": {"dt": 0.001, "adaptive": False, "scheme": "euler_maruyama",
+                       "stochastic": True},
 }
 """Integration methods, their default step (adaptive ones use ``rtol``, ``atol`` and ``dt``
-only as a first step) and the scheme they run."""
+only as a first step), whether they adapt it, the scheme they run (a Butcher tableau of
+:func:`meanfield.integrate.get_scheme`, or scipy's for ``dop853``, or Euler–Maruyama) and
+whether it is stochastic (the noisy system)."""
 
 
 def normalize_rows(x: np.ndarray) -> np.ndarray:
@@ -69,18 +72,20 @@ def normalize_rows_inplace(x: np.ndarray) -> np.ndarray:
 def make_stepper(method: str, f: Rhs, *, sphere: bool, rtol: float, atol: float,
                  dt: float | None, sigma: float = 0.0, rng: np.random.Generator | None = None
                  ) -> tuple[Any, PIController | ConstantStep]:
-    """The stepper and controller of ``method`` for the right-hand side ``f``."""
+    """The stepper and controller of ``method`` for the right-hand side ``f``, as its entry of
+    :data:`METHODS` says (its scheme, adaptive or a fixed step, stochastic)."""
+    spec = METHODS[method]
     project = normalize_rows_inplace if sphere else None
-    if method == "dopri5":
-        return RungeKutta(f, DOPRI5, project=project), PIController(rtol=rtol, atol=atol)
+    if spec["adaptive"]:
+        return (RungeKutta(f, get_scheme(spec["scheme"]), project=project),
+                PIController(rtol=rtol, atol=atol))
     if dt is None:
         msg = f"method {method!r} needs a step dt"
         raise ValueError(msg)
-    if method == "euler_maruyama":
+    if spec["stochastic"]:
         assert rng is not None
         return EulerMaruyama(f, sigma, rng, sphere=sphere), ConstantStep(dt)
-    scheme = EULER if method == "post_ln" else RK4
-    return RungeKutta(f, scheme, project=project), ConstantStep(dt)
+    return RungeKutta(f, get_scheme(spec["scheme"]), project=project), ConstantStep(dt)
 
 
 def integrate_reference(f: Rhs, x0: np.ndarray, t: np.ndarray, rtol: float, atol: float,

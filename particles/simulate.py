@@ -218,7 +218,7 @@ def simulate(
     memory_limit = as_count(memory_limit, "memory_limit")
     batched = x0.ndim == 3
     check_particles_memory(x0.shape[0] if batched else 1, x0.shape[-2], x0.shape[-1], t.size,
-                           memory_limit, method)
+                           memory_limit, METHODS[method]["adaptive"])
     _check_noise(model, method)
     dt = _check_dt(method, dt, t, max_steps)
     field_tol = fastsum.check_tol(field_tol, "field_tol")
