@@ -70,26 +70,48 @@ class Kernel(ABC):
 
 
 
+GENERIC: dict[str, type[Kernel]] = {}
+"""The kernel class of the kinds, by normalisation, that need no class of their own: the
+tiled row kernel (:class:`meanfield.kernels.rows.RowKernel`, which registers itself here for
+``rows`` and ``count``) computes any kind whose row ``i`` depends on the logits of row ``i``
+only, from the kind's entry (its normalisation, transform and key bias)."""
+
+
 def registered_kernels() -> tuple[str, ...]:
-    """Names of the registered attention kernels."""
-    return tuple(sorted(Kernel.registry))
+    """Names of the attention kinds the particle system has a kernel for: a class of their own
+    (:attr:`Kernel.registry`) or the generic one of their normalisation (:data:`GENERIC`)."""
+    return tuple(sorted(k.name for k in attention_registry.kinds("particles")
+                        if k.name in Kernel.registry or k.normalization in GENERIC))
 
 
 def get_kernel(name: str) -> type[Kernel]:
-    """The kernel class of the attention kind ``name`` (an alias or any case will do).
+    """The kernel class of the attention kind ``name`` (an alias or any case will do): its
+    own, else the generic one of its normalisation (:data:`GENERIC`).
 
     ``ValueError`` for an unknown kind (listing the known ones), for a kind the particle
-    system does not support (naming the solvers that do), and for a supported kind whose
-    kernel class is missing.
+    system does not support (naming the solvers that do), and for a supported kind with
+    neither.
     """
-    kind = attention_registry.require(name, "particles")
-    try:
-        return Kernel.registry[kind.name]
-    except KeyError:
+    return kernel_class(attention_registry.require(name, "particles"))
+
+
+def kernel_class(kind: Any) -> type[Kernel]:
+    """The kernel class of the resolved attention kind ``kind`` (:func:`get_kernel` without
+    the solver check): its own, else the generic one of its normalisation."""
+    cls = Kernel.registry.get(kind.name)
+    if cls is not None:
+        return cls
+    generic = GENERIC.get(kind.normalization)
+    if generic is None:
         msg = (f"attention={kind.name!r} declares the 'particles' solver but no kernel is "
-               f"registered for it (registered: {registered_kernels()}); define a "
-               f"meanfield.kernels.Kernel subclass with name = {kind.name!r}")
-        raise ValueError(msg) from None
+               f"registered for it and its normalization={kind.normalization!r} has no generic "
+               f"one (registered: {registered_kernels()}); define a meanfield.kernels.Kernel "
+               f"subclass with name = {kind.name!r}")
+        raise ValueError(msg)
+    # the generic class under the kind's name (it registers itself: made once)
+    return type(f"{generic.__name__}_{kind.name}", (generic,),
+                {"name": kind.name, "__doc__": f"``{kind.name}``: {kind.formula}",
+                 "__module__": generic.__module__})
 
 
 

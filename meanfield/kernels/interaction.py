@@ -63,7 +63,7 @@ from scipy.special import logsumexp
 from meanfield import attention as attention_registry
 from meanfield import backend as bk
 from meanfield.kernels import fastsum
-from meanfield.kernels.base import Kernel, prefix_mass
+from meanfield.kernels.base import kernel_class, prefix_mass
 from meanfield.kernels.rows import Softmax
 from meanfield.kernels.sinkhorn import Sinkhorn
 from meanfield.kernels.tiling import DEFAULT_MEMORY_LIMIT, Tiling, block_for, logit_tiles
@@ -148,7 +148,7 @@ def _kernel(model: Any, solver: str, causal: bool) -> tuple[Any, Sinkhorn | None
     """The row kernel of the model's kind, and for Sinkhorn the kernel that finds its
     potentials (the field is then softmax with the potentials as a column bias)."""
     kind = attention_registry.require(model.attention, solver)
-    kernel = Kernel.registry[kind.name](model.beta, causal, **model.parameters)
+    kernel = kernel_class(kind)(model.beta, causal, **model.parameters)
     if isinstance(kernel, Sinkhorn):
         return Softmax(model.beta), kernel
     return kernel, None

@@ -1,11 +1,13 @@
 """Row kernels: attention whose row ``i`` depends on the logits of row ``i`` only.
 
 .. autosummary::
+   RowKernel
    Softmax
-   Unnormalized
    L2
-   Sigmoid
 
+One class, :class:`RowKernel`, computes every such kind from its registry entry (the
+normalisation, the transform of the logits, the key bias); ``unnormalized`` and ``sigmoid``
+have no class of their own (:func:`meanfield.kernels.get_kernel` gives them this one).
 Conventions (docs/equations.md section 2):
 
 * ``softmax``: ``A_ij = e^{beta <q_i, k_j>} / sum_k e^{beta <q_i, k_k>}`` (max-shifted).
@@ -26,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from meanfield import backend as bk
-from meanfield.kernels.base import Kernel
+from meanfield.kernels.base import GENERIC, Kernel
 from meanfield.kernels.tiling import (
     Tiling,
     block_for,
@@ -385,24 +387,11 @@ class L2(_RowKernel):
         return bk.rows_dot(q, q) / (2.0 * self.beta)
 
 
-class Unnormalized(_RowKernel):
-    """``unnormalized``: USA, ``A_ij = e^{beta <q_i, k_j>} / n`` (``/(i+1)`` if causal).
-
-    Computed as ``e^{M_i} sum_j e^{S_ij - M_i}`` with ``M_i`` the row maximum (or bound): the
-    shifted sum cannot overflow; the result overflows only where the true value does.
-    """
-
-    name = "unnormalized"
-
-
-class Sigmoid(_RowKernel):
-    """``sigmoid``: ``A_ij = sigmoid(beta <q_i, k_j> + b) / n`` (``/(i+1)`` if causal)."""
-
-    name = "sigmoid"
-
-
 RowKernel = _RowKernel
-"""The tiled row kernel under a public name: the base of a new kind whose row ``i`` depends on
-the logits of row ``i`` only (docs/extending.md). It takes the normalisation, the transform of
-the logits (and its derivative) and the column bias from the kind's registry entry, so a
-subclass sets ``name`` and nothing else."""
+"""The tiled row kernel under a public name: the kernel of every kind whose row ``i`` depends
+on the logits of row ``i`` only (docs/extending.md). It takes the normalisation, the transform
+of the logits (and its derivative) and the column bias from the kind's registry entry, so such
+a kind needs no class (:data:`meanfield.kernels.base.GENERIC`: ``unnormalized`` and
+``sigmoid`` have none); a subclass adds what the entry cannot say (``l2``'s row bound)."""
+
+GENERIC.update(rows=_RowKernel, count=_RowKernel)

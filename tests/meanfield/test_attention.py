@@ -12,7 +12,7 @@ import pytest
 import meanfield
 import particles
 from meanfield import Circle, Model, attention, make_flow, solve, solve_gaussian
-from meanfield.kernels import Kernel, Softmax
+from meanfield.kernels import Kernel, RowKernel, Softmax
 from validation.phase_diagram import ATTENTIONS, gamma, usa_step
 
 BUILTIN = {
@@ -250,9 +250,25 @@ def test_every_particle_kind_has_a_kernel_and_vice_versa() -> None:
     assert particles.get_kernel("SA") is Softmax
 
 
-def test_a_kind_without_its_kernel_is_reported(new_kind) -> None:
-    with pytest.raises(ValueError, match="no kernel is registered for it.*name = 'test_cosine'"):
-        particles.get_kernel("tcos")
+def test_a_row_wise_kind_without_a_class_gets_the_row_kernel(new_kind) -> None:
+    """A kind whose rows are normalised by their sum needs no kernel class: ``get_kernel``
+    gives it the generic row kernel under its name, once."""
+    cls = particles.get_kernel("tcos")
+    assert cls.name == "test_cosine" and issubclass(cls, RowKernel)
+    assert particles.get_kernel("test_cosine") is cls
+    Kernel.registry.pop("test_cosine", None)
+
+
+def test_a_kind_without_its_kernel_is_reported() -> None:
+    attention.register(attention.AttentionKind(
+        name="test_doubly", formula="", reference="", solvers=frozenset({"particles"}),
+        normalization="doubly"))
+    try:
+        with pytest.raises(ValueError, match="no kernel is registered for it and its "
+                                             "normalization='doubly'.*name = 'test_doubly'"):
+            particles.get_kernel("test_doubly")
+    finally:
+        attention.unregister("test_doubly")
 
 
 def test_a_kernel_needs_a_registry_entry() -> None:
@@ -267,20 +283,24 @@ def test_a_kernel_needs_a_registry_entry() -> None:
             type("Stray", (Softmax,), {"name": "test_gauss_only"})
     finally:
         attention.unregister("test_gauss_only")
-    assert set(Kernel.registry) == set(attention.names("particles"))
+    assert set(Kernel.registry) <= set(attention.names("particles"))
     assert Kernel.registry["softmax"] is Softmax
 
 
-def test_a_new_kind_is_one_entry_plus_one_kernel(new_kind) -> None:
-    # docs/extending.md: a registry entry and a kernel class make a working particle kind
-    class Cosine(Softmax):
-        name = "test_cosine"
-
+def test_a_new_kind_is_one_entry(new_kind) -> None:
+    # docs/extending.md: a registry entry makes a working particle kind (its rows normalised
+    # by their sum: the generic row kernel, the arithmetic of softmax); a class of its own
+    # still takes precedence
     try:
         x = np.eye(3)[None]
         got = particles.velocity(Model(2.0, attention="tcos"), x)
         want = particles.velocity(Model(2.0, attention="softmax"), x)
-        np.testing.assert_array_equal(got, want)  # same class body: identical arithmetic
+        np.testing.assert_array_equal(got, want)  # the same entry fields: identical arithmetic
+        Kernel.registry.pop("test_cosine", None)
+
+        class Cosine(Softmax):
+            name = "test_cosine"
+
         assert particles.get_kernel("test_cosine") is Cosine
     finally:
-        del Kernel.registry["test_cosine"]
+        Kernel.registry.pop("test_cosine", None)
