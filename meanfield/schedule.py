@@ -17,8 +17,10 @@ single-model runs to round-off (the same steps: bitwise).
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import math
+import os
 import warnings
 from typing import Any, Callable, Iterator, Sequence
 
@@ -26,6 +28,7 @@ import numpy as np
 import xarray as xr
 
 from meanfield.arguments import output_times
+from meanfield.files import check_writable, write_netcdf
 from meanfield.integrate.driver import IntegrationError, Interrupted
 from meanfield.integrate.schema import revise_attrs, summed_stats
 from meanfield.model import Model
@@ -144,11 +147,22 @@ class Schedule:
         return out
 
 
+def forwarded(solver: Callable[..., Any], given: dict[str, Any], *, positional: int,
+              skip: Sequence[str] = ()) -> dict[str, Any]:
+    """The keyword arguments a front door hands to each piece of a schedule: those of
+    ``solver`` after its first ``positional`` parameters, read from ``given`` (the front
+    door's ``locals()``), except ``skip`` (what the schedule runner does once: ``out``,
+    ``overwrite``)."""
+    names = tuple(inspect.signature(solver).parameters)[positional:]
+    return {name: given[name] for name in names if name not in skip}
+
+
 def run_schedule(schedule: Schedule, t: Any, start: Any,
                  run: Callable[[Model, np.ndarray, Any], xr.Dataset],
                  handover: Callable[[xr.Dataset], Any],
                  carry: Callable[[xr.Dataset, xr.Dataset], xr.Dataset] | None = None,
-                 join: Callable[[list[xr.Dataset]], list[xr.Dataset]] | None = None
+                 join: Callable[[list[xr.Dataset]], list[xr.Dataset]] | None = None, *,
+                 out: str | os.PathLike[str] | None = None, overwrite: bool = False
                  ) -> xr.Dataset:
     """Run a solver piece by piece (the one implementation of a schedule).
 
@@ -164,6 +178,9 @@ def run_schedule(schedule: Schedule, t: Any, start: Any,
             characteristics, which starts at 0 from the nodes handed over).
         join: the pieces' Datasets brought onto one grid before they are joined (e.g. the
             spectral solver's densities, on the finest grid any piece reached).
+        out, overwrite: write the joined result to this NetCDF file (checked before the first
+            piece runs; on a stop or an interrupt the partial result is written, then the
+            error raised).
 
     Returns:
         The pieces' Datasets joined along ``time`` at the caller's output times (a switch
@@ -196,8 +213,19 @@ def run_schedule(schedule: Schedule, t: Any, start: Any,
             wall_time_s=sum(float(p.attrs["wall_time_s"]) for p in dss))
         return ds
 
-    with _once_per_schedule():
-        return _run_pieces(schedule, times, run, state, handover, carry, joined, parts)
+    if out is not None:
+        check_writable(out, overwrite=overwrite, name="out")
+    try:
+        with _once_per_schedule():
+            ds = _run_pieces(schedule, times, run, state, handover, carry, joined, parts)
+    except (IntegrationError, Interrupted, KeyboardInterrupt) as exc:
+        partial = getattr(exc, "dataset", None)  # a KeyboardInterrupt outside a run has none
+        if out is not None and partial is not None:
+            write_netcdf(partial, out)
+        raise
+    if out is not None:
+        write_netcdf(ds, out)
+    return ds
 
 
 @contextlib.contextmanager
@@ -241,4 +269,4 @@ def _run_pieces(schedule: Schedule, times: np.ndarray, run: Callable[..., xr.Dat
     return joined(None)
 
 
-__all__ = ["Schedule", "run_schedule"]
+__all__ = ["Schedule", "forwarded", "run_schedule"]

@@ -31,7 +31,6 @@ a ``UserWarning`` with the measured ``h L``.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Mapping
 from typing import Any, Callable
 
@@ -52,7 +51,7 @@ from meanfield.integrate import (
 from meanfield.integrate.blowup import BlowupMonitor
 from meanfield.kernels import DEFAULT_MEMORY_LIMIT, fastsum
 from meanfield.memory import check_particles_memory
-from meanfield.schedule import Schedule, run_schedule
+from meanfield.schedule import Schedule, forwarded, run_schedule
 from particles.angles import angle_velocity, check_angle_model, from_angles, to_angles
 from particles.inputs import as_angles, as_count, as_rng, as_tokens, check_geometry
 from particles.integrators import METHODS, integrate_reference, make_stepper, normalize_rows
@@ -197,8 +196,7 @@ def simulate(
             there is, in GiB).
     """
     if isinstance(model, Schedule):  # one run per piece, the state handed over at each switch
-        given = dict(locals())  # every keyword argument, forwarded to each piece
-        options: dict[str, Any] = {name: given[name] for name in _KEYWORDS}
+        options = forwarded(simulate, locals(), positional=3)  # forwarded to each piece
         # the backend decided once, from x0: the tokens handed over are host arrays
         where = bk.get_backend(backend, device, dtype, like=x0)
         options.update(backend=where.name, device=where.device, dtype=where.dtype,
@@ -365,10 +363,6 @@ def _monitors(model: Any, method: str, f: Callable[[Any], Any], dt: float | None
     if not sphere:  # tokens in R^d: growth past the model's bound, or non-finite
         monitors.append(BlowupMonitor(model, x0, float(t[0]), dtype=bkd.dtype))
     return monitors
-
-
-_KEYWORDS = tuple(inspect.signature(simulate).parameters)[3:]
-"""The arguments of :func:`simulate` after ``(model, x0, t)``: a schedule forwards them all."""
 
 
 def _host_tokens(x0: Any, geometry: str, normalize: bool, model: Any) -> np.ndarray:

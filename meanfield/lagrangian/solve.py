@@ -23,7 +23,6 @@ so the mass ``sum_j w_j`` is conserved exactly; a non-finite state stops the run
 
 from __future__ import annotations
 
-import inspect
 import math
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -65,7 +64,7 @@ from meanfield.lagrangian.field import check_measure, weighted_field
 from meanfield.lagrangian.node_set import REDUCTIONS, NodeSet, ReducedNodes
 from meanfield.lagrangian.quadrature import QuadratureMonitor, SphereQuadratureMonitor
 from meanfield.model import Model
-from meanfield.schedule import Schedule, run_schedule
+from meanfield.schedule import Schedule, forwarded, run_schedule
 
 
 class LagrangianError(IntegrationError):
@@ -197,9 +196,8 @@ def solve_lagrangian(
         :attr:`StopReason.UNRESOLVED_NODES`, docs/lagrangian.md section 10; a warning first).
     """
     if isinstance(model, Schedule):  # every other keyword argument forwarded to each piece
-        given = dict(locals())
-        return _solve_schedule(model, nodes, t, out=out, overwrite=overwrite, options={
-            name: given[name] for name in _KEYWORDS if name not in ("out", "overwrite")})
+        return _solve_schedule(model, nodes, t, out=out, overwrite=overwrite, options=forwarded(
+            solve_lagrangian, locals(), positional=3, skip=("out", "overwrite")))
     _check_model(model, nodes)
     be = bk.get_backend(backend, device, dtype)
     times = output_times(t)
@@ -287,10 +285,6 @@ def solve_lagrangian(
     return finish(sol, ds, name="solve_lagrangian", error=LagrangianError, throw=throw, out=out)
 
 
-_KEYWORDS = tuple(inspect.signature(solve_lagrangian).parameters)[3:]
-"""The arguments of :func:`solve_lagrangian` after ``(model, nodes, t)``."""
-
-
 def _controller(tab: ButcherTableau, rtol: float, atol: float, dt: float | None, times: np.ndarray,
                 max_steps: int, be: bk.Backend) -> PIController | ConstantStep:
     """The step-size control of :func:`solve_lagrangian`: ``PIController(rtol, atol)`` for an
@@ -368,10 +362,6 @@ def _solve_schedule(schedule: Schedule, nodes: Any, t: Any, *, out: str | Path |
         raise ValueError(msg)
     for piece in schedule.models:
         _check_model(piece, nodes)
-    if out is not None:
-        from meanfield.io import check_writable
-
-        check_writable(out, overwrite=overwrite, name="out")
 
     def handover(ds: xr.Dataset) -> Any:
         labels = ds["label"].values if "label" in ds else None
@@ -383,22 +373,9 @@ def _solve_schedule(schedule: Schedule, nodes: Any, t: Any, *, out: str | Path |
         ds["log_jacobian"] = ds["log_jacobian"] + previous["log_jacobian"].values[-1]
         return ds
 
-    try:
-        ds = run_schedule(schedule, t, nodes,
-                          lambda m, tt, nd: solve_lagrangian(m, nd, tt, **options),
-                          handover, carry)
-    except (IntegrationError, KeyboardInterrupt) as exc:
-        partial = getattr(exc, "dataset", None)
-        if out is not None and partial is not None:
-            from meanfield.io import write_netcdf
-
-            write_netcdf(partial, out)
-        raise
-    if out is not None:
-        from meanfield.io import write_netcdf
-
-        write_netcdf(ds, out)
-    return ds
+    return run_schedule(schedule, t, nodes,
+                        lambda m, tt, nd: solve_lagrangian(m, nd, tt, **options),
+                        handover, carry, out=out, overwrite=overwrite)
 
 
 def _assemble(saved: list[tuple[float, np.ndarray]], model: Model, nodes: Any,

@@ -18,7 +18,6 @@ carries the partial results (also written to ``out`` when given).
 
 from __future__ import annotations
 
-import inspect
 import math
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -45,7 +44,7 @@ from meanfield.integrate import (
 )
 from meanfield.memory import check_solve_memory
 from meanfield.model import Model
-from meanfield.schedule import Schedule, run_schedule
+from meanfield.schedule import Schedule, forwarded, run_schedule
 from meanfield.spectral.flow import Flow, make_flow
 from meanfield.spectral.resolution import ResolutionMonitor
 
@@ -156,9 +155,8 @@ def solve(
         if continue_lagrangian:
             msg = "continue_lagrangian=True is not available with a Schedule of models"
             raise ValueError(msg)
-        given = dict(locals())  # every other keyword argument forwarded to each piece
-        options = {name: given[name] for name in _KEYWORDS
-                   if name not in ("out", "overwrite", "continue_lagrangian")}
+        options = forwarded(solve, locals(), positional=4,  # forwarded to each piece
+                            skip=("out", "overwrite", "continue_lagrangian"))
         if max_resolution is None:  # fixed by the starting grid, not by each piece's
             options["max_resolution"] = 8 * domain.resolution
         return _solve_schedule(model, domain, rho0, t, out=out, overwrite=overwrite,
@@ -202,10 +200,6 @@ def solve(
         return _hand_over(model, ds, times, throw=throw, out=out)
     return finish(sol, ds, name="solve", error=ResolutionError, throw=throw, out=out,
                   kept="results are kept up to the last resolved time")
-
-
-_KEYWORDS = tuple(inspect.signature(solve).parameters)[4:]
-"""The arguments of :func:`solve` after ``(model, domain, rho0, t)``."""
 
 
 # -- the checks and the start ------------------------------------------------------------------
@@ -336,11 +330,6 @@ def _solve_schedule(schedule: Schedule, domain: Domain, rho0: Any, t: Any, *,
     the previous piece ended with; the result on the finest grid any piece reached."""
     from meanfield.integrate.schema import settings_of
 
-    if out is not None:
-        from meanfield.io import check_writable
-
-        check_writable(out, overwrite=overwrite, name="out")
-
     def grid_of(ds: xr.Dataset) -> Domain:
         return Domain.from_state(settings_of(ds)["domain"])
 
@@ -359,15 +348,10 @@ def _solve_schedule(schedule: Schedule, domain: Domain, rho0: Any, t: Any, *,
             joined.append(ds)
         return joined
 
-    try:
-        ds = run_schedule(schedule, t, (domain, rho0),
-                          lambda m, tt, s: solve(m, s[0], s[1], tt, **options),
-                          lambda ds: (grid_of(ds), ds["density"].values[-1]), join=join)
-    except (IntegrationError, KeyboardInterrupt) as exc:
-        _write(getattr(exc, "dataset", None), out)
-        raise
-    _write(ds, out)
-    return ds
+    return run_schedule(schedule, t, (domain, rho0),
+                        lambda m, tt, s: solve(m, s[0], s[1], tt, **options),
+                        lambda ds: (grid_of(ds), ds["density"].values[-1]), join=join,
+                        out=out, overwrite=overwrite)
 
 
 def _drop_non_densities(saved: list) -> None:
