@@ -21,7 +21,7 @@ plain script:
     (``meanfield.kernels.fastsum.CROSSOVER_GENERAL``).
 
 (d) Clustered measures (the states the dynamics produce), at the defaults
-    (``particles.velocity``, ``method="fast"``, ``fast_tol`` default): on ``S^2``, ``n`` =
+    (``particles.velocity``, ``method="fast"``, ``field_tol`` default): on ``S^2``, ``n`` =
     2·10^5 and 10^6, three clusters (width 0.05) with a uniform background of a fifth of the
     tokens, 10 tight clusters (width 1e-3), and those with a uniform thousandth, against
     uniform tokens of the same ``n``,

@@ -176,7 +176,7 @@ def simulate(
             monitor and of ``energy``) is too (:func:`particles.observables.energies`, ``O(n)``;
             SA/USA with ``Q = K = I``, float64); the dissipation and other observables stay direct.
         field_tol: the fast field's relative accuracy per point (:func:`particles.velocity`'s
-            ``fast_tol``; default :data:`meanfield.kernels.fastsum.FIELD_TOL`, ``1e-10``, what
+            ``field_tol``; default :data:`meanfield.kernels.fastsum.FIELD_TOL`, ``1e-10``, what
             the fast sums reach at fast cost): the points whose error estimate exceeds it (those
             that see almost no mass) are summed directly. Recorded in ``settings``.
         settings: more entries for ``attrs["settings"]``, recorded with the run's own (the
@@ -220,8 +220,8 @@ def simulate(
     _check_noise(model, method)
     dt = _check_dt(method, dt, t, max_steps)
     field_tol = fastsum.check_tol(field_tol, "field_tol")
-    if field_method not in fastsum.METHODS:
-        msg = f"field_method must be one of {fastsum.METHODS}, got {field_method!r}"
+    if field_method not in fastsum.FIELD_METHODS:
+        msg = f"field_method must be one of {fastsum.FIELD_METHODS}, got {field_method!r}"
         raise ValueError(msg)
     if method == "angles":
         summed = "direct"  # how the velocity is summed (field_method, decided once)
@@ -332,7 +332,7 @@ def _evolve_tokens(model: Any, x0: np.ndarray, t: np.ndarray, method: str, geome
 
         def f(x: Any) -> Any:
             return velocity(model, x, geometry, memory_limit=memory_limit, check=False,
-                            method=summed, fast_tol=field_tol)
+                            method=summed, field_tol=field_tol)
 
     y0 = bkd.asarray(x0)
 

@@ -90,7 +90,8 @@ def velocity(
     memory_limit: int = DEFAULT_MEMORY_LIMIT,
     check: bool = True,
     method: str = "auto",
-    fast_tol: float = fastsum.FIELD_TOL,
+    field_tol: float = fastsum.FIELD_TOL,
+    fast_tol: float | None = None,
 ) -> np.ndarray:
     """The right-hand side ``x_i'`` of docs/equations.md section 2 (SA (2.3), USA, (2.7), (2.8), (9.1)).
 
@@ -105,21 +106,22 @@ def velocity(
             ``S^1``/``S^2``, :mod:`meanfield.kernels.fastsum`; ``ValueError`` naming the reason where it
             does not apply) or ``"auto"`` (fast where it applies and pays, the measured
             crossover :data:`meanfield.kernels.fastsum.CROSSOVER`).
-        fast_tol: the fast field's relative accuracy per point (default
+        field_tol: the fast field's relative accuracy per point (default
             :data:`meanfield.kernels.fastsum.FIELD_TOL`, ``1e-10``; points it cannot vouch for
-            are recomputed directly).
+            are recomputed), the keyword of ``simulate`` and ``solve_lagrangian`` too.
+        fast_tol: the old spelling of ``field_tol`` (accepted with a ``FutureWarning``).
 
     Returns:
         An array of the shape of ``x``.
     """
     check_geometry(geometry)
-    fastsum.check_tol(fast_tol)
+    tol = fastsum.field_tol_of(field_tol, fast_tol, "particles.velocity")
     x = _checked(model, x, check)
     xb = _as_batch(x)
     n, d = xb.shape[-2:]
     route = fastsum.choose_fast(method, model, d, geometry, n, n, backend_numpy=bk.is_numpy(xb))
     if route is not None:
-        return (_fast_velocity(model, xb, memory_limit, fast_tol, route)
+        return (_fast_velocity(model, xb, memory_limit, tol, route)
                 .astype(x.dtype, copy=False).reshape(x.shape))
     a = ambient_field(model, xb, xb, memory_limit=memory_limit)[0]  # (2.8): inside P
     a = a if x.ndim == 3 else a[0]

@@ -2,7 +2,7 @@ r"""Fast summation of the attention field on ``S^1`` and ``S^2`` (docs/particles
 "Fast field"; docs/equations.md sections 2-3).
 
 .. autosummary::
-   METHODS
+   FIELD_METHODS
    PROFILES
    FastSettings
    FastRoute
@@ -93,7 +93,7 @@ from meanfield.kernels.fastsum_frames import (
 from meanfield.kernels.fastsum_local import LOCAL_MIN_TARGETS, direct_is_cheaper, local_sums
 from meanfield.special import check_exp_beta, kernel_multipliers_over_beta, scaled_kernel_multipliers
 
-METHODS = ("auto", "direct", "fast")
+FIELD_METHODS = ("auto", "direct", "fast")
 """``direct``: the tiled ``O(n m)`` sum (the reference); ``fast``: this module (``ValueError``
 naming the reason where it does not apply); ``auto``: fast where it applies and pays
 (:func:`use_fast`), direct otherwise."""
@@ -369,7 +369,21 @@ def _bias(model: Any, kind: Any) -> float:
     return 0.0 if t is None or t.bias is None else float(model.parameters[t.bias])
 
 
-def check_tol(tol: Any, name: str = "fast_tol") -> float:
+def field_tol_of(field_tol: Any, fast_tol: Any, where: str) -> float:
+    """The fast field's tolerance a front door was given, checked (:func:`check_tol`):
+    ``field_tol``, or ``fast_tol``, its old spelling, with a ``FutureWarning`` that says so
+    (``where``: the function's name)."""
+    if fast_tol is None:
+        return check_tol(field_tol, "field_tol")
+    import warnings
+
+    warnings.warn(f"{where}: fast_tol is the old spelling of field_tol (the same tolerance "
+                  "everywhere: particles.simulate, solve_lagrangian); use field_tol=",
+                  FutureWarning, stacklevel=3)
+    return check_tol(fast_tol, "fast_tol")
+
+
+def check_tol(tol: Any, name: str = "field_tol") -> float:
     """``tol`` as a float in ``(0, 1)`` (a relative accuracy), else ``ValueError`` naming
     ``name``."""
     try:
@@ -384,7 +398,7 @@ def check_tol(tol: Any, name: str = "fast_tol") -> float:
 
 def choose_fast(method: str, model: Any, d: int, geometry: str, n_points: int, n_nodes: int, *,
                 causal_labels: bool = False, backend_numpy: bool = True) -> FastRoute | None:
-    """The choice point of ``method`` (:data:`METHODS`): the :class:`FastRoute` to take, or
+    """The choice point of ``method`` (:data:`FIELD_METHODS`): the :class:`FastRoute` to take, or
     ``None`` for the direct sum.
 
     ``fast`` where it does not apply raises ``ValueError`` with :func:`fast_reason`;
@@ -392,8 +406,8 @@ def choose_fast(method: str, model: Any, d: int, geometry: str, n_points: int, n
     >= CROSSOVER[d]^2`` (zonal path) or ``>= CROSSOVER_GENERAL[d]^2`` (general path); sigmoid,
     Sinkhorn and the causal mask only with ``fast`` (no crossover measured for them).
     """
-    if method not in METHODS:
-        msg = f"method must be one of {METHODS}, got {method!r}"
+    if method not in FIELD_METHODS:
+        msg = f"method must be one of {FIELD_METHODS}, got {method!r}"
         raise ValueError(msg)
     if method == "direct":
         return None
@@ -1170,7 +1184,7 @@ __all__ = [
     "CROSSOVER_GENERAL",
     "DEFAULT_TOL",
     "FIELD_TOL",
-    "METHODS",
+    "FIELD_METHODS",
     "PROFILES",
     "FastResult",
     "FastRoute",
@@ -1183,6 +1197,7 @@ __all__ = [
     "zonal_kinds",
     "band_limit",
     "check_tol",
+    "field_tol_of",
     "energy",
     "fast_field",
     "fast_reason",

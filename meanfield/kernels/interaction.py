@@ -373,12 +373,12 @@ def fast_energy_reason(model: Any, d: int) -> str | None:
 
 
 def use_fast_energy(method: str, model: Any, d: int, n: int) -> bool:
-    """The choice point of ``method`` (:data:`meanfield.kernels.fastsum.METHODS`) for the energy and
+    """The choice point of ``method`` (:data:`meanfield.kernels.fastsum.FIELD_METHODS`) for the energy and
     ``Z_mu`` of ``n`` nodes on the sphere: ``"direct"`` never, ``"fast"`` always
     (``ValueError`` naming the reason where it does not apply), ``"auto"`` where it applies
     and the fast field pays (:func:`meanfield.kernels.fastsum.use_fast`, ``n`` points and nodes)."""
-    if method not in fastsum.METHODS:
-        msg = f"method must be one of {fastsum.METHODS}, got {method!r}"
+    if method not in fastsum.FIELD_METHODS:
+        msg = f"method must be one of {fastsum.FIELD_METHODS}, got {method!r}"
         raise ValueError(msg)
     if method == "direct":
         return False

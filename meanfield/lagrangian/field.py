@@ -155,7 +155,8 @@ def weighted_field(
     state: FieldState | None = None,
     memory_limit: int = DEFAULT_MEMORY_LIMIT,
     method: str = "auto",
-    fast_tol: float = fastsum.FIELD_TOL,
+    field_tol: float = fastsum.FIELD_TOL,
+    fast_tol: float | None = None,
 ) -> FieldResult:
     """The velocity and its divergence at the nodes of ``mu = sum_j w_j delta_{x_j}``
     (docs/lagrangian.md sections 1-2).
@@ -173,18 +174,21 @@ def weighted_field(
         state: the previous call's :attr:`FieldResult.state` (Sinkhorn warm start).
         memory_limit: bytes allowed for the temporary ``n x n`` tiles.
         method: ``"direct"`` (the tiled sum, the reference), ``"fast"`` (fast summation on
-            ``S^1``/``S^2``, :mod:`meanfield.kernels.fastsum`, accurate to ``fast_tol`` relative per
+            ``S^1``/``S^2``, :mod:`meanfield.kernels.fastsum`, accurate to ``field_tol`` relative per
             point, default ``1e-10``; ``ValueError`` naming the reason where it does not apply) or ``"auto"``
             (fast where it applies and pays: :data:`meanfield.kernels.fastsum.CROSSOVER`).
-        fast_tol: the fast field's relative accuracy per point (docs/particles.md, "Fast
-            field"; the points it cannot vouch for are recomputed directly).
+        field_tol: the fast field's relative accuracy per point (docs/particles.md, "Fast
+            field"; the points it cannot vouch for are recomputed), the keyword of
+            ``particles.simulate`` and ``solve_lagrangian`` too.
+        fast_tol: the old spelling of ``field_tol`` (accepted with a ``FutureWarning``).
 
     Returns:
         :class:`FieldResult`.
     """
     return field_at(model, x, x, weights, geometry=geometry, labels=labels, point_labels=labels,
                     divergence=divergence, state=state, memory_limit=memory_limit,
-                    method=method, fast_tol=fast_tol)
+                    method=method,
+                    field_tol=fastsum.field_tol_of(field_tol, fast_tol, "weighted_field"))
 
 
 def field_at(
@@ -200,13 +204,14 @@ def field_at(
     state: FieldState | None = None,
     memory_limit: int = DEFAULT_MEMORY_LIMIT,
     method: str = "auto",
-    fast_tol: float = fastsum.FIELD_TOL,
+    field_tol: float = fastsum.FIELD_TOL,
+    fast_tol: float | None = None,
 ) -> FieldResult:
     """The field of ``mu = sum_j w_j delta_{x_j}`` (nodes ``x``) and its divergence at other
     ``points`` (``(p, d)`` or ``(B, p, d)``; on the sphere for ``geometry="sphere"``), with
     ``point_labels`` for a causal model; otherwise as :func:`weighted_field`. For Sinkhorn
     the potentials are those of the nodes (fixed in the point)."""
-    fastsum.check_tol(fast_tol)
+    tol = fastsum.field_tol_of(field_tol, fast_tol, "field_at")
     xa, w, klab = check_measure(model, x, weights, geometry=geometry, labels=labels)
     pa = _check_nodes(points, "points", geometry, model)
     if pa.ndim != xa.ndim or pa.shape[-1] != xa.shape[-1] or (xa.ndim == 3 and pa.shape[0] != xa.shape[0]):
@@ -230,7 +235,7 @@ def field_at(
     if route is not None:
         return fast_field_at(model, pb, xb, w, deriv, batched, memory_limit,
                              labels=None if qlab is None or klab is None else (qlab, klab),
-                             state=state, tol=fast_tol, route=route)
+                             state=state, tol=tol, route=route)
     F, tr, xdx, new_state = ambient_field(
         model, pb, xb, conv(w), labels=lab, derivatives=deriv, state=state,
         memory_limit=memory_limit)

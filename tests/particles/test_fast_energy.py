@@ -83,7 +83,7 @@ def test_simulate_sums_the_energy_fast_with_the_field(monkeypatch: pytest.Monkey
 
 
 def test_simulate_passes_field_tol_to_the_fast_velocity(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``field_tol`` reaches :func:`particles.velocity` as ``fast_tol``, is recorded, and is
+    """``field_tol`` reaches :func:`particles.velocity` (its ``field_tol``), is recorded, and is
     refused by name outside ``(0, 1)``. Fast at ``1e-9`` against direct: the fast field meets
     ``1e-9`` relative per point (|v| <= 1 for SA) at every RK4 stage, so 20 steps of ``dt =
     0.05`` differ by at most ``~ 20 * 0.05 * 1e-9 * e^{L t}`` (``L <= 2 beta = 4``, ``t = 1``):
@@ -97,7 +97,7 @@ def test_simulate_passes_field_tol_to_the_fast_velocity(monkeypatch: pytest.Monk
     real = sim_module.velocity
 
     def spy(*args, **kwargs):
-        seen.append(kwargs.get("fast_tol"))
+        seen.append(kwargs.get("field_tol"))
         return real(*args, **kwargs)
 
     monkeypatch.setattr(sim_module, "velocity", spy)

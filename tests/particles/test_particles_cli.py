@@ -184,7 +184,7 @@ def test_field_method_choices(capsys) -> None:
     assert main(["particles", "--field-method", "fastest"]) == 2
     assert "--field-method must be one of auto, direct, fast" in capsys.readouterr().err
     assert build_parser().parse_args(["particles"]).field_method == "auto"
-    assert options_choices() == fastsum.METHODS
+    assert options_choices() == fastsum.FIELD_METHODS
 
 
 def options_choices() -> tuple[str, ...]:

@@ -195,8 +195,8 @@ def test_sinkhorn(point_set, d: int) -> None:
 
 
 @pytest.mark.parametrize("d", [2, 3])
-def test_fast_tol(point_set, d: int) -> None:
-    """``fast_tol`` reaches the fast field: at ``1e-10`` the estimate vouches for (nearly) every
+def test_field_tol(point_set, d: int) -> None:
+    """``field_tol`` reaches the fast field: at ``1e-10`` the estimate vouches for (nearly) every
     point of a uniform set (measured on ``S^2``, ``n = 65 536``, ``A = I + 0.3 G``: estimate
     1.2e-12 and 1.4e-12, none recomputed), the settings record it, and the error is within
     it."""
@@ -204,13 +204,13 @@ def test_fast_tol(point_set, d: int) -> None:
     x = point_set("uniform", 400, d, rng)
     w = np.full(len(x), 1.0 / len(x))
     model = _model("general", "softmax", d, rng)
-    fast = weighted_field(model, x, w, method="fast", fast_tol=1e-10)
+    fast = weighted_field(model, x, w, method="fast", field_tol=1e-10)
     ref = weighted_field(model, x, w, method="direct")
     assert fast.fast is not None and fast.fast.tol == 1e-10
     assert fast.fast.corrected <= len(x) / 2, fast.fast
     _assert_close((fast.velocity, fast.divergence), (ref.velocity, ref.divergence),
                   _scales(model, x, x, w), 1e-10)
-    v = velocity(model, x, method="fast", fast_tol=1e-10)
+    v = velocity(model, x, method="fast", field_tol=1e-10)
     _assert_close((v, None), (velocity(model, x, method="direct"), None),
                   _scales(model, x, x, w), 1e-10)
 
@@ -264,10 +264,13 @@ def test_refusals(point_set) -> None:
     assert not fastsum.use_fast("auto", Model(beta=1.0, causal=True), 3, "sphere", 10**6, 10**6)
     x = point_set("uniform", 50, 3, np.random.default_rng(0))
     for bad in (0.0, 1.0, float("nan"), "x"):
-        with pytest.raises(ValueError, match="fast_tol must be"):
+        with pytest.raises(ValueError, match="field_tol must be"):
+            velocity(Model(beta=1.0), x, field_tol=bad)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="field_tol must be"):
+            weighted_field(Model(beta=1.0), x, np.full(50, 0.02), field_tol=bad)  # type: ignore[arg-type]
+        with pytest.warns(FutureWarning, match="old spelling of field_tol"), \
+                pytest.raises(ValueError, match="fast_tol must be"):
             velocity(Model(beta=1.0), x, fast_tol=bad)  # type: ignore[arg-type]
-        with pytest.raises(ValueError, match="fast_tol must be"):
-            weighted_field(Model(beta=1.0), x, np.full(50, 0.02), fast_tol=bad)  # type: ignore[arg-type]
     np.testing.assert_array_equal(  # auto below the crossover: the direct result, bit for bit
         velocity(Model(beta=1.0, Q=Q), x, method="auto"),
         velocity(Model(beta=1.0, Q=Q), x, method="direct"))
@@ -354,3 +357,23 @@ def test_sinkhorn_newton_polish(point_set) -> None:
     vf, vr = velocity(model, x, method="fast"), velocity(model, x, method="direct")
     w = np.full(len(x), 1.0 / len(x))
     _assert_close((vf, None), (vr, None), _scales(model, x, x, w), 2 * stol + TOL)
+
+
+def test_fast_tol_is_the_old_spelling_of_field_tol(point_set) -> None:
+    """``fast_tol=`` still works on ``weighted_field``, ``field_at`` and ``particles.velocity``
+    (the same result as ``field_tol=``), with a ``FutureWarning`` naming the new spelling."""
+    from meanfield.lagrangian import field_at
+
+    x = point_set("uniform", 200, 3, np.random.default_rng(3))
+    w = np.full(200, 1 / 200)
+    model = Model(beta=2.0)
+    new = weighted_field(model, x, w, method="fast", field_tol=1e-9)
+    with pytest.warns(FutureWarning, match="weighted_field: fast_tol is the old spelling"):
+        old = weighted_field(model, x, w, method="fast", fast_tol=1e-9)
+    np.testing.assert_array_equal(new.velocity, old.velocity)
+    assert old.fast is not None and old.fast.tol == 1e-9
+    with pytest.warns(FutureWarning, match="field_at: fast_tol"):
+        field_at(model, x, x, w, method="fast", fast_tol=1e-9)
+    with pytest.warns(FutureWarning, match="particles.velocity: fast_tol"):
+        v = velocity(model, x, method="fast", fast_tol=1e-9)
+    np.testing.assert_array_equal(v, velocity(model, x, method="fast", field_tol=1e-9))
