@@ -512,16 +512,13 @@ def _gauss_legendre_extended(M: int) -> tuple[np.ndarray, np.ndarray]:
     refined by two Newton steps on ``P_M`` (three-term recurrence in extended precision),
     weights ``2 / ((1 - t^2) P_M'(t)^2)``; where ``longdouble`` is float64, ducc0's rule."""
     t = np.cos(ducc0.misc.GL_thetas(M)).astype(np.longdouble)
-    for _ in range(2):
-        p0, p1 = np.ones_like(t), t.copy()
+    for newton in (True, True, False):  # two refinements, then the weights at the nodes
+        p0, p1 = np.ones_like(t), t.copy()  # P_{n-1}, P_n up to n = M
         for n in range(2, M + 1):
             p0, p1 = p1, ((2 * n - 1) * t * p1 - (n - 1) * p0) / n
-        dp = M * (t * p1 - p0) / (t * t - 1)
-        t = t - p1 / dp
-    p0, p1 = np.ones_like(t), t.copy()
-    for n in range(2, M + 1):
-        p0, p1 = p1, ((2 * n - 1) * t * p1 - (n - 1) * p0) / n
-    dp = M * (t * p1 - p0) / (t * t - 1)
+        dp = M * (t * p1 - p0) / (t * t - 1)  # P_M'
+        if newton:
+            t = t - p1 / dp
     return t, 2 / ((1 - t * t) * dp * dp)
 
 

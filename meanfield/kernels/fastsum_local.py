@@ -362,15 +362,15 @@ def local_sums(plan: Any, points: np.ndarray, nodes: np.ndarray, w: np.ndarray, 
         # them representable where e^{beta (t - 1)} underflows (beta = 300, far from all mass)
         shift = 0.0 if plan.normalized else e0 - beta
         bz, bg, bq = (math.exp(t - e0 + shift) if t > -math.inf else 0.0 for t in tree_logs)
+        at = np.concatenate([x, _cap_probes(c, rad)])  # the targets and the probes
+        c_r = R @ c
+        # the tilt in the rotated frame, rounded anew on the selection's points there
+        wt_r = wt if ys_r is None or ws_r is None else ws_r * np.exp(beta * (ys_r @ c_r) - e0)
         if lone and ys_r is not None and ws_r is not None:
             # a lone target: the direct sum over the cap's cells, its round-off measured by
             # the same sum in the rotated frame (every product and exponent rounded anew)
-            at = np.concatenate([x, _cap_probes(c, rad)])
             first = _equivalent_sums(at, c, ys, wt, beta, shift, laplacian)
-            c_r = R @ c
-            turned_sums = _equivalent_sums(at @ R.T, c_r, ys_r,
-                                           ws_r * np.exp(beta * (ys_r @ c_r) - e0),
-                                           beta, shift, laplacian)
+            turned_sums = _equivalent_sums(at @ R.T, c_r, ys_r, wt_r, beta, shift, laplacian)
             second = turned_sums._replace(grad=turned_sums.grad @ R)
             # what both frames share: the scale's exponent, rounded once
             common = common_roundoff(beta, shift)
@@ -386,11 +386,8 @@ def local_sums(plan: Any, points: np.ndarray, nodes: np.ndarray, w: np.ndarray, 
             sample = np.concatenate([np.arange(k) if k <= LOCAL_PAIR_SAMPLE else
                                      np.linspace(0, k - 1, LOCAL_PAIR_SAMPLE).astype(int),
                                      k + np.arange(LOCAL_PROBES)])
-            at = np.concatenate([x, _cap_probes(c, rad)])
             first = _equivalent_sums(at, c, grid.points, _tilted_coefficients(
                 ang, wt, d, P, eps, nthreads), beta, shift, laplacian)
-            wt_r = (wt if ws_r is None or ys_r is None
-                    else ws_r * np.exp(beta * (ys_r @ (R @ c)) - e0))
             second = _equivalent_sums(at[sample], c, grid.points @ R, _tilted_coefficients(
                 turn, wt_r, d, P, eps, nthreads), beta, shift, laplacian)
             bound = truncation(d, z, P, beta) * mass * math.exp(shift)
